@@ -1,0 +1,48 @@
+"""Type stubs of the native module. Private: use the public API of ``ringbound``."""
+
+from typing import Any
+
+__version__: str
+SYNTHESIZED_RESULT_TEXT: str
+LEDGER_MARKER: str
+
+class CoreConfig:
+    def __init__(
+        self,
+        *,
+        budget: int,
+        recent_tool_rings: int,
+        recent_user_turns: int,
+        pin_first_user_message: bool,
+        pin_side_effect_ledger: bool,
+        pin_security_system_prompt: bool,
+        short_error_result_tokens: int,
+        max_held_error_rings: int,
+        side_effect_tools: list[str],
+        ledger_fields: dict[str, list[str]],
+        stages: list[str],
+        drop_tools_schema: bool,
+        synthesize_missing_results: bool,
+        encoding: str,
+        tokenizer_backend: str | None,
+        max_messages: int,
+        max_request_bytes: int,
+    ) -> None: ...
+
+PlanItem = int | tuple[str, str] | tuple[str, str, str]
+
+def plan_openai_chat(
+    messages_json: bytes, tools_json: bytes | None, config: CoreConfig, pinned: list[int]
+) -> tuple[list[PlanItem], dict[str, Any]]: ...
+def count_openai_chat(
+    messages_json: bytes,
+    tools_json: bytes | None,
+    encoding: str,
+    tokenizer_backend: str | None = None,
+    max_messages: int = ...,
+    max_request_bytes: int = ...,
+) -> int: ...
+def count_text(text: str, encoding: str, tokenizer_backend: str | None = None) -> int: ...
+def validate_openai_chat(messages_json: bytes) -> list[tuple[str, str | None, int, str]]: ...
+def cache_len() -> int: ...
+def cache_clear() -> None: ...

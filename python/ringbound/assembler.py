@@ -1,0 +1,169 @@
+"""The Assembler façade: serializes the caller's messages once, lets the Rust core plan the
+request with the GIL released, and builds the result from the caller's own message objects
+plus the few insertions the plan asks for."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from . import _core
+from .config import AssemblyConfig
+from .errors import ConfigError
+from .payload import dump_messages, dump_tools
+from .providers import check_provider
+from .providers import openai_chat as chat
+from .report import AssemblyReport, LedgerEntry, StageRecord
+
+__all__ = ["Assembler", "AssemblyResult"]
+
+
+@dataclass(frozen=True)
+class AssemblyResult:
+    """An assembled request.
+
+    Attributes:
+        messages: The list to send. Kept messages are the caller's own objects (same
+            identity, unmodified); insertions are new dicts.
+        tools: The tools to send: the caller's list, or None if it was dropped to fit
+            (``on_still_over_budget: drop_tools_schema_then_fail``) or none was given.
+        report: What the assembly did.
+    """
+
+    messages: list[Any]
+    tools: list[Any] | None
+    report: AssemblyReport
+
+
+def _core_config(cfg: AssemblyConfig) -> _core.CoreConfig:
+    return _core.CoreConfig(
+        budget=cfg.budget,
+        recent_tool_rings=cfg.recent_tool_rings,
+        recent_user_turns=cfg.recent_user_turns,
+        pin_first_user_message="first_user_message" in cfg.pin,
+        pin_side_effect_ledger="side_effect_ledger" in cfg.pin,
+        pin_security_system_prompt="security_system_prompt" in cfg.pin,
+        short_error_result_tokens=cfg.short_error_result_tokens,
+        max_held_error_rings=cfg.max_held_error_rings,
+        side_effect_tools=list(cfg.side_effect_tools),
+        ledger_fields={k: list(v) for k, v in cfg.ledger_fields.items()},
+        stages=list(cfg.stages),
+        drop_tools_schema=cfg.on_still_over_budget == "drop_tools_schema_then_fail",
+        synthesize_missing_results=cfg.on_pairing_error == "synthesize_error_results",
+        encoding=cfg.encoding,
+        tokenizer_backend=cfg.tokenizer_backend,
+        max_messages=cfg.max_messages,
+        max_request_bytes=cfg.max_request_bytes,
+    )
+
+
+class Assembler:
+    """Assembles requests that fit a budget, pairing intact, protected content kept.
+
+    An Assembler holds no per-request state: reuse one across calls and share it between
+    threads.
+
+    Args:
+        config: The policy; defaults to ``AssemblyConfig()``.
+        provider: Wire format of the messages (``openai_chat``).
+        summarizer: Not supported in this release; passing one raises ConfigError rather
+            than silently not summarizing.
+
+    Example:
+        >>> import ringbound as rb
+        >>> asm = rb.Assembler(rb.AssemblyConfig(model_input_limit=10_000))
+        >>> res = asm.assemble([{"role": "user", "content": "hi"}])
+        >>> res.report.tokens_after <= res.report.budget
+        True
+    """
+
+    def __init__(
+        self,
+        config: AssemblyConfig | None = None,
+        provider: str = "openai_chat",
+        summarizer: Any = None,
+    ) -> None:
+        self.config = config if config is not None else AssemblyConfig()
+        if not isinstance(self.config, AssemblyConfig):
+            raise ConfigError(
+                f"config must be an AssemblyConfig, got {type(self.config).__name__}",
+                key="config",
+            )
+        self.provider = check_provider(provider)
+        if summarizer is not None:
+            raise ConfigError(
+                "summarizers are not supported in this release; assemble without one "
+                "(dropped side-effecting calls are still kept in the ledger note)",
+                key="summarizer",
+                reason="not supported in this release",
+            )
+        self._core = _core_config(self.config)
+
+    def assemble(
+        self,
+        messages: list[Any],
+        tools: list[Any] | None = None,
+        *,
+        pinned: Iterable[int] = (),
+    ) -> AssemblyResult:
+        """Assembles the next request from ``messages``.
+
+        Args:
+            messages: The session, OpenAI Chat Completions messages (dicts or SDK objects).
+                Never modified.
+            tools: The ``tools`` parameter, counted inside the budget.
+            pinned: Indices of messages to keep whatever the budget (their whole ring is
+                kept with them).
+
+        Returns:
+            The request to send and its report.
+
+        Raises:
+            InvalidMessageError: A message is malformed (the error names its index).
+            PairingError: Tool calls and results do not pair and the policy is fail_closed.
+            BudgetExceededError: The protected part alone does not fit the budget.
+        """
+        start = time.perf_counter()
+        payload = dump_messages(messages)
+        tools_payload = dump_tools(tools)
+        pins = sorted({_index(p) for p in pinned})
+        items, raw = _core.plan_openai_chat(payload, tools_payload, self._core, pins)
+        out: list[Any] = []
+        for item in items:
+            if isinstance(item, int):
+                out.append(messages[item])
+            elif item[0] == "synthesized":
+                out.append(chat.synthesized_result(item[1]))
+            else:
+                out.append(chat.ledger_note(item[1], item[2]))
+        report = AssemblyReport(
+            tokens_before=raw["tokens_before"],
+            tokens_after=raw["tokens_after"],
+            budget=raw["budget"],
+            dropped_rings=raw["dropped_rings"],
+            dropped_turns=raw["dropped_turns"],
+            stages=[StageRecord(*s) for s in raw["stages"]],
+            repairs=raw["repairs"],
+            ledger_added=[LedgerEntry(*e) for e in raw["ledger_added"]],
+            ledger_entries=raw["ledger_entries"],
+            bucket_tokens=raw["bucket_tokens"],
+            tools_dropped=raw["tools_dropped"],
+            messages_before=len(messages),
+            messages_after=len(out),
+            elapsed_s=time.perf_counter() - start,
+        )
+        kept_tools = None if report.tools_dropped or tools is None else tools
+        return AssemblyResult(messages=out, tools=kept_tools, report=report)
+
+
+def _index(p: Any) -> int:
+    if isinstance(p, bool) or not isinstance(p, int) or p < 0:
+        raise ConfigError(
+            f"pinned indices must be non-negative integers, got {p!r}",
+            key="pinned",
+            reason="must be non-negative integers",
+        )
+    return p
+

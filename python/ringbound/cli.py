@@ -1,0 +1,121 @@
+"""The ``ringbound`` command: assemble, validate and count session files, and the demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import orjson
+
+from .assembler import Assembler
+from .config import AssemblyConfig
+from .counting import count_tokens, validate
+from .demo import run_demo
+from .errors import RingboundError
+from .session import load_session
+
+__all__ = ["main"]
+
+
+def _config(args: argparse.Namespace) -> AssemblyConfig:
+    cfg = AssemblyConfig.from_yaml(args.config) if args.config else AssemblyConfig()
+    values = cfg.to_dict()
+    if args.limit is not None:
+        values["model_input_limit"] = args.limit
+    if args.budget is not None:
+        values.update(model_input_limit=args.budget, output_reserve_tokens=0, safety_margin_tokens=0)
+    if args.repair:
+        values["on_pairing_error"] = "synthesize_error_results"
+    return AssemblyConfig.from_dict(values)
+
+
+def _assemble(args: argparse.Namespace) -> int:
+    session = load_session(args.session)
+    res = Assembler(_config(args), provider=args.provider).assemble(session.messages, session.tools)
+    r = res.report
+    if args.json:
+        sys.stdout.write(orjson.dumps(r.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(f"tokens   {r.tokens_before} -> {r.tokens_after} (budget {r.budget})")
+        print(f"messages {r.messages_before} -> {r.messages_after}")
+        for s in r.stages:
+            print(f"stage    {s.stage}: {s.units} unit(s), {s.tokens_saved} tokens saved")
+        if r.repairs:
+            print(f"repaired {len(r.repairs)} call(s) without result: {', '.join(r.repairs)}")
+        if r.ledger_entries:
+            print(f"ledger   {r.ledger_entries} side-effecting call(s) recorded")
+        print("buckets  " + ", ".join(f"{k} {v}" for k, v in r.bucket_tokens.items()))
+        print(f"time     {r.elapsed_s * 1000:.2f} ms")
+    if args.output:
+        body: object = res.messages
+        if not session.bare:
+            body = {"messages": res.messages}
+            if res.tools is not None:
+                body["tools"] = res.tools
+        with open(args.output, "wb") as f:
+            f.write(orjson.dumps(body, option=orjson.OPT_INDENT_2))
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    issues = validate(load_session(args.session).messages, provider=args.provider)
+    for i in issues:
+        print(f"messages[{i.index}] {i.kind}: {i.message}")
+    if not issues:
+        print("pairing valid")
+    return 1 if issues else 0
+
+
+def _count(args: argparse.Namespace) -> int:
+    session = load_session(args.session)
+    print(count_tokens(session.messages, args.provider, args.encoding, session.tools))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    return 1 if run_demo(sys.stdout) else 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ringbound", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    a = sub.add_parser("assemble", help="assemble a session into a request that fits")
+    a.add_argument("session", help="JSON: a list of messages or {messages, tools}")
+    a.add_argument("--config", help="YAML file with a context_assembly: block")
+    a.add_argument("--limit", type=int, help="model_input_limit (reserve and margin still apply)")
+    a.add_argument("--budget", type=int, help="the whole budget (no reserve, no margin)")
+    a.add_argument("--repair", action="store_true", help="synthesize results for unanswered calls")
+    a.add_argument("--provider", default="openai_chat")
+    a.add_argument("-o", "--output", help="write the assembled request here")
+    a.add_argument("--json", action="store_true", help="print the report as JSON")
+    a.set_defaults(run=_assemble)
+
+    v = sub.add_parser("validate", help="check tool-call pairing (exit 1 when broken)")
+    v.add_argument("session")
+    v.add_argument("--provider", default="openai_chat")
+    v.set_defaults(run=_validate)
+
+    c = sub.add_parser("count", help="count the tokens of a session")
+    c.add_argument("session")
+    c.add_argument("--provider", default="openai_chat")
+    c.add_argument("--encoding", default="o200k_base", choices=("o200k_base", "cl100k_base"))
+    c.set_defaults(run=_count)
+
+    d = sub.add_parser("demo", help="assemble a bundled real session at shrinking budgets")
+    d.set_defaults(run=_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except RingboundError as e:
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Assembly configuration: every key of the ``context_assembly:`` YAML block, validated when the
+config is built, so a typo or an out-of-range value fails at start-up, not on a live request."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["PINS", "STAGES", "AssemblyConfig"]
+
+#: Items that may be pinned (kept whatever the budget).
+PINS = ("first_user_message", "side_effect_ledger", "security_system_prompt")
+#: Drop stages in their default order, cheapest loss first.
+STAGES = ("drop_rings", "drop_plain_turns", "drop_error_rings")
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "middle_delete_unit": ("tool_ring",),
+    "on_pairing_error": ("fail_closed", "synthesize_error_results"),
+    "on_still_over_budget": ("fail_closed", "drop_tools_schema_then_fail"),
+    "token_counter": ("provider_or_tiktoken_model_encoding", "tiktoken"),
+    "encoding": ("o200k_base", "cl100k_base"),
+}
+_BACKENDS = ("tiktoken", "bpe_openai")
+
+
+@dataclass(frozen=True)
+class AssemblyConfig:
+    """How a request is assembled. Every field has a production default.
+
+    The budget is ``model_input_limit - output_reserve_tokens - safety_margin_tokens``; the
+    tools schema, images and per-message framing all count inside it.
+
+    Example:
+        >>> cfg = AssemblyConfig(model_input_limit=32_000, output_reserve_tokens=4_000)
+        >>> cfg.budget
+        26976
+    """
+
+    model_input_limit: int = 128_000
+    output_reserve_tokens: int = 8192
+    safety_margin_tokens: int = 1024
+    recent_tool_rings: int = 3
+    recent_user_turns: int = 2
+    middle_delete_unit: str = "tool_ring"
+    summarize_trigger_ratio: float = 0.8
+    summary_max_tokens: int = 1024
+    summary_timeout_ms: int = 8000
+    on_pairing_error: str = "fail_closed"
+    on_still_over_budget: str = "fail_closed"
+    token_counter: str = "provider_or_tiktoken_model_encoding"
+    pin: tuple[str, ...] = PINS
+    encoding: str = "o200k_base"
+    #: Exact BPE implementation; None picks the fastest (see docs/performance.md).
+    tokenizer_backend: str | None = None
+    side_effect_tools: tuple[str, ...] = ()
+    #: Per side-effecting tool, the argument names that identify its effect in the ledger.
+    ledger_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: A ring whose results are all errors and at most this many tokens is dropped last.
+    short_error_result_tokens: int = 200
+    #: How many such short error rings (the most recent) are held back.
+    max_held_error_rings: int = 4
+    stages: tuple[str, ...] = STAGES
+    max_messages: int = 100_000
+    max_request_bytes: int = 64 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in ("pin", "side_effect_tools", "stages"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not isinstance(value, (list, tuple)):
+                raise _error(name, f"must be a list of strings, got {value!r}")
+            if not all(isinstance(v, str) for v in value):
+                raise _error(name, f"must be a list of strings, got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        fields_ = self.ledger_fields
+        if not isinstance(fields_, dict) or not all(
+            isinstance(k, str)
+            and isinstance(v, (list, tuple))
+            and all(isinstance(a, str) for a in v)
+            for k, v in fields_.items()
+        ):
+            raise _error("ledger_fields", "must map tool names to lists of argument names")
+        object.__setattr__(self, "ledger_fields", {k: tuple(v) for k, v in fields_.items()})
+        for name, low in (
+            ("model_input_limit", 1),
+            ("output_reserve_tokens", 0),
+            ("safety_margin_tokens", 0),
+            ("recent_tool_rings", 0),
+            ("recent_user_turns", 0),
+            ("summary_max_tokens", 1),
+            ("summary_timeout_ms", 1),
+            ("short_error_result_tokens", 0),
+            ("max_held_error_rings", 0),
+            ("max_messages", 1),
+            ("max_request_bytes", 1),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise _error(name, f"must be an integer >= {low}, got {value!r}")
+        ratio = self.summarize_trigger_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+            raise _error("summarize_trigger_ratio", f"must be a number in (0, 1], got {ratio!r}")
+        for name, allowed in _CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise _error(name, f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
+        if self.tokenizer_backend is not None and self.tokenizer_backend not in _BACKENDS:
+            raise _error(
+                "tokenizer_backend",
+                f"must be one of {', '.join(_BACKENDS)} (or null); got {self.tokenizer_backend!r}",
+            )
+        for p in self.pin:
+            if p not in PINS:
+                raise _error("pin", f"must hold only {', '.join(PINS)}; got {p!r}")
+        for s in self.stages:
+            if s not in STAGES:
+                raise _error("stages", f"must hold only {', '.join(STAGES)}; got {s!r}")
+        if self.budget <= 0:
+            raise _error(
+                "model_input_limit",
+                f"leaves no budget: {self.model_input_limit} - output_reserve_tokens "
+                f"{self.output_reserve_tokens} - safety_margin_tokens "
+                f"{self.safety_margin_tokens} = {self.budget}",
+            )
+
+    @property
+    def budget(self) -> int:
+        """Tokens the assembled request may use."""
+        return self.model_input_limit - self.output_reserve_tokens - self.safety_margin_tokens
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> AssemblyConfig:
+        """Builds a config from a mapping, rejecting unknown keys by name."""
+        if not isinstance(values, dict):
+            raise ConfigError(
+                f"config must be a mapping, got {type(values).__name__}",
+                key="context_assembly",
+                reason="must be a mapping",
+            )
+        known = {f.name for f in dataclasses.fields(cls)}
+        for key in values:
+            if key not in known:
+                raise _error(str(key), f"is not a configuration key (known: {', '.join(sorted(known))})")
+        return cls(**values)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> AssemblyConfig:
+        """Reads the ``context_assembly:`` block of a YAML file.
+
+        Example:
+            >>> import tempfile, os
+            >>> with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            ...     _ = f.write("context_assembly:\\n  model_input_limit: 64000\\n")
+            >>> AssemblyConfig.from_yaml(f.name).model_input_limit
+            64000
+            >>> os.unlink(f.name)
+        """
+        import yaml
+
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = yaml.safe_load(f)
+        except (OSError, yaml.YAMLError) as e:
+            raise ConfigError(f"cannot read {path}: {e}", key="context_assembly") from e
+        if not isinstance(doc, dict) or "context_assembly" not in doc:
+            raise ConfigError(
+                f"{path} has no `context_assembly:` block",
+                key="context_assembly",
+                reason="missing",
+            )
+        return cls.from_dict(doc["context_assembly"] or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as plain data (lists for tuples), as it would be written to YAML."""
+        out = dataclasses.asdict(self)
+        for k, v in out.items():
+            if isinstance(v, tuple):
+                out[k] = list(v)
+        out["ledger_fields"] = {k: list(v) for k, v in self.ledger_fields.items()}
+        return out
+
+
+def _error(key: str, reason: str) -> ConfigError:
+    return ConfigError(f"config `{key}` {reason}", key=key, reason=reason)

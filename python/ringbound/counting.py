@@ -1,0 +1,72 @@
+"""Token counts and pairing checks without assembling: the same exact accounting the
+assembler uses, for callers that only need the number or the verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _core
+from .config import AssemblyConfig
+from .errors import PairingIssue
+from .payload import dump_messages, dump_tools
+from .providers import check_provider
+
+__all__ = ["count_text", "count_tokens", "validate"]
+
+_DEFAULTS = AssemblyConfig()
+
+
+def count_tokens(
+    messages: list[Any],
+    provider: str = "openai_chat",
+    encoding: str = "o200k_base",
+    tools: list[Any] | None = None,
+    *,
+    tokenizer_backend: str | None = None,
+) -> int:
+    """Tokens a request costs: every message with its framing, reply priming, tools schema.
+
+    Example:
+        >>> import ringbound as rb
+        >>> rb.count_tokens([{"role": "user", "content": "hello world"}])  # 3 + 1 + 2, +3 priming
+        9
+    """
+    check_provider(provider)
+    return _core.count_openai_chat(
+        dump_messages(messages),
+        dump_tools(tools),
+        encoding,
+        tokenizer_backend,
+        _DEFAULTS.max_messages,
+        _DEFAULTS.max_request_bytes,
+    )
+
+
+def count_text(text: str, encoding: str = "o200k_base", *, tokenizer_backend: str | None = None) -> int:
+    """Exact BPE token count of one text (no message framing).
+
+    Example:
+        >>> import ringbound as rb
+        >>> rb.count_text("hello world")
+        2
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    return _core.count_text(text, encoding, tokenizer_backend)
+
+
+def validate(messages: list[Any], provider: str = "openai_chat") -> list[PairingIssue]:
+    """Every tool-call pairing issue of a conversation; empty when it is safe to send.
+
+    Example:
+        >>> import ringbound as rb
+        >>> call = {"id": "call_1", "type": "function",
+        ...         "function": {"name": "f", "arguments": "{}"}}
+        >>> [i.kind for i in rb.validate([
+        ...     {"role": "user", "content": "go"},
+        ...     {"role": "assistant", "content": None, "tool_calls": [call]},
+        ... ])]
+        ['missing_result']
+    """
+    check_provider(provider)
+    return [PairingIssue(*t) for t in _core.validate_openai_chat(dump_messages(messages))]

@@ -1,0 +1,108 @@
+"""Exceptions of ringbound. Every failure a caller can act on has its own type and carries the
+fields needed to act on it; nothing is raised as a bare ``Exception``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "BudgetExceededError",
+    "ConfigError",
+    "InvalidMessageError",
+    "PairingError",
+    "PairingIssue",
+    "RingboundError",
+    "SummaryError",
+]
+
+
+@dataclass(frozen=True)
+class PairingIssue:
+    """One broken tool-call pairing.
+
+    Attributes:
+        kind: ``duplicate_id``, ``missing_result``, ``orphan_result``, ``result_before_call``
+            or ``result_not_adjacent``.
+        call_id: The call id concerned, when there is one.
+        index: Index of the message the issue points at.
+        message: Human-readable text quoting the provider's own error wording.
+    """
+
+    kind: str
+    call_id: str | None
+    index: int
+    message: str
+
+
+class RingboundError(Exception):
+    """Base class of every error ringbound raises."""
+
+
+class InvalidMessageError(RingboundError, ValueError):
+    """A message (or the request as a whole, when ``index`` is None) is malformed.
+
+    Attributes:
+        index: Index of the offending message, or None for the request as a whole.
+        reason: What is wrong, without the index prefix.
+    """
+
+    def __init__(self, message: str, *, index: int | None = None, reason: str = "") -> None:
+        super().__init__(message)
+        self.index = index
+        self.reason = reason or message
+
+
+class PairingError(RingboundError, ValueError):
+    """Tool calls and results do not pair; nothing was assembled.
+
+    Attributes:
+        issues: Every issue found, in message order.
+    """
+
+    def __init__(self, message: str, *, issues: list[Any] = ()) -> None:  # type: ignore[assignment]
+        super().__init__(message)
+        self.issues: list[PairingIssue] = [
+            i if isinstance(i, PairingIssue) else PairingIssue(*i) for i in issues
+        ]
+
+
+class BudgetExceededError(RingboundError):
+    """The protected part of the request alone does not fit the budget.
+
+    Attributes:
+        tokens: Tokens of the smallest request the policy allows.
+        budget: The budget it had to fit.
+        bucket_tokens: Tokens per bucket: prefix, middle, suffix, tools, insertions, framing.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tokens: int = 0,
+        budget: int = 0,
+        bucket_tokens: dict[str, int] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.tokens = tokens
+        self.budget = budget
+        self.bucket_tokens = dict(bucket_tokens or {})
+
+
+class ConfigError(RingboundError, ValueError):
+    """A configuration value is out of range.
+
+    Attributes:
+        key: The configuration key.
+        reason: What is wrong and which values are allowed.
+    """
+
+    def __init__(self, message: str, *, key: str = "", reason: str = "") -> None:
+        super().__init__(message)
+        self.key = key
+        self.reason = reason or message
+
+
+class SummaryError(RingboundError):
+    """The summarizer failed and the policy is ``fail_closed``."""

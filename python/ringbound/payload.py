@@ -1,0 +1,61 @@
+"""Serializing the caller's messages once for the core. orjson does it in one pass; SDK objects
+(pydantic models such as the OpenAI SDK's ``ChatCompletionMessage``) are dumped the way the SDK
+sends them. A value that cannot be serialized is reported with the index of its message."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from .errors import InvalidMessageError
+
+__all__ = ["dump_messages", "dump_tools"]
+
+
+def _default(obj: Any) -> Any:
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def dump_messages(messages: Any) -> bytes:
+    """JSON bytes of a message list; InvalidMessageError naming the message if impossible."""
+    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
+        raise InvalidMessageError(
+            f"messages must be a list of message objects, got {type(messages).__name__}",
+            index=None,
+            reason=f"must be a list, got {type(messages).__name__}",
+        )
+    try:
+        return orjson.dumps(list(messages), default=_default)
+    except (TypeError, orjson.JSONEncodeError):
+        pass
+    for i, message in enumerate(messages):
+        try:
+            orjson.dumps(message, default=_default)
+        except (TypeError, orjson.JSONEncodeError) as e:
+            raise InvalidMessageError(
+                f"messages[{i}]: cannot be serialized as JSON ({e})", index=i, reason=str(e)
+            ) from None
+    raise InvalidMessageError("messages cannot be serialized as JSON", index=None)
+
+
+def dump_tools(tools: Any) -> bytes | None:
+    """JSON bytes of the ``tools`` parameter, or None when there are no tools."""
+    if tools is None:
+        return None
+    if isinstance(tools, (str, bytes, dict)) or not isinstance(tools, Sequence):
+        raise InvalidMessageError(
+            f"tools must be a list of tool objects, got {type(tools).__name__}",
+            index=None,
+            reason=f"tools must be a list, got {type(tools).__name__}",
+        )
+    try:
+        return orjson.dumps(list(tools), default=_default)
+    except (TypeError, orjson.JSONEncodeError) as e:
+        raise InvalidMessageError(
+            f"tools cannot be serialized as JSON ({e})", index=None, reason=str(e)
+        ) from None

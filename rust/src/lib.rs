@@ -1,0 +1,22 @@
+//! ringbound's core: the canonical view of a request, exact token counts, tool-call pairing,
+//! and the stage loop that plans which messages the next request keeps. No Python here; the
+//! binding lives in `py` behind the `python` feature.
+
+pub mod cache;
+pub mod count;
+pub mod error;
+pub mod ledger;
+pub mod pairing;
+pub mod plan;
+pub mod providers;
+pub mod request;
+pub mod units;
+pub mod view;
+
+#[cfg(feature = "python")]
+mod py;
+
+pub use error::{BucketTokens, CoreError};
+pub use pairing::{IssueKind, PairingIssue};
+pub use plan::{plan, Item, Plan, PlanConfig, Stage};
+pub use view::{Detail, Image, Message, Role, ToolCall};

@@ -1,0 +1,614 @@
+//! The stage loop. Splits a counted request into a protected prefix, a middle and a protected
+//! suffix, then runs the drop stages (cheapest loss first) over the middle only until the
+//! request fits the budget. The result is a plan — which original messages to keep and what to
+//! insert — never a rewritten request: the binding hands the caller back its own objects.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::count::chat::{message_tokens, REPLY_PRIMING};
+use crate::count::Counter;
+use crate::error::{BucketTokens, CoreError};
+use crate::ledger::{self, LedgerEntry};
+use crate::pairing;
+use crate::request::Request;
+use crate::units::{units, Unit, UnitKind};
+use crate::view::{Message, Role};
+
+/// The fixed text of a result synthesized for a call that has none: it states the fact and
+/// nothing else (no guess at what the tool would have said).
+pub const SYNTHESIZED_RESULT_TEXT: &str = "Tool call was not completed (no result recorded).";
+
+/// A drop stage. Each runs only while the request is over budget, oldest unit first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// Whole tool rings of the middle, except short error rings held back for later.
+    DropRings,
+    /// Plain middle turns, first in first out.
+    DropPlainTurns,
+    /// The short error rings held back by `DropRings`.
+    DropErrorRings,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::DropRings => "drop_rings",
+            Stage::DropPlainTurns => "drop_plain_turns",
+            Stage::DropErrorRings => "drop_error_rings",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Stage> {
+        [
+            Stage::DropRings,
+            Stage::DropPlainTurns,
+            Stage::DropErrorRings,
+        ]
+        .into_iter()
+        .find(|s| s.name() == name)
+    }
+
+    pub const DEFAULT_ORDER: [Stage; 3] = [
+        Stage::DropRings,
+        Stage::DropPlainTurns,
+        Stage::DropErrorRings,
+    ];
+}
+
+/// Everything the stage loop needs to know about the caller's policy.
+#[derive(Clone, Debug)]
+pub struct PlanConfig {
+    pub budget: u64,
+    pub recent_tool_rings: usize,
+    pub recent_user_turns: usize,
+    pub pin_first_user_message: bool,
+    pub pin_side_effect_ledger: bool,
+    /// Pin every system/developer message wherever it stands, not only the leading ones.
+    pub pin_security_system_prompt: bool,
+    /// A ring whose results are all errors and together at most this many tokens is held back
+    /// until `DropErrorRings`: short failures teach the model what not to retry.
+    pub short_error_result_tokens: u64,
+    /// At most this many such rings (the most recent) are held back.
+    pub max_held_error_rings: usize,
+    pub side_effect_tools: HashSet<String>,
+    /// Which arguments identify a side effect, per tool (all arguments otherwise).
+    pub ledger_fields: HashMap<String, Vec<String>>,
+    pub stages: Vec<Stage>,
+    /// When even the protected part does not fit, drop the tools schema before failing.
+    pub drop_tools_schema: bool,
+    /// Repair calls that have no result with a synthesized error result (never other issues).
+    pub synthesize_missing_results: bool,
+}
+
+/// One element of the planned request, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Item {
+    /// The caller's message at this index, unchanged.
+    Keep(usize),
+    /// A synthesized error result for `call_id` (text `SYNTHESIZED_RESULT_TEXT`).
+    SynthesizedResult { call_id: String },
+    /// The side-effect ledger note, as an instruction message of `role`.
+    LedgerNote { text: String, role: Role },
+}
+
+/// A run of the caller's messages, `start..end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StageReport {
+    pub stage: &'static str,
+    pub units: usize,
+    pub tokens_saved: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub items: Vec<Item>,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    pub budget: u64,
+    pub dropped_rings: Vec<Span>,
+    pub dropped_turns: Vec<Span>,
+    pub stages: Vec<StageReport>,
+    /// Call ids that received a synthesized result.
+    pub repairs: Vec<String>,
+    /// Ledger entries this assembly added.
+    pub ledger_added: Vec<LedgerEntry>,
+    /// Entries in the ledger note of the planned request.
+    pub ledger_entries: usize,
+    pub buckets: BucketTokens,
+    pub tools_dropped: bool,
+}
+
+/// Where a message of the working view comes from.
+enum Source {
+    Original(usize),
+    Synthesized,
+}
+
+/// The request with repairs applied: what the stages see.
+struct Work<'a> {
+    msgs: Vec<&'a Message>,
+    source: Vec<Source>,
+    tokens: Vec<u64>,
+}
+
+fn build_work<'a>(
+    req: &'a Request,
+    synthesized: &'a [Message],
+    repairs: &[pairing::Repair],
+    counter: &dyn Counter,
+) -> Work<'a> {
+    let n = req.messages.len();
+    let mut work = Work {
+        msgs: Vec::with_capacity(n + synthesized.len()),
+        source: Vec::with_capacity(n + synthesized.len()),
+        tokens: Vec::with_capacity(n + synthesized.len()),
+    };
+    let mut next = 0;
+    for i in 0..=n {
+        while next < repairs.len() && repairs[next].at == i {
+            work.msgs.push(&synthesized[next]);
+            work.source.push(Source::Synthesized);
+            work.tokens
+                .push(u64::from(message_tokens(&synthesized[next], counter)));
+            next += 1;
+        }
+        if i < n {
+            work.msgs.push(&req.messages[i]);
+            work.source.push(Source::Original(i));
+            work.tokens.push(u64::from(req.tokens[i]));
+        }
+    }
+    work
+}
+
+/// The ledger and its note while the loop runs.
+struct LedgerState {
+    entries: Vec<LedgerEntry>,
+    seen: HashSet<(String, String)>,
+    added: Vec<LedgerEntry>,
+    role: Role,
+    tokens: u64,
+}
+
+impl LedgerState {
+    fn note_tokens(entries: &[LedgerEntry], role: Role, counter: &dyn Counter) -> u64 {
+        ledger::render(entries).map_or(0, |text| {
+            u64::from(message_tokens(&Message::text(role, &text), counter))
+        })
+    }
+
+    fn add(&mut self, entry: LedgerEntry, counter: &dyn Counter) {
+        if self
+            .seen
+            .insert((entry.tool.clone(), entry.call_id.clone()))
+        {
+            self.entries.push(entry.clone());
+            self.added.push(entry);
+            self.tokens = Self::note_tokens(&self.entries, self.role, counter);
+        }
+    }
+}
+
+/// Plans the request: validates pairing, then drops middle units until it fits `cfg.budget`.
+pub fn plan(
+    req: &Request,
+    cfg: &PlanConfig,
+    pinned: &[usize],
+    counter: &dyn Counter,
+) -> Result<Plan, CoreError> {
+    let n = req.messages.len();
+    if let Some(&bad) = pinned.iter().find(|&&i| i >= n) {
+        return Err(CoreError::InvalidMessage {
+            index: None,
+            reason: format!("pinned index {bad} is out of range for {n} messages"),
+        });
+    }
+
+    let issues = pairing::validate(&req.messages);
+    let repairs = if issues.is_empty() {
+        Vec::new()
+    } else if !cfg.synthesize_missing_results {
+        return Err(CoreError::Pairing(issues));
+    } else {
+        pairing::repairs_for(&req.messages, &issues).ok_or(CoreError::Pairing(issues))?
+    };
+    let synthesized: Vec<Message> = repairs
+        .iter()
+        .map(|r| Message::tool_result(&r.call_id, SYNTHESIZED_RESULT_TEXT, true))
+        .collect();
+    let work = build_work(req, &synthesized, &repairs, counter);
+    let len = work.msgs.len();
+    let original_to_work: HashMap<usize, usize> = work
+        .source
+        .iter()
+        .enumerate()
+        .filter_map(|(w, s)| match s {
+            Source::Original(i) => Some((*i, w)),
+            Source::Synthesized => None,
+        })
+        .collect();
+
+    // Notes an earlier assembly wrote: their entries carry over, they stay where they are.
+    let mut notes: Vec<usize> = Vec::new();
+    let mut ledger_state = LedgerState {
+        entries: Vec::new(),
+        seen: HashSet::new(),
+        added: Vec::new(),
+        role: work
+            .msgs
+            .iter()
+            .find(|m| m.role.is_instruction())
+            .map_or(Role::System, |m| m.role),
+        tokens: 0,
+    };
+    if cfg.pin_side_effect_ledger {
+        for (w, msg) in work.msgs.iter().enumerate() {
+            if let Some(entries) = ledger::parse(msg) {
+                notes.push(w);
+                for e in entries {
+                    if ledger_state
+                        .seen
+                        .insert((e.tool.clone(), e.call_id.clone()))
+                    {
+                        ledger_state.entries.push(e);
+                    }
+                }
+            }
+        }
+        if let Some(&first) = notes.first() {
+            ledger_state.role = work.msgs[first].role;
+        }
+        ledger_state.tokens =
+            LedgerState::note_tokens(&ledger_state.entries, ledger_state.role, counter);
+    }
+    let is_note: Vec<bool> = {
+        let mut v = vec![false; len];
+        for &w in &notes {
+            v[w] = true;
+        }
+        v
+    };
+
+    // Protection.
+    let prefix_end = work
+        .msgs
+        .iter()
+        .position(|m| !m.role.is_instruction())
+        .unwrap_or(len);
+    let first_user = work.msgs.iter().position(|m| m.role == Role::User);
+    let mut pin = vec![false; len];
+    pin[..prefix_end].fill(true);
+    for &w in &notes {
+        pin[w] = true;
+    }
+    if cfg.pin_first_user_message {
+        if let Some(w) = first_user {
+            pin[w] = true;
+        }
+    }
+    if cfg.pin_security_system_prompt {
+        for (w, m) in work.msgs.iter().enumerate() {
+            if m.role.is_instruction() {
+                pin[w] = true;
+            }
+        }
+    }
+    for &i in pinned {
+        pin[original_to_work[&i]] = true;
+    }
+    // The latest user messages are pinned where they stand rather than opening the suffix:
+    // in an agent loop the last user message may sit hundreds of rings back, and a suffix
+    // starting there would leave nothing to trim.
+    let users: Vec<usize> = (0..len)
+        .filter(|&w| work.msgs[w].role == Role::User)
+        .collect();
+    for &w in &users[users.len().saturating_sub(cfg.recent_user_turns)..] {
+        pin[w] = true;
+    }
+
+    let all_units = units(&work.msgs);
+    let suffix_start = suffix_start(&all_units, cfg);
+    let unit_tokens = |u: &Unit| -> u64 {
+        (u.start..u.end)
+            .filter(|&w| !is_note[w])
+            .map(|w| work.tokens[w])
+            .sum()
+    };
+    let protected: Vec<bool> = all_units
+        .iter()
+        .map(|u| u.start >= suffix_start || (u.start..u.end).any(|w| pin[w]))
+        .collect();
+
+    // Candidates per stage, oldest first.
+    let error_ring = |u: &Unit| -> bool {
+        u.kind == UnitKind::Ring
+            && (u.start + 1..u.end).all(|w| work.msgs[w].is_error)
+            && (u.start + 1..u.end).map(|w| work.tokens[w]).sum::<u64>()
+                <= cfg.short_error_result_tokens
+    };
+    let middle: Vec<usize> = (0..all_units.len()).filter(|&k| !protected[k]).collect();
+    let mut held: Vec<usize> = middle
+        .iter()
+        .copied()
+        .filter(|&k| error_ring(&all_units[k]))
+        .collect();
+    held.drain(..held.len().saturating_sub(cfg.max_held_error_rings));
+    let held_set: HashSet<usize> = held.iter().copied().collect();
+    let candidates = |stage: Stage| -> Vec<usize> {
+        match stage {
+            Stage::DropRings => middle
+                .iter()
+                .copied()
+                .filter(|k| all_units[*k].kind == UnitKind::Ring && !held_set.contains(k))
+                .collect(),
+            Stage::DropPlainTurns => middle
+                .iter()
+                .copied()
+                .filter(|k| all_units[*k].kind == UnitKind::Plain)
+                .collect(),
+            Stage::DropErrorRings => held.clone(),
+        }
+    };
+
+    let messages_total: u64 = (0..len)
+        .filter(|&w| !is_note[w])
+        .map(|w| work.tokens[w])
+        .sum();
+    let framing = u64::from(REPLY_PRIMING);
+    let tokens_before = req.message_tokens() + framing + req.tools_tokens;
+    let mut tools_tokens = req.tools_tokens;
+    let mut messages_kept = messages_total;
+    let total = |messages_kept: u64, ledger: &LedgerState, tools: u64| {
+        messages_kept + ledger.tokens + framing + tools
+    };
+
+    let mut dropped = vec![false; all_units.len()];
+    let mut stage_reports = Vec::new();
+    let mut tools_dropped = false;
+    for &stage in &cfg.stages {
+        if total(messages_kept, &ledger_state, tools_tokens) <= cfg.budget {
+            break;
+        }
+        let before = total(messages_kept, &ledger_state, tools_tokens);
+        let mut count = 0;
+        for k in candidates(stage) {
+            if total(messages_kept, &ledger_state, tools_tokens) <= cfg.budget {
+                break;
+            }
+            if dropped[k] {
+                continue;
+            }
+            let u = &all_units[k];
+            dropped[k] = true;
+            count += 1;
+            messages_kept -= unit_tokens(u);
+            if u.kind == UnitKind::Ring && cfg.pin_side_effect_ledger {
+                for entry in side_effects(&work.msgs[u.start..u.end], cfg) {
+                    ledger_state.add(entry, counter);
+                }
+            }
+        }
+        if count > 0 {
+            let after = total(messages_kept, &ledger_state, tools_tokens);
+            stage_reports.push(StageReport {
+                stage: stage.name(),
+                units: count,
+                tokens_saved: before.saturating_sub(after),
+            });
+        }
+    }
+    if total(messages_kept, &ledger_state, tools_tokens) > cfg.budget
+        && cfg.drop_tools_schema
+        && tools_tokens > 0
+    {
+        stage_reports.push(StageReport {
+            stage: "drop_tools_schema",
+            units: 1,
+            tokens_saved: tools_tokens,
+        });
+        tools_tokens = 0;
+        tools_dropped = true;
+    }
+
+    let mut buckets = BucketTokens {
+        tools: tools_tokens,
+        insertions: ledger_state.tokens,
+        framing,
+        ..BucketTokens::default()
+    };
+    for (k, u) in all_units.iter().enumerate() {
+        if dropped[k] {
+            continue;
+        }
+        let t = unit_tokens(u);
+        if u.start >= suffix_start {
+            buckets.suffix += t;
+        } else if protected[k] {
+            buckets.prefix += t;
+        } else {
+            buckets.middle += t;
+        }
+    }
+    let tokens_after = total(messages_kept, &ledger_state, tools_tokens);
+    if tokens_after > cfg.budget {
+        return Err(CoreError::BudgetExceeded {
+            tokens: tokens_after,
+            budget: cfg.budget,
+            buckets,
+        });
+    }
+
+    let items = emit(
+        &work,
+        &all_units,
+        &dropped,
+        &notes,
+        &ledger_state,
+        req,
+        cfg,
+        first_user,
+        prefix_end,
+    );
+    let spans = |kind: UnitKind| -> Vec<Span> {
+        all_units
+            .iter()
+            .zip(&dropped)
+            .filter(|(u, &d)| d && u.kind == kind)
+            .filter_map(|(u, _)| original_span(&work, u))
+            .collect()
+    };
+    let plan = Plan {
+        tokens_before,
+        tokens_after,
+        budget: cfg.budget,
+        dropped_rings: spans(UnitKind::Ring),
+        dropped_turns: spans(UnitKind::Plain),
+        stages: stage_reports,
+        repairs: repairs.iter().map(|r| r.call_id.clone()).collect(),
+        ledger_entries: ledger_state.entries.len(),
+        ledger_added: ledger_state.added,
+        buckets,
+        tools_dropped,
+        items,
+    };
+    check_output(&plan, &synthesized, req)?;
+    Ok(plan)
+}
+
+/// Start of the protected suffix: the earliest of the last `recent_tool_rings` rings and the
+/// last unit (the current turn is never dropped).
+fn suffix_start(all_units: &[Unit], cfg: &PlanConfig) -> usize {
+    let last = all_units.last().map_or(0, |u| u.start);
+    let rings: Vec<&Unit> = all_units
+        .iter()
+        .filter(|u| u.kind == UnitKind::Ring)
+        .collect();
+    if cfg.recent_tool_rings == 0 || rings.is_empty() {
+        return last;
+    }
+    last.min(rings[rings.len().saturating_sub(cfg.recent_tool_rings)].start)
+}
+
+/// Ledger entries for the side-effecting calls of a dropped ring.
+fn side_effects(ring: &[&Message], cfg: &PlanConfig) -> Vec<LedgerEntry> {
+    let (call_msg, results) = ring
+        .split_first()
+        .expect("a ring starts with its call message");
+    call_msg
+        .tool_calls
+        .iter()
+        .filter(|c| cfg.side_effect_tools.contains(&c.name))
+        .map(|c| {
+            let result = results
+                .iter()
+                .find(|r| r.tool_call_id.as_deref() == Some(c.id.as_str()));
+            let status = match result {
+                Some(r) if r.texts.first().map(String::as_str) == Some(SYNTHESIZED_RESULT_TEXT) => {
+                    "not_completed"
+                }
+                Some(r) if r.is_error => "error",
+                _ => "ok",
+            };
+            LedgerEntry::from_call(c, status, cfg.ledger_fields.get(&c.name).map(Vec::as_slice))
+        })
+        .collect()
+}
+
+fn original_span(work: &Work<'_>, u: &Unit) -> Option<Span> {
+    let originals: Vec<usize> = (u.start..u.end)
+        .filter_map(|w| match work.source[w] {
+            Source::Original(i) => Some(i),
+            Source::Synthesized => None,
+        })
+        .collect();
+    Some(Span {
+        start: *originals.first()?,
+        end: originals.last()? + 1,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn emit(
+    work: &Work<'_>,
+    all_units: &[Unit],
+    dropped: &[bool],
+    notes: &[usize],
+    ledger_state: &LedgerState,
+    req: &Request,
+    cfg: &PlanConfig,
+    first_user: Option<usize>,
+    prefix_end: usize,
+) -> Vec<Item> {
+    let text = ledger::render(&ledger_state.entries);
+    // An unchanged note is the caller's own object again, byte for byte.
+    let note_item = |w: Option<usize>| -> Option<Item> {
+        let text = text.clone()?;
+        if let (Some(w), true) = (w, notes.len() == 1) {
+            if let Source::Original(i) = work.source[w] {
+                if req.messages[i].texts.first() == Some(&text) {
+                    return Some(Item::Keep(i));
+                }
+            }
+        }
+        Some(Item::LedgerNote {
+            text,
+            role: ledger_state.role,
+        })
+    };
+    let anchor = match (notes.first(), cfg.pin_first_user_message, first_user) {
+        (Some(&w), _, _) => w,
+        (None, true, Some(u)) => u + 1,
+        _ => prefix_end,
+    };
+    let mut items = Vec::with_capacity(work.msgs.len() + 1);
+    for (k, u) in all_units.iter().enumerate() {
+        for w in u.start..u.end {
+            if w == anchor {
+                items.extend(note_item(notes.first().copied()));
+            }
+            if dropped[k] || notes.contains(&w) {
+                continue;
+            }
+            items.push(match work.source[w] {
+                Source::Original(i) => Item::Keep(i),
+                Source::Synthesized => Item::SynthesizedResult {
+                    call_id: work.msgs[w].tool_call_id.clone().unwrap_or_default(),
+                },
+            });
+        }
+    }
+    if anchor >= work.msgs.len() {
+        items.extend(note_item(None));
+    }
+    items
+}
+
+/// Defense in depth: the planned request must pair, whatever the stages did.
+fn check_output(plan: &Plan, synthesized: &[Message], req: &Request) -> Result<(), CoreError> {
+    // Synthesized results for one id are identical, so any of them stands for the item.
+    let by_call: HashMap<&str, &Message> = synthesized
+        .iter()
+        .filter_map(|m| Some((m.tool_call_id.as_deref()?, m)))
+        .collect();
+    let out: Vec<&Message> = plan
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            Item::Keep(i) => Some(&req.messages[*i]),
+            Item::SynthesizedResult { call_id } => by_call.get(call_id.as_str()).copied(),
+            Item::LedgerNote { .. } => None,
+        })
+        .collect();
+    let issues = pairing::validate(&out);
+    if issues.is_empty() {
+        Ok(())
+    } else {
+        Err(CoreError::Pairing(issues))
+    }
+}

@@ -1,0 +1,315 @@
+//! The PyO3 binding: bytes in, plain records out, the GIL released while the core works. Core
+//! errors become the matching exceptions of `ringbound.errors`, never a bare `Exception`.
+
+use std::collections::{HashMap, HashSet};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use crate::cache;
+use crate::count::{Backend, Encoding};
+use crate::error::{BucketTokens, CoreError};
+use crate::pairing::{self, PairingIssue};
+use crate::plan::{self, Item, PlanConfig, Stage};
+use crate::providers::openai_chat;
+use crate::request::{load_openai_chat, Limits, Scheme};
+
+fn bucket_dict<'py>(py: Python<'py>, b: &BucketTokens) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("prefix", b.prefix)?;
+    d.set_item("middle", b.middle)?;
+    d.set_item("suffix", b.suffix)?;
+    d.set_item("tools", b.tools)?;
+    d.set_item("insertions", b.insertions)?;
+    d.set_item("framing", b.framing)?;
+    Ok(d)
+}
+
+fn issue_tuple<'py>(py: Python<'py>, i: &PairingIssue) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(
+        py,
+        [
+            i.kind.as_str().into_pyobject(py)?.into_any(),
+            i.call_id.clone().into_pyobject(py)?.into_any(),
+            i.index.into_pyobject(py)?.into_any(),
+            i.message.clone().into_pyobject(py)?.into_any(),
+        ],
+    )
+}
+
+/// Raises the `ringbound.errors` exception for a core error.
+fn to_py(py: Python<'_>, err: CoreError) -> PyErr {
+    match raise(py, &err) {
+        Ok(e) | Err(e) => e,
+    }
+}
+
+fn raise(py: Python<'_>, err: &CoreError) -> PyResult<PyErr> {
+    let errors = py.import("ringbound.errors")?;
+    let text = err.to_string();
+    let kwargs = PyDict::new(py);
+    let class = match err {
+        CoreError::InvalidMessage { index, reason } => {
+            kwargs.set_item("index", *index)?;
+            kwargs.set_item("reason", reason)?;
+            "InvalidMessageError"
+        }
+        CoreError::Pairing(issues) => {
+            let list = PyList::empty(py);
+            for i in issues {
+                list.append(issue_tuple(py, i)?)?;
+            }
+            kwargs.set_item("issues", list)?;
+            "PairingError"
+        }
+        CoreError::BudgetExceeded {
+            tokens,
+            budget,
+            buckets,
+        } => {
+            kwargs.set_item("tokens", tokens)?;
+            kwargs.set_item("budget", budget)?;
+            kwargs.set_item("bucket_tokens", bucket_dict(py, buckets)?)?;
+            "BudgetExceededError"
+        }
+        CoreError::Config { key, reason } => {
+            kwargs.set_item("key", key)?;
+            kwargs.set_item("reason", reason)?;
+            "ConfigError"
+        }
+    };
+    let exc = errors.getattr(class)?.call((text,), Some(&kwargs))?;
+    Ok(PyErr::from_value(exc))
+}
+
+fn scheme(encoding: &str, backend: Option<&str>) -> Result<Scheme, CoreError> {
+    let encoding = Encoding::from_name(encoding).ok_or_else(|| CoreError::Config {
+        key: "encoding".into(),
+        reason: format!("'{encoding}' is not one of o200k_base, cl100k_base"),
+    })?;
+    let backend = match backend {
+        None => crate::count::DEFAULT_BACKEND,
+        Some(name) => Backend::from_name(name).ok_or_else(|| CoreError::Config {
+            key: "tokenizer_backend".into(),
+            reason: format!("'{name}' is not one of tiktoken, bpe_openai"),
+        })?,
+    };
+    Ok(Scheme { encoding, backend })
+}
+
+/// The core half of an `AssemblyConfig`, built once per `Assembler`.
+#[pyclass(frozen, module = "ringbound._core")]
+pub struct CoreConfig {
+    plan: PlanConfig,
+    scheme: Scheme,
+    limits: Limits,
+}
+
+#[pymethods]
+impl CoreConfig {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (*, budget, recent_tool_rings, recent_user_turns, pin_first_user_message,
+        pin_side_effect_ledger, pin_security_system_prompt, short_error_result_tokens,
+        max_held_error_rings, side_effect_tools, ledger_fields, stages, drop_tools_schema,
+        synthesize_missing_results, encoding, tokenizer_backend, max_messages, max_request_bytes))]
+    fn new(
+        py: Python<'_>,
+        budget: u64,
+        recent_tool_rings: usize,
+        recent_user_turns: usize,
+        pin_first_user_message: bool,
+        pin_side_effect_ledger: bool,
+        pin_security_system_prompt: bool,
+        short_error_result_tokens: u64,
+        max_held_error_rings: usize,
+        side_effect_tools: Vec<String>,
+        ledger_fields: HashMap<String, Vec<String>>,
+        stages: Vec<String>,
+        drop_tools_schema: bool,
+        synthesize_missing_results: bool,
+        encoding: &str,
+        tokenizer_backend: Option<&str>,
+        max_messages: usize,
+        max_request_bytes: usize,
+    ) -> PyResult<Self> {
+        let stages = stages
+            .iter()
+            .map(|name| {
+                Stage::from_name(name).ok_or_else(|| CoreError::Config {
+                    key: "stages".into(),
+                    reason: format!(
+                        "'{name}' is not one of drop_rings, drop_plain_turns, drop_error_rings"
+                    ),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| to_py(py, e))?;
+        Ok(CoreConfig {
+            plan: PlanConfig {
+                budget,
+                recent_tool_rings,
+                recent_user_turns,
+                pin_first_user_message,
+                pin_side_effect_ledger,
+                pin_security_system_prompt,
+                short_error_result_tokens,
+                max_held_error_rings,
+                side_effect_tools: side_effect_tools.into_iter().collect::<HashSet<_>>(),
+                ledger_fields,
+                stages,
+                drop_tools_schema,
+                synthesize_missing_results,
+            },
+            scheme: scheme(encoding, tokenizer_backend).map_err(|e| to_py(py, e))?,
+            limits: Limits {
+                max_messages,
+                max_request_bytes,
+            },
+        })
+    }
+}
+
+/// Plans one OpenAI Chat request. Returns `(items, report)`: items are an `int` (keep the
+/// caller's message at that index), `("synthesized", call_id)` or `("ledger", text, role)`.
+#[pyfunction]
+#[pyo3(signature = (messages_json, tools_json, config, pinned))]
+fn plan_openai_chat<'py>(
+    py: Python<'py>,
+    messages_json: &[u8],
+    tools_json: Option<&[u8]>,
+    config: &CoreConfig,
+    pinned: Vec<usize>,
+) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
+    let result = py.detach(|| {
+        let req = load_openai_chat(
+            messages_json,
+            tools_json,
+            config.scheme,
+            config.limits,
+            cache::global(),
+        )?;
+        plan::plan(&req, &config.plan, &pinned, config.scheme.counter())
+    });
+    let plan = result.map_err(|e| to_py(py, e))?;
+
+    let items = PyList::empty(py);
+    for item in &plan.items {
+        match item {
+            Item::Keep(i) => items.append(i)?,
+            Item::SynthesizedResult { call_id } => items.append(("synthesized", call_id))?,
+            Item::LedgerNote { text, role } => items.append(("ledger", text, role.as_str()))?,
+        }
+    }
+    let report = PyDict::new(py);
+    report.set_item("tokens_before", plan.tokens_before)?;
+    report.set_item("tokens_after", plan.tokens_after)?;
+    report.set_item("budget", plan.budget)?;
+    let spans = |spans: &[plan::Span]| -> Vec<(usize, usize)> {
+        spans.iter().map(|s| (s.start, s.end)).collect()
+    };
+    report.set_item("dropped_rings", spans(&plan.dropped_rings))?;
+    report.set_item("dropped_turns", spans(&plan.dropped_turns))?;
+    let stages = PyList::empty(py);
+    for s in &plan.stages {
+        stages.append((s.stage, s.units, s.tokens_saved))?;
+    }
+    report.set_item("stages", stages)?;
+    report.set_item("repairs", plan.repairs.clone())?;
+    let added = PyList::empty(py);
+    for e in &plan.ledger_added {
+        added.append((&e.tool, &e.call_id, e.args.to_string(), &e.status))?;
+    }
+    report.set_item("ledger_added", added)?;
+    report.set_item("ledger_entries", plan.ledger_entries)?;
+    report.set_item("bucket_tokens", bucket_dict(py, &plan.buckets)?)?;
+    report.set_item("tools_dropped", plan.tools_dropped)?;
+    Ok((items, report))
+}
+
+/// Tokens of an OpenAI Chat request: every message with its framing, the reply priming, and
+/// the tools schema.
+#[pyfunction]
+#[pyo3(signature = (messages_json, tools_json, encoding, tokenizer_backend=None, max_messages=usize::MAX, max_request_bytes=usize::MAX))]
+fn count_openai_chat(
+    py: Python<'_>,
+    messages_json: &[u8],
+    tools_json: Option<&[u8]>,
+    encoding: &str,
+    tokenizer_backend: Option<&str>,
+    max_messages: usize,
+    max_request_bytes: usize,
+) -> PyResult<u64> {
+    let scheme = scheme(encoding, tokenizer_backend).map_err(|e| to_py(py, e))?;
+    let limits = Limits {
+        max_messages,
+        max_request_bytes,
+    };
+    py.detach(|| {
+        load_openai_chat(messages_json, tools_json, scheme, limits, cache::global()).map(|r| {
+            r.message_tokens() + u64::from(crate::count::chat::REPLY_PRIMING) + r.tools_tokens
+        })
+    })
+    .map_err(|e| to_py(py, e))
+}
+
+/// Exact token count of one text.
+#[pyfunction]
+#[pyo3(signature = (text, encoding, tokenizer_backend=None))]
+fn count_text(
+    py: Python<'_>,
+    text: &str,
+    encoding: &str,
+    tokenizer_backend: Option<&str>,
+) -> PyResult<usize> {
+    let scheme = scheme(encoding, tokenizer_backend).map_err(|e| to_py(py, e))?;
+    Ok(py.detach(|| scheme.counter().count(text)))
+}
+
+/// Pairing issues of OpenAI Chat messages as `(kind, call_id, index, message)` tuples.
+#[pyfunction]
+fn validate_openai_chat<'py>(
+    py: Python<'py>,
+    messages_json: &[u8],
+) -> PyResult<Bound<'py, PyList>> {
+    let issues = py
+        .detach(|| {
+            openai_chat::parse_messages(messages_json).map(|parsed| {
+                let msgs: Vec<_> = parsed.into_iter().map(|p| p.message).collect();
+                pairing::validate(&msgs)
+            })
+        })
+        .map_err(|e| to_py(py, e))?;
+    let out = PyList::empty(py);
+    for i in &issues {
+        out.append(issue_tuple(py, i)?)?;
+    }
+    Ok(out)
+}
+
+/// Number of counts in the process-wide cache.
+#[pyfunction]
+fn cache_len() -> usize {
+    cache::global().len()
+}
+
+/// Empties the process-wide count cache.
+#[pyfunction]
+fn cache_clear() {
+    cache::global().clear();
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("SYNTHESIZED_RESULT_TEXT", plan::SYNTHESIZED_RESULT_TEXT)?;
+    m.add("LEDGER_MARKER", crate::ledger::MARKER)?;
+    m.add_class::<CoreConfig>()?;
+    m.add_function(wrap_pyfunction!(plan_openai_chat, m)?)?;
+    m.add_function(wrap_pyfunction!(count_openai_chat, m)?)?;
+    m.add_function(wrap_pyfunction!(count_text, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_openai_chat, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_len, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_clear, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! The canonical view of a request: what every provider's messages reduce to before counting,
+//! validation and planning. Provider parsers build it; nothing downstream looks at native JSON.
+
+/// The role of a message in the canonical view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    System,
+    Developer,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    /// The role's name as OpenAI spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::Developer => "developer",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+
+    /// System and developer messages carry the rules of the conversation.
+    pub fn is_instruction(self) -> bool {
+        matches!(self, Role::System | Role::Developer)
+    }
+}
+
+/// How much detail the caller asked for on an image (OpenAI's `detail`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    Low,
+    High,
+    Auto,
+}
+
+/// An image part. The pixel size is read from a data URL's header when it has one; a remote
+/// URL has no known size, and counting then assumes the most expensive size the detail allows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Image {
+    pub detail: Detail,
+    pub size: Option<(u32, u32)>,
+}
+
+/// One function call made by an assistant message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// One message of the canonical view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub role: Role,
+    /// The optional participant `name` (counted as the cookbook counts it).
+    pub name: Option<String>,
+    /// Every text the model reads from this message, in order (content string, text parts,
+    /// refusal).
+    pub texts: Vec<String>,
+    pub images: Vec<Image>,
+    /// Tokens of parts that are neither text nor image, counted by the parser (audio, files).
+    pub other_part_tokens: u32,
+    /// Calls made by an assistant message, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// For a tool result: the id of the call it answers.
+    pub tool_call_id: Option<String>,
+    /// For a tool result: whether it reports a failure.
+    pub is_error: bool,
+    /// Size of the message as the caller serialized it.
+    pub bytes: usize,
+}
+
+impl Message {
+    /// A message with only a role and text, as insertions and tests build them.
+    pub fn text(role: Role, text: &str) -> Self {
+        Message {
+            role,
+            name: None,
+            texts: vec![text.to_owned()],
+            images: Vec::new(),
+            other_part_tokens: 0,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            is_error: false,
+            bytes: text.len(),
+        }
+    }
+
+    /// A tool result answering `call_id`.
+    pub fn tool_result(call_id: &str, text: &str, is_error: bool) -> Self {
+        Message {
+            tool_call_id: Some(call_id.to_owned()),
+            is_error,
+            ..Message::text(Role::Tool, text)
+        }
+    }
+
+    /// An assistant message making `calls`.
+    pub fn assistant_calls(calls: Vec<ToolCall>) -> Self {
+        Message {
+            tool_calls: calls,
+            ..Message::text(Role::Assistant, "")
+        }
+    }
+
+    pub fn has_tool_calls(&self) -> bool {
+        !self.tool_calls.is_empty()
+    }
+}
