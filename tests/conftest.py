@@ -1,0 +1,37 @@
+"""Shared test set-up: hypothesis profiles chosen by RINGBOUND_HYPOTHESIS_PROFILE (``ci`` by
+default, ``dev`` for quick local runs, ``thorough`` for long ones) and the path to the real
+sessions of ``../shared/corpus``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile("dev", max_examples=30, deadline=None)
+settings.register_profile(
+    "thorough",
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("RINGBOUND_HYPOTHESIS_PROFILE", "ci"))
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = Path(os.environ.get("RINGBOUND_CORPUS", REPO.parent / "shared" / "corpus"))
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """The shared corpus folder. Missing corpus is an error, not a skip: CI always has it."""
+    if not (CORPUS / "README.md").exists():
+        pytest.fail(f"real-session corpus not found at {CORPUS} (set RINGBOUND_CORPUS)")
+    return CORPUS
