@@ -612,3 +612,206 @@ fn check_output(plan: &Plan, synthesized: &[Message], req: &Request) -> Result<(
         Err(CoreError::Pairing(issues))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::count::chat::message_tokens;
+    use crate::count::{counter, Encoding, DEFAULT_BACKEND};
+    use crate::view::ToolCall;
+    use proptest::prelude::*;
+
+    fn c() -> &'static dyn Counter {
+        counter(Encoding::O200kBase, DEFAULT_BACKEND)
+    }
+
+    fn request(messages: Vec<Message>) -> Request {
+        let tokens = messages.iter().map(|m| message_tokens(m, c())).collect();
+        Request {
+            messages,
+            tokens,
+            tools_tokens: 0,
+        }
+    }
+
+    fn cfg(budget: u64) -> PlanConfig {
+        PlanConfig {
+            budget,
+            recent_tool_rings: 1,
+            recent_user_turns: 1,
+            pin_first_user_message: true,
+            pin_side_effect_ledger: true,
+            pin_security_system_prompt: true,
+            short_error_result_tokens: 50,
+            max_held_error_rings: 2,
+            side_effect_tools: ["send".to_owned()].into_iter().collect(),
+            ledger_fields: HashMap::new(),
+            stages: Stage::DEFAULT_ORDER.to_vec(),
+            drop_tools_schema: false,
+            synthesize_missing_results: false,
+        }
+    }
+
+    fn ring(id: &str, tool: &str, result: &str, error: bool) -> Vec<Message> {
+        vec![
+            Message::assistant_calls(vec![ToolCall {
+                id: id.into(),
+                name: tool.into(),
+                arguments: r#"{"x":1}"#.into(),
+            }]),
+            Message::tool_result(id, result, error),
+        ]
+    }
+
+    /// system, goal, then rings r0..r{n-1} with long results, a plain reply, a user turn.
+    fn session(n: usize) -> Vec<Message> {
+        let mut msgs = vec![
+            Message::text(Role::System, "rules"),
+            Message::text(Role::User, "goal"),
+        ];
+        for k in 0..n {
+            let tool = if k == 0 { "send" } else { "read" };
+            msgs.extend(ring(&format!("c{k}"), tool, &"data ".repeat(50), false));
+        }
+        msgs.push(Message::text(Role::Assistant, "done"));
+        msgs.push(Message::text(Role::User, "thanks"));
+        msgs
+    }
+
+    fn kept(plan: &Plan) -> Vec<usize> {
+        plan.items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Keep(k) => Some(*k),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fits_untouched() {
+        let req = request(session(3));
+        let p = plan(&req, &cfg(100_000), &[], c()).unwrap();
+        assert_eq!(kept(&p), (0..req.messages.len()).collect::<Vec<_>>());
+        assert_eq!(p.tokens_before, p.tokens_after);
+        assert!(p.stages.is_empty());
+    }
+
+    #[test]
+    fn drops_oldest_rings_first_and_records_side_effects() {
+        let req = request(session(4));
+        let full = plan(&req, &cfg(100_000), &[], c()).unwrap().tokens_after;
+        let p = plan(&req, &cfg(full - 100), &[], c()).unwrap();
+        // Ring c0 (the side-effecting send) goes first and lands in the ledger note, placed
+        // right after the pinned goal.
+        assert_eq!(p.dropped_rings[0], Span { start: 2, end: 4 });
+        assert_eq!(p.ledger_added.len(), 1);
+        assert!(matches!(&p.items[2], Item::LedgerNote { text, .. } if text.contains("send")));
+        assert!(p.tokens_after <= full - 100);
+    }
+
+    #[test]
+    fn protected_part_that_does_not_fit_fails_closed() {
+        let req = request(session(4));
+        match plan(&req, &cfg(20), &[], c()) {
+            Err(CoreError::BudgetExceeded {
+                tokens,
+                budget,
+                buckets,
+            }) => {
+                assert_eq!(budget, 20);
+                assert!(tokens > 20);
+                assert_eq!(buckets.total(), tokens);
+                assert_eq!(buckets.middle, 0);
+            }
+            other => panic!("expected BudgetExceeded, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn short_error_rings_are_dropped_last() {
+        let mut msgs = vec![
+            Message::text(Role::System, "rules"),
+            Message::text(Role::User, "goal"),
+        ];
+        msgs.extend(ring("e0", "read", "Error: no such file", true));
+        msgs.extend(ring("c1", "read", &"data ".repeat(50), false));
+        msgs.push(Message::text(Role::Assistant, "plain reply"));
+        msgs.extend(ring("c2", "read", &"data ".repeat(50), false));
+        msgs.push(Message::text(Role::User, "next"));
+        let req = request(msgs);
+        let full = plan(&req, &cfg(100_000), &[], c()).unwrap().tokens_after;
+        let c1 = u64::from(req.tokens[4] + req.tokens[5]);
+        let p = plan(&req, &cfg(full - c1), &[], c()).unwrap();
+        assert_eq!(p.dropped_rings, vec![Span { start: 4, end: 6 }]);
+        let p = plan(&req, &cfg(full - c1 - 1), &[], c()).unwrap();
+        let stages: Vec<_> = p.stages.iter().map(|s| s.stage).collect();
+        assert_eq!(stages, vec!["drop_rings", "drop_plain_turns"]);
+        assert!(
+            kept(&p).contains(&2),
+            "the error ring outlives the plain turn"
+        );
+    }
+
+    #[test]
+    fn caller_pins_keep_the_whole_ring() {
+        let req = request(session(4));
+        let full = plan(&req, &cfg(100_000), &[], c()).unwrap().tokens_after;
+        // Pinning the first ring's result keeps its call too, and the next ring goes instead.
+        let p = plan(&req, &cfg(full - 10), &[3], c()).unwrap();
+        let k = kept(&p);
+        assert!(k.contains(&2) && k.contains(&3));
+        assert_eq!(p.dropped_rings, vec![Span { start: 4, end: 6 }]);
+    }
+
+    #[test]
+    fn missing_result_fails_closed_or_is_synthesized() {
+        let mut msgs = session(2);
+        msgs.push(Message::assistant_calls(vec![ToolCall {
+            id: "late".into(),
+            name: "send".into(),
+            arguments: "{}".into(),
+        }]));
+        let req = request(msgs);
+        assert!(matches!(
+            plan(&req, &cfg(100_000), &[], c()),
+            Err(CoreError::Pairing(_))
+        ));
+        let mut repair = cfg(100_000);
+        repair.synthesize_missing_results = true;
+        let p = plan(&req, &repair, &[], c()).unwrap();
+        assert_eq!(p.repairs, vec!["late".to_owned()]);
+        assert_eq!(
+            p.items.last(),
+            Some(&Item::SynthesizedResult {
+                call_id: "late".into()
+            })
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn invariants_hold_on_random_budgets(n in 1usize..12, budget in 10u64..3_000) {
+            let req = request(session(n));
+            match plan(&req, &cfg(budget), &[], c()) {
+                Ok(p) => {
+                    prop_assert!(p.tokens_after <= budget);
+                    let k = kept(&p);
+                    prop_assert!(k.windows(2).all(|w| w[0] < w[1]), "order kept");
+                    prop_assert!(k.contains(&0) && k.contains(&1), "prefix kept");
+                    prop_assert!(k.contains(&(req.messages.len() - 1)), "last turn kept");
+                    // A larger budget keeps a superset.
+                    let more = plan(&req, &cfg(budget + 200), &[], c()).unwrap();
+                    let k2 = kept(&more);
+                    prop_assert!(k.iter().all(|i| k2.contains(i)));
+                    // Dropped side-effecting ring c0 is always in the ledger.
+                    if !k.contains(&2) {
+                        prop_assert_eq!(p.ledger_entries, 1);
+                    }
+                }
+                Err(CoreError::BudgetExceeded { tokens, .. }) => prop_assert!(tokens > budget),
+                Err(other) => prop_assert!(false, "unexpected error {other:?}"),
+            }
+        }
+    }
+}
