@@ -106,7 +106,7 @@ class Assembler:
         messages: list[Any],
         tools: list[Any] | None = None,
         *,
-        pinned: Iterable[int] = (),
+        pinned: Iterable[int] | None = (),
     ) -> AssemblyResult:
         """Assembles the next request from ``messages``.
 
@@ -128,7 +128,7 @@ class Assembler:
         start = time.perf_counter()
         payload = dump_messages(messages)
         tools_payload = dump_tools(tools)
-        pins = sorted({_index(p) for p in pinned})
+        pins = _pins(pinned, len(messages))
         items, raw = _core.plan_openai_chat(payload, tools_payload, self._core, pins)
         out: list[Any] = []
         for item in items:
@@ -158,12 +158,23 @@ class Assembler:
         return AssemblyResult(messages=out, tools=kept_tools, report=report)
 
 
-def _index(p: Any) -> int:
-    if isinstance(p, bool) or not isinstance(p, int) or p < 0:
-        raise ConfigError(
-            f"pinned indices must be non-negative integers, got {p!r}",
-            key="pinned",
-            reason="must be non-negative integers",
-        )
-    return p
+def _pins(pinned: Iterable[int] | None, n: int) -> list[int]:
+    """Sorted, unique message indices to pin; ConfigError for anything else."""
+    if pinned is None:
+        return []
+    try:
+        items = list(pinned)
+    except TypeError:
+        raise _pin_error(pinned, n) from None
+    for p in items:
+        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < n:
+            raise _pin_error(p, n)
+    return sorted(set(items))
 
+
+def _pin_error(p: Any, n: int) -> ConfigError:
+    return ConfigError(
+        f"pinned indices must be integers in [0, {n}) for {n} messages, got {p!r}",
+        key="pinned",
+        reason=f"must be integers in [0, {n})",
+    )

@@ -24,7 +24,9 @@ def _config(args: argparse.Namespace) -> AssemblyConfig:
     if args.limit is not None:
         values["model_input_limit"] = args.limit
     if args.budget is not None:
-        values.update(model_input_limit=args.budget, output_reserve_tokens=0, safety_margin_tokens=0)
+        values.update(
+            model_input_limit=args.budget, output_reserve_tokens=0, safety_margin_tokens=0
+        )
     if args.repair:
         values["on_pairing_error"] = "synthesize_error_results"
     return AssemblyConfig.from_dict(values)

@@ -104,7 +104,9 @@ class AssemblyConfig:
             raise _error("summarize_trigger_ratio", f"must be a number in (0, 1], got {ratio!r}")
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
-                raise _error(name, f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
+                raise _error(
+                    name, f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}"
+                )
         if self.tokenizer_backend is not None and self.tokenizer_backend not in _BACKENDS:
             raise _error(
                 "tokenizer_backend",
@@ -141,7 +143,9 @@ class AssemblyConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         for key in values:
             if key not in known:
-                raise _error(str(key), f"is not a configuration key (known: {', '.join(sorted(known))})")
+                raise _error(
+                    str(key), f"is not a configuration key (known: {', '.join(sorted(known))})"
+                )
         return cls(**values)
 
     @classmethod

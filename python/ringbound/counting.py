@@ -7,7 +7,7 @@ from typing import Any
 
 from . import _core
 from .config import AssemblyConfig
-from .errors import PairingIssue
+from .errors import InvalidMessageError, PairingIssue
 from .payload import dump_messages, dump_tools
 from .providers import check_provider
 
@@ -42,7 +42,9 @@ def count_tokens(
     )
 
 
-def count_text(text: str, encoding: str = "o200k_base", *, tokenizer_backend: str | None = None) -> int:
+def count_text(
+    text: str, encoding: str = "o200k_base", *, tokenizer_backend: str | None = None
+) -> int:
     """Exact BPE token count of one text (no message framing).
 
     Example:
@@ -52,7 +54,14 @@ def count_text(text: str, encoding: str = "o200k_base", *, tokenizer_backend: st
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    return _core.count_text(text, encoding, tokenizer_backend)
+    try:
+        return _core.count_text(text, encoding, tokenizer_backend)
+    except UnicodeEncodeError as e:
+        raise InvalidMessageError(
+            f"text is not valid Unicode ({e.reason} at position {e.start})",
+            index=None,
+            reason=e.reason,
+        ) from None
 
 
 def validate(messages: list[Any], provider: str = "openai_chat") -> list[PairingIssue]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from importlib import resources
 from typing import TextIO
 
+from ._core import LEDGER_MARKER
 from .assembler import Assembler
 from .config import AssemblyConfig
 from .counting import count_tokens, validate
@@ -41,7 +42,8 @@ def run_demo(out: TextIO, fractions: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25))
     rings = sum(1 for m in messages if m.get("tool_calls"))
     out.write(
         "ringbound demo: tau-bench airline session (gpt-4o, MIT, Sierra)\n"
-        f"{len(messages)} messages, {rings} tool rings, {total} tokens (o200k_base, OpenAI framing)\n"
+        f"{len(messages)} messages, {rings} tool rings, {total} tokens "
+        "(o200k_base, OpenAI framing)\n"
         "protected: system rules, first user goal, last 2 rings, last user turn; "
         "side-effect tools go to the ledger\n\n"
     )
@@ -82,7 +84,11 @@ def run_demo(out: TextIO, fractions: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25))
             f"{len(r.dropped_turns):>6} {r.ledger_entries:>6} "
             f"{'valid' if ok else 'BROKEN':>8} {r.elapsed_s * 1000:>6.2f}\n"
         )
-        notes = [m for m in res.messages if isinstance(m, dict) and "side-effect-ledger" in str(m.get("content"))]
+        notes = [
+            m
+            for m in res.messages
+            if isinstance(m, dict) and str(m.get("content")).startswith(LEDGER_MARKER)
+        ]
         if notes:
             last_note = notes[0]["content"]
     if last_note:

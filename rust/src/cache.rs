@@ -105,4 +105,3 @@ mod tests {
         assert_eq!(off.get(1), None);
     }
 }
-

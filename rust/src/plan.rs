@@ -167,7 +167,19 @@ fn build_work<'a>(
     work
 }
 
+/// Where one walk of the drop sequence ended.
+struct Outcome {
+    dropped: Vec<bool>,
+    ledger: LedgerState,
+    messages_kept: u64,
+    tools_tokens: u64,
+    stages: Vec<StageReport>,
+    /// The smallest total seen along the way.
+    least: u64,
+}
+
 /// The ledger and its note while the loop runs.
+#[derive(Clone)]
 struct LedgerState {
     entries: Vec<LedgerEntry>,
     seen: HashSet<(String, String)>,
@@ -362,59 +374,84 @@ pub fn plan(
         .sum();
     let framing = u64::from(REPLY_PRIMING);
     let tokens_before = req.message_tokens() + framing + req.tools_tokens;
-    let mut tools_tokens = req.tools_tokens;
-    let mut messages_kept = messages_total;
     let total = |messages_kept: u64, ledger: &LedgerState, tools: u64| {
         messages_kept + ledger.tokens + framing + tools
     };
 
-    let mut dropped = vec![false; all_units.len()];
-    let mut stage_reports = Vec::new();
-    let mut tools_dropped = false;
-    for &stage in &cfg.stages {
-        if total(messages_kept, &ledger_state, tools_tokens) <= cfg.budget {
-            break;
-        }
-        let before = total(messages_kept, &ledger_state, tools_tokens);
-        let mut count = 0;
-        for k in candidates(stage) {
-            if total(messages_kept, &ledger_state, tools_tokens) <= cfg.budget {
+    // The drop sequence is fixed; `run` walks it until the request fits `budget`. A ledger note
+    // can grow by more than a small ring saves, so the total is not monotone along the
+    // sequence: `least` remembers the smallest total seen, the budget that a failed run
+    // reports as needed.
+    let run = |budget: u64| -> Outcome {
+        let mut out = Outcome {
+            dropped: vec![false; all_units.len()],
+            ledger: ledger_state.clone(),
+            messages_kept: messages_total,
+            tools_tokens: req.tools_tokens,
+            stages: Vec::new(),
+            least: 0,
+        };
+        let now = |o: &Outcome| total(o.messages_kept, &o.ledger, o.tools_tokens);
+        out.least = now(&out);
+        for &stage in &cfg.stages {
+            if now(&out) <= budget {
                 break;
             }
-            if dropped[k] {
-                continue;
-            }
-            let u = &all_units[k];
-            dropped[k] = true;
-            count += 1;
-            messages_kept -= unit_tokens(u);
-            if u.kind == UnitKind::Ring && cfg.pin_side_effect_ledger {
-                for entry in side_effects(&work.msgs[u.start..u.end], cfg) {
-                    ledger_state.add(entry, counter);
+            let before = now(&out);
+            let mut count = 0;
+            for k in candidates(stage) {
+                if now(&out) <= budget {
+                    break;
                 }
+                if out.dropped[k] {
+                    continue;
+                }
+                let u = &all_units[k];
+                out.dropped[k] = true;
+                count += 1;
+                out.messages_kept -= unit_tokens(u);
+                if u.kind == UnitKind::Ring && cfg.pin_side_effect_ledger {
+                    for entry in side_effects(&work.msgs[u.start..u.end], cfg) {
+                        out.ledger.add(entry, counter);
+                    }
+                }
+                out.least = out.least.min(now(&out));
+            }
+            if count > 0 {
+                out.stages.push(StageReport {
+                    stage: stage.name(),
+                    units: count,
+                    tokens_saved: before.saturating_sub(now(&out)),
+                });
             }
         }
-        if count > 0 {
-            let after = total(messages_kept, &ledger_state, tools_tokens);
-            stage_reports.push(StageReport {
-                stage: stage.name(),
-                units: count,
-                tokens_saved: before.saturating_sub(after),
+        if now(&out) > budget && cfg.drop_tools_schema && out.tools_tokens > 0 {
+            out.stages.push(StageReport {
+                stage: "drop_tools_schema",
+                units: 1,
+                tokens_saved: out.tools_tokens,
             });
+            out.tools_tokens = 0;
+            out.least = out.least.min(now(&out));
         }
+        out
+    };
+
+    let mut outcome = run(cfg.budget);
+    let fits = total(outcome.messages_kept, &outcome.ledger, outcome.tools_tokens) <= cfg.budget;
+    if !fits {
+        // Describe the smallest request the policy allows, not wherever the sequence ended.
+        outcome = run(outcome.least);
     }
-    if total(messages_kept, &ledger_state, tools_tokens) > cfg.budget
-        && cfg.drop_tools_schema
-        && tools_tokens > 0
-    {
-        stage_reports.push(StageReport {
-            stage: "drop_tools_schema",
-            units: 1,
-            tokens_saved: tools_tokens,
-        });
-        tools_tokens = 0;
-        tools_dropped = true;
-    }
+    let Outcome {
+        dropped,
+        ledger: ledger_state,
+        tools_tokens,
+        stages: stage_reports,
+        messages_kept,
+        ..
+    } = outcome;
+    let tools_dropped = tools_tokens == 0 && req.tools_tokens > 0;
 
     let mut buckets = BucketTokens {
         tools: tools_tokens,
@@ -436,7 +473,7 @@ pub fn plan(
         }
     }
     let tokens_after = total(messages_kept, &ledger_state, tools_tokens);
-    if tokens_after > cfg.budget {
+    if !fits {
         return Err(CoreError::BudgetExceeded {
             tokens: tokens_after,
             budget: cfg.budget,

@@ -68,13 +68,11 @@ const BASE64: GeneralPurpose = GeneralPurpose::new(
         .with_decode_allow_trailing_bits(true),
 );
 
-/// Pixel size from a `data:image/...;base64,...` URL by decoding ONLY a bounded prefix of the
-/// base64 (never the whole payload: a 5 MB image must cost microseconds). PNG (IHDR), GIF, WebP
-/// (VP8, VP8L, VP8X), JPEG (walk segments to the SOFn marker; if the SOF is beyond the bounded
-/// prefix return None). Garbage/truncated/non-image input returns None, never panics. Remote
-/// URLs return None.
-///
-/// The format is sniffed from the bytes, not taken from the declared media type.
+/// Pixel size from a `data:image/...;base64,...` URL, decoding only a bounded prefix of the
+/// base64 (never the whole payload: a 5 MB image must cost microseconds). Reads PNG (IHDR), GIF,
+/// WebP (VP8, VP8L, VP8X) and JPEG (its segments walked to the SOFn marker; `None` if that lies
+/// beyond the prefix). Garbage, truncated or non-image data gives `None`, never a panic, and so
+/// does a remote URL. The format is sniffed from the bytes, not taken from the media type.
 pub fn image_size_from_data_url(url: &str) -> Option<(u32, u32)> {
     if !url.as_bytes().get(..5)?.eq_ignore_ascii_case(b"data:") {
         return None;

@@ -16,7 +16,7 @@ const FUNC_INIT: i64 = 7;
 const PROP_INIT: i64 = 3;
 /// Per property, before its `name:type:description` line.
 const PROP_KEY: i64 = 3;
-/// Once per property with an enum (the enum's items replace part of the line's framing).
+/// Once per property with an enum; negative, as the cookbook fitted it.
 const ENUM_INIT: i64 = -3;
 /// Per enum item, besides the item's own tokens.
 const ENUM_ITEM: i64 = 3;
@@ -63,8 +63,9 @@ fn function_tool(entry: &Map<String, Value>, counter: &dyn Counter) -> Result<i6
     let Some(Value::String(name)) = function.get("name") else {
         return Err("`function.name` must be a string".to_owned());
     };
+    // `null` is what several SDKs write for "no parameters" (the swe-gym sessions do).
     let parameters = match function.get("parameters") {
-        None => None,
+        None | Some(Value::Null) => None,
         Some(Value::Object(parameters)) => Some(parameters),
         Some(other) => {
             return Err(format!(
@@ -239,6 +240,17 @@ mod tests {
 
     /// The cookbook's example request: it reports 101 prompt tokens for gpt-4o and gpt-4o-mini,
     /// from its formula and from the API alike.
+    #[test]
+    fn null_parameters_mean_none() {
+        let with_null =
+            json!([{"type": "function", "function": {"name": "finish", "parameters": null}}]);
+        let without = json!([{"type": "function", "function": {"name": "finish"}}]);
+        assert_eq!(
+            tools_tokens(&with_null, cl100k()),
+            tools_tokens(&without, cl100k())
+        );
+    }
+
     #[test]
     fn cookbook_example_matches_the_api() {
         let messages = [
@@ -419,6 +431,10 @@ mod tests {
             (
                 json!([{"type": "function", "function": {"name": "f", "parameters": []}}]),
                 "tools[0]: `function.parameters` must be an object, got an array",
+            ),
+            (
+                json!([{"type": "function", "function": {"name": "f", "parameters": "x"}}]),
+                "tools[0]: `function.parameters` must be an object, got a string",
             ),
         ];
         for (tools, reason) in cases {
