@@ -49,7 +49,9 @@ class AssemblyReport:
     """The record of one assembly.
 
     Attributes:
-        tokens_before: Tokens of the request as given (messages, framing, tools schema).
+        tokens_before: Tokens of the request as given (messages, framing, tools schema). An
+            upper bound when ``tokens_before_exact`` is False: units the plan certainly drops
+            are sized from their bytes instead of being tokenized.
         tokens_after: Tokens of the assembled request; never above ``budget``.
         budget: The budget it had to fit.
         dropped_rings: ``(start, end)`` index spans of the caller's messages dropped as
@@ -69,6 +71,8 @@ class AssemblyReport:
         messages_before: Messages given.
         messages_after: Messages in the assembled request.
         elapsed_s: Wall time of the assembly.
+        tokens_before_exact: Whether ``tokens_before`` (and the stages' ``tokens_saved``)
+            are exact counts rather than upper bounds.
     """
 
     tokens_before: int
@@ -88,6 +92,7 @@ class AssemblyReport:
     messages_before: int = 0
     messages_after: int = 0
     elapsed_s: float = 0.0
+    tokens_before_exact: bool = True
 
     @property
     def changed(self) -> bool:

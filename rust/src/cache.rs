@@ -1,64 +1,123 @@
-//! Token counts cached by content hash. A gateway sees the same history again on every turn,
-//! so a message is tokenized once and afterwards costs one hash of its bytes. Sharded so
-//! threads assembling different sessions rarely contend; bounded so memory cannot grow with
-//! traffic (a full shard is cleared, which costs only recounts).
+//! Parsed, counted messages cached by content hash. A gateway sees the same history again on
+//! every turn, so a message is parsed and tokenized once; afterwards it costs one hash of its
+//! bytes. Sharded so threads assembling different sessions rarely contend; bounded in entries
+//! and bytes so memory cannot grow with traffic (a full shard is cleared, which costs only
+//! recounts).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
+use crate::view::Message;
+
 const SHARDS: usize = 16;
 
+/// A parsed message as the cache keeps it.
+#[derive(Debug)]
+pub struct Entry {
+    /// The message. Its `texts` are kept only where the plan reads them (a ledger note, a
+    /// synthesized result); everything else needs them only to be counted.
+    pub message: Message,
+    /// Exact tokens, once some assembly needed them.
+    pub tokens: OnceLock<u32>,
+    /// Upper bound of the tokens from the message's size.
+    pub bound: u32,
+}
+
+impl Entry {
+    /// Approximate heap bytes of the entry, for the cache's byte bound.
+    fn size(&self) -> usize {
+        let m = &self.message;
+        std::mem::size_of::<Entry>()
+            + m.texts.iter().map(String::len).sum::<usize>()
+            + m.name.as_ref().map_or(0, String::len)
+            + m.tool_call_id.as_ref().map_or(0, String::len)
+            + m.tool_calls
+                .iter()
+                .map(|c| c.id.len() + c.name.len() + c.arguments.len() + 72)
+                .sum::<usize>()
+            + m.images.len() * 16
+    }
+}
+
+#[derive(Default)]
+struct Shard {
+    map: HashMap<u128, Arc<Entry>>,
+    bytes: usize,
+}
+
 pub struct CountCache {
-    shards: Vec<Mutex<HashMap<u128, u32>>>,
-    per_shard: usize,
+    shards: Vec<Mutex<Shard>>,
+    per_shard_entries: usize,
+    per_shard_bytes: usize,
 }
 
 impl CountCache {
-    /// A cache holding at most about `max_entries` counts; 0 disables it.
-    pub fn new(max_entries: usize) -> Self {
+    /// A cache holding at most about `max_entries` messages and `max_bytes` bytes; either
+    /// bound at 0 disables it.
+    pub fn new(max_entries: usize, max_bytes: usize) -> Self {
         CountCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            per_shard: max_entries.div_ceil(SHARDS),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            per_shard_entries: max_entries.div_ceil(SHARDS),
+            per_shard_bytes: max_bytes.div_ceil(SHARDS),
         }
     }
 
-    /// The key of a serialized message under one counting scheme (`seed` tells encodings and
-    /// backends apart, so one cache serves them all).
+    /// The key of a serialized message under one counting scheme (`seed` tells encodings
+    /// apart, so one cache serves them all).
     pub fn key(raw: &[u8], seed: u64) -> u128 {
         xxh3_128_with_seed(raw, seed)
     }
 
-    fn shard(&self, key: u128) -> &Mutex<HashMap<u128, u32>> {
-        &self.shards[(key as usize) % SHARDS]
+    fn enabled(&self) -> bool {
+        self.per_shard_entries > 0 && self.per_shard_bytes > 0
     }
 
-    pub fn get(&self, key: u128) -> Option<u32> {
-        if self.per_shard == 0 {
+    fn shard(&self, key: u128) -> std::sync::MutexGuard<'_, Shard> {
+        // A poisoned shard only means another thread panicked mid-insert; the map is still a
+        // valid map of entries, so keep using it.
+        self.shards[(key as usize) % SHARDS]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, key: u128) -> Option<Arc<Entry>> {
+        if !self.enabled() {
             return None;
         }
-        // A poisoned shard only means another thread panicked mid-insert; the map is still a
-        // valid map of counts, so keep using it.
-        let shard = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
-        shard.get(&key).copied()
+        self.shard(key).map.get(&key).cloned()
     }
 
-    pub fn insert(&self, key: u128, tokens: u32) {
-        if self.per_shard == 0 {
+    pub fn insert(&self, key: u128, entry: Arc<Entry>) {
+        if !self.enabled() {
             return;
         }
-        let mut shard = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
-        if shard.len() >= self.per_shard {
-            shard.clear();
+        let size = entry.size();
+        if size > self.per_shard_bytes {
+            return;
         }
-        shard.insert(key, tokens);
+        let mut shard = self.shard(key);
+        if shard.map.len() >= self.per_shard_entries || shard.bytes + size > self.per_shard_bytes {
+            shard.map.clear();
+            shard.bytes = 0;
+        }
+        if let Some(old) = shard.map.insert(key, entry) {
+            shard.bytes -= old.size();
+        }
+        shard.bytes += size;
     }
 
+    /// Messages held.
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
+        (0..SHARDS)
+            .map(|i| {
+                self.shards[i]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .map
+                    .len()
+            })
             .sum()
     }
 
@@ -66,42 +125,78 @@ impl CountCache {
         self.len() == 0
     }
 
+    /// Approximate bytes held.
+    pub fn bytes(&self) -> usize {
+        (0..SHARDS)
+            .map(|i| {
+                self.shards[i]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .bytes
+            })
+            .sum()
+    }
+
     pub fn clear(&self) {
         for shard in &self.shards {
-            shard.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            shard.map.clear();
+            shard.bytes = 0;
         }
     }
 }
 
-/// Entries of the process-wide cache: about 10 MiB of counts.
+/// Messages the process-wide cache holds at most.
 pub const DEFAULT_MAX_ENTRIES: usize = 1 << 18;
+/// Bytes the process-wide cache holds at most.
+pub const DEFAULT_MAX_BYTES: usize = 256 << 20;
 
-/// The process-wide cache every assembly shares unless told otherwise.
+/// The process-wide cache every assembly shares unless given its own.
 pub fn global() -> &'static CountCache {
-    static GLOBAL: std::sync::OnceLock<CountCache> = std::sync::OnceLock::new();
-    GLOBAL.get_or_init(|| CountCache::new(DEFAULT_MAX_ENTRIES))
+    static GLOBAL: OnceLock<CountCache> = OnceLock::new();
+    GLOBAL.get_or_init(|| CountCache::new(DEFAULT_MAX_ENTRIES, DEFAULT_MAX_BYTES))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::view::Role;
+
+    fn entry(text: &str) -> Arc<Entry> {
+        Arc::new(Entry {
+            message: Message::text(Role::User, text),
+            tokens: OnceLock::new(),
+            bound: 0,
+        })
+    }
 
     #[test]
-    fn remembers_and_stays_bounded() {
-        let cache = CountCache::new(32);
+    fn remembers_and_stays_bounded_in_entries() {
+        let cache = CountCache::new(32, usize::MAX);
         for n in 0..1000u32 {
             let key = CountCache::key(&n.to_le_bytes(), 7);
-            cache.insert(key, n);
-            assert_eq!(cache.get(key), Some(n));
+            cache.insert(key, entry("x"));
+            assert!(cache.get(key).is_some());
         }
         assert!(cache.len() <= 32);
     }
 
     #[test]
+    fn stays_bounded_in_bytes() {
+        let cache = CountCache::new(usize::MAX, 64 * 1024);
+        let text = "y".repeat(1000);
+        for n in 0..1000u32 {
+            cache.insert(CountCache::key(&n.to_le_bytes(), 7), entry(&text));
+        }
+        assert!(cache.bytes() <= 64 * 1024, "{} bytes", cache.bytes());
+        assert!(!cache.is_empty());
+    }
+
+    #[test]
     fn seed_separates_schemes_and_zero_disables() {
         assert_ne!(CountCache::key(b"x", 1), CountCache::key(b"x", 2));
-        let off = CountCache::new(0);
-        off.insert(1, 5);
-        assert_eq!(off.get(1), None);
+        let off = CountCache::new(0, 1 << 20);
+        off.insert(1, entry("x"));
+        assert!(off.get(1).is_none());
     }
 }

@@ -5,6 +5,7 @@
 pub mod cache;
 pub mod count;
 pub mod error;
+pub mod json_array;
 pub mod ledger;
 pub mod pairing;
 pub mod plan;

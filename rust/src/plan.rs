@@ -108,7 +108,10 @@ pub struct StageReport {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     pub items: Vec<Item>,
+    /// Tokens of the request as given; an upper bound when `tokens_before_exact` is false
+    /// (units certainly dropped are sized from their bytes, not tokenized).
     pub tokens_before: u64,
+    pub tokens_before_exact: bool,
     pub tokens_after: u64,
     pub budget: u64,
     pub dropped_rings: Vec<Span>,
@@ -130,38 +133,58 @@ enum Source {
     Synthesized,
 }
 
-/// The request with repairs applied: what the stages see.
-struct Work<'a> {
-    msgs: Vec<&'a Message>,
+/// The request with repairs applied: what the stages see. Tokens of original messages are
+/// counted only when asked for; synthesized results are counted up front (they are few).
+struct Work<'r, 'a> {
+    req: &'r Request<'a>,
+    msgs: Vec<&'r Message>,
     source: Vec<Source>,
-    tokens: Vec<u64>,
+    synthesized_tokens: Vec<u64>,
 }
 
-fn build_work<'a>(
-    req: &'a Request,
-    synthesized: &'a [Message],
+impl Work<'_, '_> {
+    fn tokens(&self, w: usize) -> u64 {
+        match self.source[w] {
+            Source::Original(i) => u64::from(self.req.tokens(i)),
+            Source::Synthesized => self.synthesized_tokens[w],
+        }
+    }
+
+    /// An upper bound of `tokens(w)` that tokenizes nothing.
+    fn bound(&self, w: usize) -> u64 {
+        match self.source[w] {
+            Source::Original(i) => u64::from(self.req.bound(i)),
+            Source::Synthesized => self.synthesized_tokens[w],
+        }
+    }
+}
+
+fn build_work<'r, 'a>(
+    req: &'r Request<'a>,
+    synthesized: &'r [Message],
     repairs: &[pairing::Repair],
-    counter: &dyn Counter,
-) -> Work<'a> {
-    let n = req.messages.len();
+) -> Work<'r, 'a> {
+    let n = req.len();
+    let cap = n + synthesized.len();
     let mut work = Work {
-        msgs: Vec::with_capacity(n + synthesized.len()),
-        source: Vec::with_capacity(n + synthesized.len()),
-        tokens: Vec::with_capacity(n + synthesized.len()),
+        req,
+        msgs: Vec::with_capacity(cap),
+        source: Vec::with_capacity(cap),
+        synthesized_tokens: Vec::with_capacity(cap),
     };
     let mut next = 0;
     for i in 0..=n {
         while next < repairs.len() && repairs[next].at == i {
             work.msgs.push(&synthesized[next]);
             work.source.push(Source::Synthesized);
-            work.tokens
-                .push(u64::from(message_tokens(&synthesized[next], counter)));
+            work.synthesized_tokens
+                .push(u64::from(message_tokens(&synthesized[next], req.counter())));
             next += 1;
         }
         if i < n {
-            work.msgs.push(&req.messages[i]);
+            work.msgs.push(req.message(i));
             work.source.push(Source::Original(i));
-            work.tokens.push(u64::from(req.tokens[i]));
+            work.synthesized_tokens.push(0);
         }
     }
     work
@@ -208,13 +231,9 @@ impl LedgerState {
 }
 
 /// Plans the request: validates pairing, then drops middle units until it fits `cfg.budget`.
-pub fn plan(
-    req: &Request,
-    cfg: &PlanConfig,
-    pinned: &[usize],
-    counter: &dyn Counter,
-) -> Result<Plan, CoreError> {
-    let n = req.messages.len();
+pub fn plan(req: &Request, cfg: &PlanConfig, pinned: &[usize]) -> Result<Plan, CoreError> {
+    let counter = req.counter();
+    let n = req.len();
     if let Some(&bad) = pinned.iter().find(|&&i| i >= n) {
         return Err(CoreError::InvalidMessage {
             index: None,
@@ -222,19 +241,20 @@ pub fn plan(
         });
     }
 
-    let issues = pairing::validate(&req.messages);
+    let messages = req.messages();
+    let issues = pairing::validate(&messages);
     let repairs = if issues.is_empty() {
         Vec::new()
     } else if !cfg.synthesize_missing_results {
         return Err(CoreError::Pairing(issues));
     } else {
-        pairing::repairs_for(&req.messages, &issues).ok_or(CoreError::Pairing(issues))?
+        pairing::repairs_for(&messages, &issues).ok_or(CoreError::Pairing(issues))?
     };
     let synthesized: Vec<Message> = repairs
         .iter()
         .map(|r| Message::tool_result(&r.call_id, SYNTHESIZED_RESULT_TEXT, true))
         .collect();
-    let work = build_work(req, &synthesized, &repairs, counter);
+    let work = build_work(req, &synthesized, &repairs);
     let len = work.msgs.len();
     let original_to_work: HashMap<usize, usize> = work
         .source
@@ -329,7 +349,13 @@ pub fn plan(
     let unit_tokens = |u: &Unit| -> u64 {
         (u.start..u.end)
             .filter(|&w| !is_note[w])
-            .map(|w| work.tokens[w])
+            .map(|w| work.tokens(w))
+            .sum()
+    };
+    let unit_bound = |u: &Unit| -> u64 {
+        (u.start..u.end)
+            .filter(|&w| !is_note[w])
+            .map(|w| work.bound(w))
             .sum()
     };
     let protected: Vec<bool> = all_units
@@ -341,7 +367,7 @@ pub fn plan(
     let error_ring = |u: &Unit| -> bool {
         u.kind == UnitKind::Ring
             && (u.start + 1..u.end).all(|w| work.msgs[w].is_error)
-            && (u.start + 1..u.end).map(|w| work.tokens[w]).sum::<u64>()
+            && (u.start + 1..u.end).map(|w| work.tokens(w)).sum::<u64>()
                 <= cfg.short_error_result_tokens
     };
     let middle: Vec<usize> = (0..all_units.len()).filter(|&k| !protected[k]).collect();
@@ -368,25 +394,65 @@ pub fn plan(
         }
     };
 
-    let messages_total: u64 = (0..len)
-        .filter(|&w| !is_note[w])
-        .map(|w| work.tokens[w])
-        .sum();
     let framing = u64::from(REPLY_PRIMING);
-    let tokens_before = req.message_tokens() + framing + req.tools_tokens;
     let total = |messages_kept: u64, ledger: &LedgerState, tools: u64| {
         messages_kept + ledger.tokens + framing + tools
     };
+
+    // Tokens of each unit. Exact counts are needed only where the decision can fall: walking
+    // the drop sequence back from its end, once the kept units alone overflow the budget,
+    // every earlier unit of the sequence is certainly dropped, and its size bound (from bytes,
+    // no tokenizing) serves. So the cost of counting grows with the budget, not the history.
+    let sequence: Vec<usize> = {
+        let mut seen = HashSet::new();
+        cfg.stages
+            .iter()
+            .flat_map(|&stage| candidates(stage))
+            .filter(|k| seen.insert(*k))
+            .collect()
+    };
+    let values = |lazy: bool| -> Vec<u64> {
+        let in_sequence: HashSet<usize> = sequence.iter().copied().collect();
+        let mut value = vec![0u64; all_units.len()];
+        let mut fixed = framing;
+        for (k, u) in all_units.iter().enumerate() {
+            if !in_sequence.contains(&k) {
+                value[k] = unit_tokens(u);
+                fixed += value[k];
+            }
+        }
+        let mut tail = 0u64;
+        let mut certain = 0;
+        for (j, &k) in sequence.iter().enumerate().rev() {
+            value[k] = unit_tokens(&all_units[k]);
+            tail += value[k];
+            if lazy && fixed + tail > cfg.budget {
+                certain = j;
+                break;
+            }
+        }
+        for &k in &sequence[..certain] {
+            value[k] = unit_bound(&all_units[k]);
+        }
+        value
+    };
+    let mut unit_value = values(true);
+    let messages_total: u64 = unit_value.iter().sum();
+    let tokens_before = messages_total + framing + req.tools_tokens;
+    let tokens_before_exact = (0..len).all(|w| match work.source[w] {
+        Source::Original(i) => req.is_counted(i),
+        Source::Synthesized => true,
+    });
 
     // The drop sequence is fixed; `run` walks it until the request fits `budget`. A ledger note
     // can grow by more than a small ring saves, so the total is not monotone along the
     // sequence: `least` remembers the smallest total seen, the budget that a failed run
     // reports as needed.
-    let run = |budget: u64| -> Outcome {
+    let run = |budget: u64, unit_value: &[u64]| -> Outcome {
         let mut out = Outcome {
             dropped: vec![false; all_units.len()],
             ledger: ledger_state.clone(),
-            messages_kept: messages_total,
+            messages_kept: unit_value.iter().sum(),
             tools_tokens: req.tools_tokens,
             stages: Vec::new(),
             least: 0,
@@ -409,7 +475,7 @@ pub fn plan(
                 let u = &all_units[k];
                 out.dropped[k] = true;
                 count += 1;
-                out.messages_kept -= unit_tokens(u);
+                out.messages_kept -= unit_value[k];
                 if u.kind == UnitKind::Ring && cfg.pin_side_effect_ledger {
                     for entry in side_effects(&work.msgs[u.start..u.end], cfg) {
                         out.ledger.add(entry, counter);
@@ -437,11 +503,14 @@ pub fn plan(
         out
     };
 
-    let mut outcome = run(cfg.budget);
+    let mut outcome = run(cfg.budget, &unit_value);
     let fits = total(outcome.messages_kept, &outcome.ledger, outcome.tools_tokens) <= cfg.budget;
     if !fits {
-        // Describe the smallest request the policy allows, not wherever the sequence ended.
-        outcome = run(outcome.least);
+        // Describe the smallest request the policy allows, not wherever the sequence ended:
+        // count everything exactly (a failure is rare) and walk again to that point.
+        unit_value = values(false);
+        let least = run(cfg.budget, &unit_value).least;
+        outcome = run(least, &unit_value);
     }
     let Outcome {
         dropped,
@@ -463,7 +532,7 @@ pub fn plan(
         if dropped[k] {
             continue;
         }
-        let t = unit_tokens(u);
+        let t = unit_value[k];
         if u.start >= suffix_start {
             buckets.suffix += t;
         } else if protected[k] {
@@ -502,6 +571,7 @@ pub fn plan(
     };
     let plan = Plan {
         tokens_before,
+        tokens_before_exact,
         tokens_after,
         budget: cfg.budget,
         dropped_rings: spans(UnitKind::Ring),
@@ -557,7 +627,7 @@ fn side_effects(ring: &[&Message], cfg: &PlanConfig) -> Vec<LedgerEntry> {
         .collect()
 }
 
-fn original_span(work: &Work<'_>, u: &Unit) -> Option<Span> {
+fn original_span(work: &Work<'_, '_>, u: &Unit) -> Option<Span> {
     let originals: Vec<usize> = (u.start..u.end)
         .filter_map(|w| match work.source[w] {
             Source::Original(i) => Some(i),
@@ -572,7 +642,7 @@ fn original_span(work: &Work<'_>, u: &Unit) -> Option<Span> {
 
 #[allow(clippy::too_many_arguments)]
 fn emit(
-    work: &Work<'_>,
+    work: &Work<'_, '_>,
     all_units: &[Unit],
     dropped: &[bool],
     notes: &[usize],
@@ -588,7 +658,7 @@ fn emit(
         let text = text.clone()?;
         if let (Some(w), true) = (w, notes.len() == 1) {
             if let Source::Original(i) = work.source[w] {
-                if req.messages[i].texts.first() == Some(&text) {
+                if req.message(i).texts.first() == Some(&text) {
                     return Some(Item::Keep(i));
                 }
             }
@@ -637,7 +707,7 @@ fn check_output(plan: &Plan, synthesized: &[Message], req: &Request) -> Result<(
         .items
         .iter()
         .filter_map(|item| match item {
-            Item::Keep(i) => Some(&req.messages[*i]),
+            Item::Keep(i) => Some(req.message(*i)),
             Item::SynthesizedResult { call_id } => by_call.get(call_id.as_str()).copied(),
             Item::LedgerNote { .. } => None,
         })
@@ -653,7 +723,6 @@ fn check_output(plan: &Plan, synthesized: &[Message], req: &Request) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::count::chat::message_tokens;
     use crate::count::{counter, Encoding, DEFAULT_BACKEND};
     use crate::view::ToolCall;
     use proptest::prelude::*;
@@ -662,13 +731,8 @@ mod tests {
         counter(Encoding::O200kBase, DEFAULT_BACKEND)
     }
 
-    fn request(messages: Vec<Message>) -> Request {
-        let tokens = messages.iter().map(|m| message_tokens(m, c())).collect();
-        Request {
-            messages,
-            tokens,
-            tools_tokens: 0,
-        }
+    fn request(messages: Vec<Message>) -> Request<'static> {
+        Request::from_messages(messages, c())
     }
 
     fn cfg(budget: u64) -> PlanConfig {
@@ -728,8 +792,8 @@ mod tests {
     #[test]
     fn fits_untouched() {
         let req = request(session(3));
-        let p = plan(&req, &cfg(100_000), &[], c()).unwrap();
-        assert_eq!(kept(&p), (0..req.messages.len()).collect::<Vec<_>>());
+        let p = plan(&req, &cfg(100_000), &[]).unwrap();
+        assert_eq!(kept(&p), (0..req.len()).collect::<Vec<_>>());
         assert_eq!(p.tokens_before, p.tokens_after);
         assert!(p.stages.is_empty());
     }
@@ -737,8 +801,8 @@ mod tests {
     #[test]
     fn drops_oldest_rings_first_and_records_side_effects() {
         let req = request(session(4));
-        let full = plan(&req, &cfg(100_000), &[], c()).unwrap().tokens_after;
-        let p = plan(&req, &cfg(full - 100), &[], c()).unwrap();
+        let full = plan(&req, &cfg(100_000), &[]).unwrap().tokens_after;
+        let p = plan(&req, &cfg(full - 100), &[]).unwrap();
         // Ring c0 (the side-effecting send) goes first and lands in the ledger note, placed
         // right after the pinned goal.
         assert_eq!(p.dropped_rings[0], Span { start: 2, end: 4 });
@@ -750,7 +814,7 @@ mod tests {
     #[test]
     fn protected_part_that_does_not_fit_fails_closed() {
         let req = request(session(4));
-        match plan(&req, &cfg(20), &[], c()) {
+        match plan(&req, &cfg(20), &[]) {
             Err(CoreError::BudgetExceeded {
                 tokens,
                 budget,
@@ -777,11 +841,11 @@ mod tests {
         msgs.extend(ring("c2", "read", &"data ".repeat(50), false));
         msgs.push(Message::text(Role::User, "next"));
         let req = request(msgs);
-        let full = plan(&req, &cfg(100_000), &[], c()).unwrap().tokens_after;
-        let c1 = u64::from(req.tokens[4] + req.tokens[5]);
-        let p = plan(&req, &cfg(full - c1), &[], c()).unwrap();
+        let full = plan(&req, &cfg(100_000), &[]).unwrap().tokens_after;
+        let c1 = u64::from(req.tokens(4) + req.tokens(5));
+        let p = plan(&req, &cfg(full - c1), &[]).unwrap();
         assert_eq!(p.dropped_rings, vec![Span { start: 4, end: 6 }]);
-        let p = plan(&req, &cfg(full - c1 - 1), &[], c()).unwrap();
+        let p = plan(&req, &cfg(full - c1 - 1), &[]).unwrap();
         let stages: Vec<_> = p.stages.iter().map(|s| s.stage).collect();
         assert_eq!(stages, vec!["drop_rings", "drop_plain_turns"]);
         assert!(
@@ -793,9 +857,9 @@ mod tests {
     #[test]
     fn caller_pins_keep_the_whole_ring() {
         let req = request(session(4));
-        let full = plan(&req, &cfg(100_000), &[], c()).unwrap().tokens_after;
+        let full = plan(&req, &cfg(100_000), &[]).unwrap().tokens_after;
         // Pinning the first ring's result keeps its call too, and the next ring goes instead.
-        let p = plan(&req, &cfg(full - 10), &[3], c()).unwrap();
+        let p = plan(&req, &cfg(full - 10), &[3]).unwrap();
         let k = kept(&p);
         assert!(k.contains(&2) && k.contains(&3));
         assert_eq!(p.dropped_rings, vec![Span { start: 4, end: 6 }]);
@@ -811,12 +875,12 @@ mod tests {
         }]));
         let req = request(msgs);
         assert!(matches!(
-            plan(&req, &cfg(100_000), &[], c()),
+            plan(&req, &cfg(100_000), &[]),
             Err(CoreError::Pairing(_))
         ));
         let mut repair = cfg(100_000);
         repair.synthesize_missing_results = true;
-        let p = plan(&req, &repair, &[], c()).unwrap();
+        let p = plan(&req, &repair, &[]).unwrap();
         assert_eq!(p.repairs, vec!["late".to_owned()]);
         assert_eq!(
             p.items.last(),
@@ -830,15 +894,15 @@ mod tests {
         #[test]
         fn invariants_hold_on_random_budgets(n in 1usize..12, budget in 10u64..3_000) {
             let req = request(session(n));
-            match plan(&req, &cfg(budget), &[], c()) {
+            match plan(&req, &cfg(budget), &[]) {
                 Ok(p) => {
                     prop_assert!(p.tokens_after <= budget);
                     let k = kept(&p);
                     prop_assert!(k.windows(2).all(|w| w[0] < w[1]), "order kept");
                     prop_assert!(k.contains(&0) && k.contains(&1), "prefix kept");
-                    prop_assert!(k.contains(&(req.messages.len() - 1)), "last turn kept");
+                    prop_assert!(k.contains(&(req.len() - 1)), "last turn kept");
                     // A larger budget keeps a superset.
-                    let more = plan(&req, &cfg(budget + 200), &[], c()).unwrap();
+                    let more = plan(&req, &cfg(budget + 200), &[]).unwrap();
                     let k2 = kept(&more);
                     prop_assert!(k.iter().all(|i| k2.contains(i)));
                     // Dropped side-effecting ring c0 is always in the ledger.

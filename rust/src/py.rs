@@ -6,12 +6,11 @@ use std::collections::{HashMap, HashSet};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use crate::cache;
+use crate::cache::{self, CountCache};
 use crate::count::{Backend, Encoding};
 use crate::error::{BucketTokens, CoreError};
 use crate::pairing::{self, PairingIssue};
 use crate::plan::{self, Item, PlanConfig, Stage};
-use crate::providers::openai_chat;
 use crate::request::{load_openai_chat, Limits, Scheme};
 
 fn bucket_dict<'py>(py: Python<'py>, b: &BucketTokens) -> PyResult<Bound<'py, PyDict>> {
@@ -170,26 +169,67 @@ impl CoreConfig {
     }
 }
 
+/// A bounded cache of parsed, counted messages. Share one between assemblers, give each its
+/// own, or pass a zero-sized one to disable caching.
+#[pyclass(frozen, name = "CountCache", module = "ringbound._core")]
+pub struct PyCountCache {
+    inner: CountCache,
+}
+
+#[pymethods]
+impl PyCountCache {
+    #[new]
+    #[pyo3(signature = (max_entries=cache::DEFAULT_MAX_ENTRIES, max_bytes=cache::DEFAULT_MAX_BYTES))]
+    fn new(max_entries: usize, max_bytes: usize) -> Self {
+        PyCountCache {
+            inner: CountCache::new(max_entries, max_bytes),
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Approximate bytes held.
+    #[getter]
+    fn bytes(&self) -> usize {
+        self.inner.bytes()
+    }
+
+    fn clear(&self) {
+        self.inner.clear();
+    }
+}
+
+fn chosen(cache: Option<&PyCountCache>) -> &CountCache {
+    match cache {
+        Some(c) => &c.inner,
+        None => cache::global(),
+    }
+}
+
 /// Plans one OpenAI Chat request. Returns `(items, report)`: items are an `int` (keep the
 /// caller's message at that index), `("synthesized", call_id)` or `("ledger", text, role)`.
 #[pyfunction]
-#[pyo3(signature = (messages_json, tools_json, config, pinned))]
+#[pyo3(signature = (messages_json, tools_json, config, pinned, cache=None))]
 fn plan_openai_chat<'py>(
     py: Python<'py>,
     messages_json: &[u8],
     tools_json: Option<&[u8]>,
     config: &CoreConfig,
     pinned: Vec<usize>,
+    cache: Option<&PyCountCache>,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
+    let cache = chosen(cache);
     let result = py.detach(|| {
         let req = load_openai_chat(
             messages_json,
             tools_json,
             config.scheme,
             config.limits,
-            cache::global(),
+            cache,
         )?;
-        plan::plan(&req, &config.plan, &pinned, config.scheme.counter())
+        plan::plan(&req, &config.plan, &pinned)
     });
     let plan = result.map_err(|e| to_py(py, e))?;
 
@@ -203,6 +243,7 @@ fn plan_openai_chat<'py>(
     }
     let report = PyDict::new(py);
     report.set_item("tokens_before", plan.tokens_before)?;
+    report.set_item("tokens_before_exact", plan.tokens_before_exact)?;
     report.set_item("tokens_after", plan.tokens_after)?;
     report.set_item("budget", plan.budget)?;
     let spans = |spans: &[plan::Span]| -> Vec<(usize, usize)> {
@@ -230,7 +271,8 @@ fn plan_openai_chat<'py>(
 /// Tokens of an OpenAI Chat request: every message with its framing, the reply priming, and
 /// the tools schema.
 #[pyfunction]
-#[pyo3(signature = (messages_json, tools_json, encoding, tokenizer_backend=None, max_messages=usize::MAX, max_request_bytes=usize::MAX))]
+#[pyo3(signature = (messages_json, tools_json, encoding, tokenizer_backend=None, max_messages=usize::MAX, max_request_bytes=usize::MAX, cache=None))]
+#[allow(clippy::too_many_arguments)]
 fn count_openai_chat(
     py: Python<'_>,
     messages_json: &[u8],
@@ -239,14 +281,16 @@ fn count_openai_chat(
     tokenizer_backend: Option<&str>,
     max_messages: usize,
     max_request_bytes: usize,
+    cache: Option<&PyCountCache>,
 ) -> PyResult<u64> {
+    let cache = chosen(cache);
     let scheme = scheme(encoding, tokenizer_backend).map_err(|e| to_py(py, e))?;
     let limits = Limits {
         max_messages,
         max_request_bytes,
     };
     py.detach(|| {
-        load_openai_chat(messages_json, tools_json, scheme, limits, cache::global()).map(|r| {
+        load_openai_chat(messages_json, tools_json, scheme, limits, cache).map(|r| {
             r.message_tokens() + u64::from(crate::count::chat::REPLY_PRIMING) + r.tools_tokens
         })
     })
@@ -274,10 +318,16 @@ fn validate_openai_chat<'py>(
 ) -> PyResult<Bound<'py, PyList>> {
     let issues = py
         .detach(|| {
-            openai_chat::parse_messages(messages_json).map(|parsed| {
-                let msgs: Vec<_> = parsed.into_iter().map(|p| p.message).collect();
-                pairing::validate(&msgs)
-            })
+            let scheme = Scheme {
+                encoding: Encoding::O200kBase,
+                backend: crate::count::DEFAULT_BACKEND,
+            };
+            let limits = Limits {
+                max_messages: usize::MAX,
+                max_request_bytes: usize::MAX,
+            };
+            load_openai_chat(messages_json, None, scheme, limits, cache::global())
+                .map(|req| pairing::validate(&req.messages()))
         })
         .map_err(|e| to_py(py, e))?;
     let out = PyList::empty(py);
@@ -305,6 +355,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SYNTHESIZED_RESULT_TEXT", plan::SYNTHESIZED_RESULT_TEXT)?;
     m.add("LEDGER_MARKER", crate::ledger::MARKER)?;
     m.add_class::<CoreConfig>()?;
+    m.add_class::<PyCountCache>()?;
     m.add_function(wrap_pyfunction!(plan_openai_chat, m)?)?;
     m.add_function(wrap_pyfunction!(count_openai_chat, m)?)?;
     m.add_function(wrap_pyfunction!(count_text, m)?)?;

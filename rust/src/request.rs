@@ -1,14 +1,20 @@
-//! Loading a request: parse the provider's messages into the canonical view and count every
-//! message (through the cache) and the tools schema. Limits are checked before any work that
-//! grows with the input, so an oversized request is refused in microseconds.
+//! Loading a request: split the provider's messages, look each one up in the cache by the hash
+//! of its bytes, parse only the misses, and count tokens only when the plan asks. Limits are
+//! checked before any work that grows with the input, so an oversized request is refused in
+//! microseconds.
 
-use crate::cache::CountCache;
-use crate::count::chat::message_tokens;
+use std::sync::{Arc, OnceLock};
+
+use crate::cache::{CountCache, Entry};
+use crate::count::chat::{message_tokens, message_tokens_bound};
 use crate::count::tools::tools_tokens;
 use crate::count::{counter, Backend, Counter, Encoding};
 use crate::error::CoreError;
+use crate::json_array;
+use crate::ledger;
+use crate::plan::SYNTHESIZED_RESULT_TEXT;
 use crate::providers::openai_chat;
-use crate::view::Message;
+use crate::view::{Message, Role};
 
 /// How tokens are counted: which encoding, by which exact backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,15 +28,15 @@ impl Scheme {
         counter(self.encoding, self.backend)
     }
 
-    /// Cache seed: counts depend on the encoding only (backends are exact and equal), but the
-    /// framing version is part of the key so a change of accounting never reads stale counts.
+    /// Cache seed: counts depend on the encoding only (backends are exact and equal), and the
+    /// accounting version is part of the key so a change of framing never reads stale counts.
     fn seed(self) -> u64 {
-        const FRAMING_VERSION: u64 = 1;
+        const ACCOUNTING_VERSION: u64 = 2;
         let enc = match self.encoding {
             Encoding::O200kBase => 1,
             Encoding::Cl100kBase => 2,
         };
-        (FRAMING_VERSION << 8) | enc
+        (ACCOUNTING_VERSION << 8) | enc
     }
 }
 
@@ -41,18 +47,116 @@ pub struct Limits {
     pub max_request_bytes: usize,
 }
 
-/// A parsed, counted request.
-pub struct Request {
-    pub messages: Vec<Message>,
-    /// Tokens of each message, framing included.
-    pub tokens: Vec<u32>,
+/// Where the full text of a message comes from when it has to be counted.
+enum Source<'a> {
+    /// Parsed in this request (a cache miss): the full message.
+    Parsed(Message),
+    /// Taken from the cache without a count: its JSON, to parse again.
+    Raw(&'a str),
+    /// The entry itself holds the full message (built in memory, not from JSON).
+    Entry,
+}
+
+/// A parsed request whose token counts are computed on demand (and then cached).
+pub struct Request<'a> {
+    entries: Vec<Arc<Entry>>,
+    sources: Vec<Source<'a>>,
+    counter: &'static dyn Counter,
     /// Tokens of the tools schema (0 without tools).
     pub tools_tokens: u64,
 }
 
-impl Request {
+/// The cached form of a parsed message: texts the plan never reads are left out.
+fn skeleton(full: &Message) -> Message {
+    let keep = ledger::parse(full).is_some()
+        || (full.role == Role::Tool
+            && full.texts.len() == 1
+            && full.texts[0] == SYNTHESIZED_RESULT_TEXT);
+    Message {
+        role: full.role,
+        name: full.name.clone(),
+        texts: if keep { full.texts.clone() } else { Vec::new() },
+        images: full.images.clone(),
+        other_part_tokens: full.other_part_tokens,
+        tool_calls: full.tool_calls.clone(),
+        tool_call_id: full.tool_call_id.clone(),
+        is_error: full.is_error,
+        bytes: full.bytes,
+    }
+}
+
+impl<'a> Request<'a> {
+    /// A request of messages built in memory (tests, insertions): nothing cached.
+    pub fn from_messages(messages: Vec<Message>, counter: &'static dyn Counter) -> Request<'a> {
+        let entries = messages
+            .into_iter()
+            .map(|m| {
+                let bound = message_tokens_bound(&m, 0);
+                Arc::new(Entry {
+                    message: m,
+                    tokens: OnceLock::new(),
+                    bound,
+                })
+            })
+            .collect::<Vec<_>>();
+        Request {
+            sources: entries.iter().map(|_| Source::Entry).collect(),
+            entries,
+            counter,
+            tools_tokens: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The messages, as the plan reads them.
+    pub fn messages(&self) -> Vec<&Message> {
+        self.entries.iter().map(|e| &e.message).collect()
+    }
+
+    pub fn message(&self, i: usize) -> &Message {
+        &self.entries[i].message
+    }
+
+    /// Exact tokens of message `i`, counted now if no assembly has needed them before.
+    pub fn tokens(&self, i: usize) -> u32 {
+        let entry = &self.entries[i];
+        *entry.tokens.get_or_init(|| match &self.sources[i] {
+            Source::Parsed(full) => message_tokens(full, self.counter),
+            Source::Entry => message_tokens(&entry.message, self.counter),
+            // The same bytes parsed once already; should they somehow not now, the bound
+            // still keeps the budget.
+            Source::Raw(raw) => serde_json::from_str(raw)
+                .ok()
+                .and_then(|v| openai_chat::parse_message(i, &v, raw.len()).ok())
+                .map_or(entry.bound, |full| message_tokens(&full, self.counter)),
+        })
+    }
+
+    /// Whether message `i` has an exact count without tokenizing anything.
+    pub fn is_counted(&self, i: usize) -> bool {
+        self.entries[i].tokens.get().is_some()
+    }
+
+    /// An upper bound of message `i`'s tokens: its exact count when known.
+    pub fn bound(&self, i: usize) -> u32 {
+        let entry = &self.entries[i];
+        entry.tokens.get().copied().unwrap_or(entry.bound)
+    }
+
+    /// Tokens of every message, all counted.
     pub fn message_tokens(&self) -> u64 {
-        self.tokens.iter().map(|&t| u64::from(t)).sum()
+        (0..self.len()).map(|i| u64::from(self.tokens(i))).sum()
+    }
+
+    pub fn counter(&self) -> &'static dyn Counter {
+        self.counter
     }
 }
 
@@ -70,43 +174,53 @@ fn check_size(json: &[u8], tools: Option<&[u8]>, limits: Limits) -> Result<(), C
     Ok(())
 }
 
-/// Parses and counts OpenAI Chat Completions messages (and the `tools` parameter).
-pub fn load_openai_chat(
-    json: &[u8],
+/// Parses OpenAI Chat Completions messages (and the `tools` parameter) through the cache.
+pub fn load_openai_chat<'a>(
+    json: &'a [u8],
     tools: Option<&[u8]>,
     scheme: Scheme,
     limits: Limits,
     cache: &CountCache,
-) -> Result<Request, CoreError> {
+) -> Result<Request<'a>, CoreError> {
     check_size(json, tools, limits)?;
-    let parsed = openai_chat::parse_messages(json)?;
-    if parsed.len() > limits.max_messages {
+    let text = std::str::from_utf8(json).map_err(|e| CoreError::InvalidMessage {
+        index: None,
+        reason: format!("messages are not valid UTF-8 ({e})"),
+    })?;
+    let raws = json_array::split(text)?;
+    if raws.len() > limits.max_messages {
         return Err(CoreError::InvalidMessage {
             index: None,
             reason: format!(
                 "the request has {} messages, over max_messages = {}",
-                parsed.len(),
+                raws.len(),
                 limits.max_messages
             ),
         });
     }
-    let counter = scheme.counter();
     let seed = scheme.seed();
-    let mut messages = Vec::with_capacity(parsed.len());
-    let mut tokens = Vec::with_capacity(parsed.len());
-    for p in parsed {
-        let key = CountCache::key(p.raw.as_bytes(), seed);
-        let t = match cache.get(key) {
-            Some(t) => t,
-            None => {
-                let t = message_tokens(&p.message, counter);
-                cache.insert(key, t);
-                t
-            }
-        };
-        tokens.push(t);
-        messages.push(p.message);
+    let mut entries = Vec::with_capacity(raws.len());
+    let mut sources = Vec::with_capacity(raws.len());
+    for (i, raw) in raws.into_iter().enumerate() {
+        let key = CountCache::key(raw.as_bytes(), seed);
+        if let Some(entry) = cache.get(key) {
+            entries.push(entry);
+            sources.push(Source::Raw(raw));
+            continue;
+        }
+        let value: serde_json::Value = serde_json::from_str(raw)
+            .map_err(|e| CoreError::invalid(i, format!("not valid JSON ({e})")))?;
+        let full = openai_chat::parse_message(i, &value, raw.len())?;
+        let entry = Arc::new(Entry {
+            bound: message_tokens_bound(&full, raw.len()),
+            message: skeleton(&full),
+            tokens: OnceLock::new(),
+        });
+        cache.insert(key, Arc::clone(&entry));
+        entries.push(entry);
+        sources.push(Source::Parsed(full));
     }
+    let counter = scheme.counter();
     let tools_tokens = match tools {
         None => 0,
         Some(bytes) => {
@@ -119,8 +233,9 @@ pub fn load_openai_chat(
         }
     };
     Ok(Request {
-        messages,
-        tokens,
+        entries,
+        sources,
+        counter,
         tools_tokens,
     })
 }

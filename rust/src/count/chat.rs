@@ -48,6 +48,20 @@ pub fn message_tokens(msg: &Message, counter: &dyn Counter) -> u32 {
     total
 }
 
+/// An upper bound of `message_tokens` from the size of the message's JSON, without tokenizing:
+/// every token covers at least one byte, and every counted text and framing token has at least
+/// one byte of its own in the JSON. Images and opaque parts are priced by their own formulas.
+pub fn message_tokens_bound(msg: &Message, json_bytes: usize) -> u32 {
+    let mut total = u32::try_from(json_bytes)
+        .unwrap_or(u32::MAX)
+        .saturating_add(TOKENS_PER_MESSAGE)
+        .saturating_add(msg.other_part_tokens);
+    for image in &msg.images {
+        total = total.saturating_add(image_tokens(image));
+    }
+    total
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

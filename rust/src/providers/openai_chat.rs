@@ -7,33 +7,6 @@ use crate::count::image::image_size_from_data_url;
 use crate::error::CoreError;
 use crate::view::{Detail, Image, Message, Role, ToolCall};
 
-/// One parsed message with the raw bytes it came from (the count cache keys on them).
-pub struct Parsed<'a> {
-    pub message: Message,
-    pub raw: &'a str,
-}
-
-/// Parses a JSON array of messages. Each message keeps its raw JSON slice.
-pub fn parse_messages(json: &[u8]) -> Result<Vec<Parsed<'_>>, CoreError> {
-    let raws: Vec<&serde_json::value::RawValue> =
-        serde_json::from_slice(json).map_err(|e| CoreError::InvalidMessage {
-            index: None,
-            reason: format!("messages must be a JSON array of message objects ({e})"),
-        })?;
-    raws.into_iter()
-        .enumerate()
-        .map(|(i, raw)| {
-            let value: Value = serde_json::from_str(raw.get())
-                .map_err(|e| CoreError::invalid(i, format!("not valid JSON ({e})")))?;
-            let message = parse_message(i, &value, raw.get().len())?;
-            Ok(Parsed {
-                message,
-                raw: raw.get(),
-            })
-        })
-        .collect()
-}
-
 fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
