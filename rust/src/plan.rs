@@ -6,12 +6,11 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::count::chat::{message_tokens, REPLY_PRIMING};
-use crate::count::Counter;
 use crate::error::{BucketTokens, CoreError};
 use crate::ledger::{self, LedgerEntry};
 use crate::pairing;
 use crate::request::Request;
-use crate::units::{units, Unit, UnitKind};
+use crate::units::{units, units_glued, Unit, UnitKind};
 use crate::view::{Message, Role};
 
 /// The fixed text of a result synthesized for a call that has none: it states the fact and
@@ -78,6 +77,33 @@ pub struct PlanConfig {
     pub drop_tools_schema: bool,
     /// Repair calls that have no result with a synthesized error result (never other issues).
     pub synthesize_missing_results: bool,
+}
+
+/// How canonical messages map onto a provider's native items, for providers whose items do not
+/// map one to one: `groups[i]` is the native item of message `i` (non-decreasing), and
+/// `binds_next[i]` keeps message `i` in the same unit as the next one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    pub groups: Vec<usize>,
+    pub binds_next: Vec<bool>,
+}
+
+impl Layout {
+    fn check(&self, n: usize) -> Result<(), CoreError> {
+        let fail = |reason: &str| {
+            Err(CoreError::InvalidMessage {
+                index: None,
+                reason: format!("layout: {reason}"),
+            })
+        };
+        if self.groups.len() != n || self.binds_next.len() != n {
+            return fail("groups and binds_next need one entry per message");
+        }
+        if self.groups.windows(2).any(|w| w[0] > w[1]) {
+            return fail("groups must not decrease");
+        }
+        Ok(())
+    }
 }
 
 /// One element of the planned request, in order.
@@ -212,27 +238,32 @@ struct LedgerState {
 }
 
 impl LedgerState {
-    fn note_tokens(entries: &[LedgerEntry], role: Role, counter: &dyn Counter) -> u64 {
-        ledger::render(entries).map_or(0, |text| {
-            u64::from(message_tokens(&Message::text(role, &text), counter))
-        })
+    fn note_tokens(entries: &[LedgerEntry], role: Role, req: &Request) -> u64 {
+        ledger::render(entries).map_or(0, |text| req.inserted_tokens(&Message::text(role, &text)))
     }
 
-    fn add(&mut self, entry: LedgerEntry, counter: &dyn Counter) {
+    fn add(&mut self, entry: LedgerEntry, req: &Request) {
         if self
             .seen
             .insert((entry.tool.clone(), entry.call_id.clone()))
         {
             self.entries.push(entry.clone());
             self.added.push(entry);
-            self.tokens = Self::note_tokens(&self.entries, self.role, counter);
+            self.tokens = Self::note_tokens(&self.entries, self.role, req);
         }
     }
 }
 
 /// Plans the request: validates pairing, then drops middle units until it fits `cfg.budget`.
-pub fn plan(req: &Request, cfg: &PlanConfig, pinned: &[usize]) -> Result<Plan, CoreError> {
-    let counter = req.counter();
+pub fn plan(
+    req: &Request,
+    cfg: &PlanConfig,
+    pinned: &[usize],
+    layout: Option<&Layout>,
+) -> Result<Plan, CoreError> {
+    if let Some(layout) = layout {
+        layout.check(req.len())?;
+    }
     let n = req.len();
     if let Some(&bad) = pinned.iter().find(|&&i| i >= n) {
         return Err(CoreError::InvalidMessage {
@@ -297,7 +328,7 @@ pub fn plan(req: &Request, cfg: &PlanConfig, pinned: &[usize]) -> Result<Plan, C
             ledger_state.role = work.msgs[first].role;
         }
         ledger_state.tokens =
-            LedgerState::note_tokens(&ledger_state.entries, ledger_state.role, counter);
+            LedgerState::note_tokens(&ledger_state.entries, ledger_state.role, req);
     }
     let is_note: Vec<bool> = {
         let mut v = vec![false; len];
@@ -344,7 +375,27 @@ pub fn plan(req: &Request, cfg: &PlanConfig, pinned: &[usize]) -> Result<Plan, C
         pin[w] = true;
     }
 
-    let all_units = units(&work.msgs);
+    let all_units = match layout {
+        None => units(&work.msgs),
+        Some(layout) => {
+            // A synthesized result belongs to the native item of the message before it.
+            let mut group = Vec::with_capacity(len);
+            let mut binds = Vec::with_capacity(len);
+            for w in 0..len {
+                match work.source[w] {
+                    Source::Original(i) => {
+                        group.push(layout.groups[i]);
+                        binds.push(layout.binds_next[i]);
+                    }
+                    Source::Synthesized => {
+                        group.push(group.last().copied().unwrap_or(0));
+                        binds.push(false);
+                    }
+                }
+            }
+            units_glued(&work.msgs, |w| binds[w] || group[w] == group[w + 1])
+        }
+    };
     let suffix_start = suffix_start(&all_units, cfg);
     let unit_tokens = |u: &Unit| -> u64 {
         (u.start..u.end)
@@ -478,7 +529,7 @@ pub fn plan(req: &Request, cfg: &PlanConfig, pinned: &[usize]) -> Result<Plan, C
                 out.messages_kept -= unit_value[k];
                 if u.kind == UnitKind::Ring && cfg.pin_side_effect_ledger {
                     for entry in side_effects(&work.msgs[u.start..u.end], cfg) {
-                        out.ledger.add(entry, counter);
+                        out.ledger.add(entry, req);
                     }
                 }
                 out.least = out.least.min(now(&out));
@@ -723,16 +774,16 @@ fn check_output(plan: &Plan, synthesized: &[Message], req: &Request) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::count::{counter, Encoding, DEFAULT_BACKEND};
+    use crate::count::{Encoding, DEFAULT_BACKEND};
+    use crate::request::Scheme;
     use crate::view::ToolCall;
     use proptest::prelude::*;
 
-    fn c() -> &'static dyn Counter {
-        counter(Encoding::O200kBase, DEFAULT_BACKEND)
-    }
-
     fn request(messages: Vec<Message>) -> Request<'static> {
-        Request::from_messages(messages, c())
+        Request::from_messages(
+            messages,
+            Scheme::openai(Encoding::O200kBase, DEFAULT_BACKEND),
+        )
     }
 
     fn cfg(budget: u64) -> PlanConfig {
@@ -792,7 +843,7 @@ mod tests {
     #[test]
     fn fits_untouched() {
         let req = request(session(3));
-        let p = plan(&req, &cfg(100_000), &[]).unwrap();
+        let p = plan(&req, &cfg(100_000), &[], None).unwrap();
         assert_eq!(kept(&p), (0..req.len()).collect::<Vec<_>>());
         assert_eq!(p.tokens_before, p.tokens_after);
         assert!(p.stages.is_empty());
@@ -801,8 +852,8 @@ mod tests {
     #[test]
     fn drops_oldest_rings_first_and_records_side_effects() {
         let req = request(session(4));
-        let full = plan(&req, &cfg(100_000), &[]).unwrap().tokens_after;
-        let p = plan(&req, &cfg(full - 100), &[]).unwrap();
+        let full = plan(&req, &cfg(100_000), &[], None).unwrap().tokens_after;
+        let p = plan(&req, &cfg(full - 100), &[], None).unwrap();
         // Ring c0 (the side-effecting send) goes first and lands in the ledger note, placed
         // right after the pinned goal.
         assert_eq!(p.dropped_rings[0], Span { start: 2, end: 4 });
@@ -814,7 +865,7 @@ mod tests {
     #[test]
     fn protected_part_that_does_not_fit_fails_closed() {
         let req = request(session(4));
-        match plan(&req, &cfg(20), &[]) {
+        match plan(&req, &cfg(20), &[], None) {
             Err(CoreError::BudgetExceeded {
                 tokens,
                 budget,
@@ -841,11 +892,11 @@ mod tests {
         msgs.extend(ring("c2", "read", &"data ".repeat(50), false));
         msgs.push(Message::text(Role::User, "next"));
         let req = request(msgs);
-        let full = plan(&req, &cfg(100_000), &[]).unwrap().tokens_after;
+        let full = plan(&req, &cfg(100_000), &[], None).unwrap().tokens_after;
         let c1 = u64::from(req.tokens(4) + req.tokens(5));
-        let p = plan(&req, &cfg(full - c1), &[]).unwrap();
+        let p = plan(&req, &cfg(full - c1), &[], None).unwrap();
         assert_eq!(p.dropped_rings, vec![Span { start: 4, end: 6 }]);
-        let p = plan(&req, &cfg(full - c1 - 1), &[]).unwrap();
+        let p = plan(&req, &cfg(full - c1 - 1), &[], None).unwrap();
         let stages: Vec<_> = p.stages.iter().map(|s| s.stage).collect();
         assert_eq!(stages, vec!["drop_rings", "drop_plain_turns"]);
         assert!(
@@ -857,9 +908,9 @@ mod tests {
     #[test]
     fn caller_pins_keep_the_whole_ring() {
         let req = request(session(4));
-        let full = plan(&req, &cfg(100_000), &[]).unwrap().tokens_after;
+        let full = plan(&req, &cfg(100_000), &[], None).unwrap().tokens_after;
         // Pinning the first ring's result keeps its call too, and the next ring goes instead.
-        let p = plan(&req, &cfg(full - 10), &[3]).unwrap();
+        let p = plan(&req, &cfg(full - 10), &[3], None).unwrap();
         let k = kept(&p);
         assert!(k.contains(&2) && k.contains(&3));
         assert_eq!(p.dropped_rings, vec![Span { start: 4, end: 6 }]);
@@ -875,12 +926,12 @@ mod tests {
         }]));
         let req = request(msgs);
         assert!(matches!(
-            plan(&req, &cfg(100_000), &[]),
+            plan(&req, &cfg(100_000), &[], None),
             Err(CoreError::Pairing(_))
         ));
         let mut repair = cfg(100_000);
         repair.synthesize_missing_results = true;
-        let p = plan(&req, &repair, &[]).unwrap();
+        let p = plan(&req, &repair, &[], None).unwrap();
         assert_eq!(p.repairs, vec!["late".to_owned()]);
         assert_eq!(
             p.items.last(),
@@ -894,7 +945,7 @@ mod tests {
         #[test]
         fn invariants_hold_on_random_budgets(n in 1usize..12, budget in 10u64..3_000) {
             let req = request(session(n));
-            match plan(&req, &cfg(budget), &[]) {
+            match plan(&req, &cfg(budget), &[], None) {
                 Ok(p) => {
                     prop_assert!(p.tokens_after <= budget);
                     let k = kept(&p);
@@ -902,7 +953,7 @@ mod tests {
                     prop_assert!(k.contains(&0) && k.contains(&1), "prefix kept");
                     prop_assert!(k.contains(&(req.len() - 1)), "last turn kept");
                     // A larger budget keeps a superset.
-                    let more = plan(&req, &cfg(budget + 200), &[]).unwrap();
+                    let more = plan(&req, &cfg(budget + 200), &[], None).unwrap();
                     let k2 = kept(&more);
                     prop_assert!(k.iter().all(|i| k2.contains(i)));
                     // Dropped side-effecting ring c0 is always in the ledger.

@@ -7,10 +7,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::cache::{self, CountCache};
+use crate::count::image_price::ImageFormula;
 use crate::count::{Backend, Encoding};
 use crate::error::{BucketTokens, CoreError};
 use crate::pairing::{self, PairingIssue};
-use crate::plan::{self, Item, PlanConfig, Stage};
+use crate::plan::{self, Item, Layout, PlanConfig, Stage};
 use crate::request::{load_openai_chat, Limits, Scheme};
 
 fn bucket_dict<'py>(py: Python<'py>, b: &BucketTokens) -> PyResult<Bound<'py, PyDict>> {
@@ -81,7 +82,12 @@ fn raise(py: Python<'_>, err: &CoreError) -> PyResult<PyErr> {
     Ok(PyErr::from_value(exc))
 }
 
-fn scheme(encoding: &str, backend: Option<&str>) -> Result<Scheme, CoreError> {
+fn scheme(
+    encoding: &str,
+    backend: Option<&str>,
+    images: &str,
+    token_ratio: f64,
+) -> Result<Scheme, CoreError> {
     let encoding = Encoding::from_name(encoding).ok_or_else(|| CoreError::Config {
         key: "encoding".into(),
         reason: format!("'{encoding}' is not one of o200k_base, cl100k_base"),
@@ -93,7 +99,22 @@ fn scheme(encoding: &str, backend: Option<&str>) -> Result<Scheme, CoreError> {
             reason: format!("'{name}' is not one of tiktoken, bpe_openai"),
         })?,
     };
-    Ok(Scheme { encoding, backend })
+    let images = ImageFormula::from_name(images).ok_or_else(|| CoreError::Config {
+        key: "image_formula".into(),
+        reason: format!("'{images}' is not one of openai, anthropic, gemini"),
+    })?;
+    if !(token_ratio.is_finite() && (0.1..=10.0).contains(&token_ratio)) {
+        return Err(CoreError::Config {
+            key: "token_ratio".into(),
+            reason: format!("must be a number in [0.1, 10], got {token_ratio}"),
+        });
+    }
+    Ok(Scheme {
+        encoding,
+        backend,
+        images,
+        ratio_milli: (token_ratio * 1000.0).round() as u32,
+    })
 }
 
 /// The core half of an `AssemblyConfig`, built once per `Assembler`.
@@ -111,7 +132,8 @@ impl CoreConfig {
     #[pyo3(signature = (*, budget, recent_tool_rings, recent_user_turns, pin_first_user_message,
         pin_side_effect_ledger, pin_security_system_prompt, short_error_result_tokens,
         max_held_error_rings, side_effect_tools, ledger_fields, stages, drop_tools_schema,
-        synthesize_missing_results, encoding, tokenizer_backend, max_messages, max_request_bytes))]
+        synthesize_missing_results, encoding, tokenizer_backend, max_messages, max_request_bytes,
+        image_formula="openai", token_ratio=1.0))]
     fn new(
         py: Python<'_>,
         budget: u64,
@@ -131,6 +153,8 @@ impl CoreConfig {
         tokenizer_backend: Option<&str>,
         max_messages: usize,
         max_request_bytes: usize,
+        image_formula: &str,
+        token_ratio: f64,
     ) -> PyResult<Self> {
         let stages = stages
             .iter()
@@ -160,7 +184,8 @@ impl CoreConfig {
                 drop_tools_schema,
                 synthesize_missing_results,
             },
-            scheme: scheme(encoding, tokenizer_backend).map_err(|e| to_py(py, e))?,
+            scheme: scheme(encoding, tokenizer_backend, image_formula, token_ratio)
+                .map_err(|e| to_py(py, e))?,
             limits: Limits {
                 max_messages,
                 max_request_bytes,
@@ -211,7 +236,8 @@ fn chosen(cache: Option<&PyCountCache>) -> &CountCache {
 /// Plans one OpenAI Chat request. Returns `(items, report)`: items are an `int` (keep the
 /// caller's message at that index), `("synthesized", call_id)` or `("ledger", text, role)`.
 #[pyfunction]
-#[pyo3(signature = (messages_json, tools_json, config, pinned, cache=None))]
+#[pyo3(signature = (messages_json, tools_json, config, pinned, cache=None, groups=None, binds_next=None))]
+#[allow(clippy::too_many_arguments)]
 fn plan_openai_chat<'py>(
     py: Python<'py>,
     messages_json: &[u8],
@@ -219,8 +245,14 @@ fn plan_openai_chat<'py>(
     config: &CoreConfig,
     pinned: Vec<usize>,
     cache: Option<&PyCountCache>,
+    groups: Option<Vec<usize>>,
+    binds_next: Option<Vec<bool>>,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
     let cache = chosen(cache);
+    let layout = groups.map(|groups| Layout {
+        binds_next: binds_next.unwrap_or_else(|| vec![false; groups.len()]),
+        groups,
+    });
     let result = py.detach(|| {
         let req = load_openai_chat(
             messages_json,
@@ -229,7 +261,7 @@ fn plan_openai_chat<'py>(
             config.limits,
             cache,
         )?;
-        plan::plan(&req, &config.plan, &pinned)
+        plan::plan(&req, &config.plan, &pinned, layout.as_ref())
     });
     let plan = result.map_err(|e| to_py(py, e))?;
 
@@ -271,7 +303,7 @@ fn plan_openai_chat<'py>(
 /// Tokens of an OpenAI Chat request: every message with its framing, the reply priming, and
 /// the tools schema.
 #[pyfunction]
-#[pyo3(signature = (messages_json, tools_json, encoding, tokenizer_backend=None, max_messages=usize::MAX, max_request_bytes=usize::MAX, cache=None))]
+#[pyo3(signature = (messages_json, tools_json, encoding, tokenizer_backend=None, max_messages=usize::MAX, max_request_bytes=usize::MAX, cache=None, image_formula="openai", token_ratio=1.0))]
 #[allow(clippy::too_many_arguments)]
 fn count_openai_chat(
     py: Python<'_>,
@@ -282,9 +314,12 @@ fn count_openai_chat(
     max_messages: usize,
     max_request_bytes: usize,
     cache: Option<&PyCountCache>,
+    image_formula: &str,
+    token_ratio: f64,
 ) -> PyResult<u64> {
     let cache = chosen(cache);
-    let scheme = scheme(encoding, tokenizer_backend).map_err(|e| to_py(py, e))?;
+    let scheme = scheme(encoding, tokenizer_backend, image_formula, token_ratio)
+        .map_err(|e| to_py(py, e))?;
     let limits = Limits {
         max_messages,
         max_request_bytes,
@@ -306,7 +341,7 @@ fn count_text(
     encoding: &str,
     tokenizer_backend: Option<&str>,
 ) -> PyResult<usize> {
-    let scheme = scheme(encoding, tokenizer_backend).map_err(|e| to_py(py, e))?;
+    let scheme = scheme(encoding, tokenizer_backend, "openai", 1.0).map_err(|e| to_py(py, e))?;
     Ok(py.detach(|| scheme.counter().count(text)))
 }
 
@@ -318,10 +353,7 @@ fn validate_openai_chat<'py>(
 ) -> PyResult<Bound<'py, PyList>> {
     let issues = py
         .detach(|| {
-            let scheme = Scheme {
-                encoding: Encoding::O200kBase,
-                backend: crate::count::DEFAULT_BACKEND,
-            };
+            let scheme = Scheme::openai(Encoding::O200kBase, crate::count::DEFAULT_BACKEND);
             let limits = Limits {
                 max_messages: usize::MAX,
                 max_request_bytes: usize::MAX,

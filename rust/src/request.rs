@@ -6,7 +6,8 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::cache::{CountCache, Entry};
-use crate::count::chat::{message_tokens, message_tokens_bound};
+use crate::count::chat::{message_tokens_bound, message_tokens_with};
+use crate::count::image_price::ImageFormula;
 use crate::count::tools::tools_tokens;
 use crate::count::{counter, Backend, Counter, Encoding};
 use crate::error::CoreError;
@@ -16,16 +17,38 @@ use crate::plan::SYNTHESIZED_RESULT_TEXT;
 use crate::providers::openai_chat;
 use crate::view::{Message, Role};
 
-/// How tokens are counted: which encoding, by which exact backend.
+/// How tokens are counted: which encoding, by which exact backend, images priced by whose
+/// formula, and the ratio that turns the count into the provider's own tokens (1000 = 1.0;
+/// for providers without a public tokenizer, a calibrated estimate).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scheme {
     pub encoding: Encoding,
     pub backend: Backend,
+    pub images: ImageFormula,
+    pub ratio_milli: u32,
 }
 
 impl Scheme {
+    /// Exact BPE with OpenAI framing and this scheme's image formula.
+    pub fn openai(encoding: Encoding, backend: Backend) -> Scheme {
+        Scheme {
+            encoding,
+            backend,
+            images: ImageFormula::OpenAi,
+            ratio_milli: 1000,
+        }
+    }
+
     pub fn counter(self) -> &'static dyn Counter {
         counter(self.encoding, self.backend)
+    }
+
+    fn scale(self, tokens: u32) -> u32 {
+        if self.ratio_milli == 1000 {
+            return tokens;
+        }
+        let scaled = (u64::from(tokens) * u64::from(self.ratio_milli)).div_ceil(1000);
+        u32::try_from(scaled).unwrap_or(u32::MAX)
     }
 
     /// Cache seed: counts depend on the encoding only (backends are exact and equal), and the
@@ -36,7 +59,12 @@ impl Scheme {
             Encoding::O200kBase => 1,
             Encoding::Cl100kBase => 2,
         };
-        (ACCOUNTING_VERSION << 8) | enc
+        let images = match self.images {
+            ImageFormula::OpenAi => 0,
+            ImageFormula::Anthropic => 1,
+            ImageFormula::Gemini => 2,
+        };
+        (ACCOUNTING_VERSION << 16) | (images << 8) | enc
     }
 }
 
@@ -61,7 +89,7 @@ enum Source<'a> {
 pub struct Request<'a> {
     entries: Vec<Arc<Entry>>,
     sources: Vec<Source<'a>>,
-    counter: &'static dyn Counter,
+    scheme: Scheme,
     /// Tokens of the tools schema (0 without tools).
     pub tools_tokens: u64,
 }
@@ -87,11 +115,11 @@ fn skeleton(full: &Message) -> Message {
 
 impl<'a> Request<'a> {
     /// A request of messages built in memory (tests, insertions): nothing cached.
-    pub fn from_messages(messages: Vec<Message>, counter: &'static dyn Counter) -> Request<'a> {
+    pub fn from_messages(messages: Vec<Message>, scheme: Scheme) -> Request<'a> {
         let entries = messages
             .into_iter()
             .map(|m| {
-                let bound = message_tokens_bound(&m, 0);
+                let bound = message_tokens_bound(&m, m.bytes, scheme.images);
                 Arc::new(Entry {
                     message: m,
                     tokens: OnceLock::new(),
@@ -102,7 +130,7 @@ impl<'a> Request<'a> {
         Request {
             sources: entries.iter().map(|_| Source::Entry).collect(),
             entries,
-            counter,
+            scheme,
             tools_tokens: 0,
         }
     }
@@ -127,16 +155,26 @@ impl<'a> Request<'a> {
     /// Exact tokens of message `i`, counted now if no assembly has needed them before.
     pub fn tokens(&self, i: usize) -> u32 {
         let entry = &self.entries[i];
-        *entry.tokens.get_or_init(|| match &self.sources[i] {
-            Source::Parsed(full) => message_tokens(full, self.counter),
-            Source::Entry => message_tokens(&entry.message, self.counter),
+        let (counter, images) = (self.counter(), self.scheme.images);
+        let exact = *entry.tokens.get_or_init(|| match &self.sources[i] {
+            Source::Parsed(full) => message_tokens_with(full, counter, images),
+            Source::Entry => message_tokens_with(&entry.message, counter, images),
             // The same bytes parsed once already; should they somehow not now, the bound
             // still keeps the budget.
             Source::Raw(raw) => serde_json::from_str(raw)
                 .ok()
                 .and_then(|v| openai_chat::parse_message(i, &v, raw.len()).ok())
-                .map_or(entry.bound, |full| message_tokens(&full, self.counter)),
-        })
+                .map_or(entry.bound, |full| {
+                    message_tokens_with(&full, counter, images)
+                }),
+        });
+        self.scheme.scale(exact)
+    }
+
+    /// Tokens of a message the plan inserts (a synthesized result, the ledger note).
+    pub fn inserted_tokens(&self, msg: &Message) -> u64 {
+        let exact = message_tokens_with(msg, self.counter(), self.scheme.images);
+        u64::from(self.scheme.scale(exact))
     }
 
     /// Whether message `i` has an exact count without tokenizing anything.
@@ -147,7 +185,8 @@ impl<'a> Request<'a> {
     /// An upper bound of message `i`'s tokens: its exact count when known.
     pub fn bound(&self, i: usize) -> u32 {
         let entry = &self.entries[i];
-        entry.tokens.get().copied().unwrap_or(entry.bound)
+        self.scheme
+            .scale(entry.tokens.get().copied().unwrap_or(entry.bound))
     }
 
     /// Tokens of every message, all counted.
@@ -156,7 +195,11 @@ impl<'a> Request<'a> {
     }
 
     pub fn counter(&self) -> &'static dyn Counter {
-        self.counter
+        self.scheme.counter()
+    }
+
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
     }
 }
 
@@ -212,7 +255,7 @@ pub fn load_openai_chat<'a>(
             .map_err(|e| CoreError::invalid(i, format!("not valid JSON ({e})")))?;
         let full = openai_chat::parse_message(i, &value, raw.len())?;
         let entry = Arc::new(Entry {
-            bound: message_tokens_bound(&full, raw.len()),
+            bound: message_tokens_bound(&full, raw.len(), scheme.images),
             message: skeleton(&full),
             tokens: OnceLock::new(),
         });
@@ -229,13 +272,13 @@ pub fn load_openai_chat<'a>(
                     index: None,
                     reason: format!("tools must be a JSON array ({e})"),
                 })?;
-            u64::from(tools_tokens(&value, counter)?)
+            u64::from(scheme.scale(tools_tokens(&value, counter)?))
         }
     };
     Ok(Request {
         entries,
         sources,
-        counter,
+        scheme,
         tools_tokens,
     })
 }

@@ -2,7 +2,7 @@
 //! API wraps around each message, as the OpenAI cookbook "How to count tokens with tiktoken"
 //! counts it (3 per message, 1 per name, 3 to prime the reply).
 
-use super::image::image_tokens;
+use super::image_price::{image_tokens_for, ImageFormula};
 use super::Counter;
 use crate::view::Message;
 
@@ -21,6 +21,11 @@ pub const TOOL_CALL_OVERHEAD: u32 = 3;
 /// + (if tool_call_id: count(tool_call_id)) + image_tokens(each image) + msg.other_part_tokens
 /// + for each tool call: count(id) + count(name) + count(arguments) + TOOL_CALL_OVERHEAD.
 pub fn message_tokens(msg: &Message, counter: &dyn Counter) -> u32 {
+    message_tokens_with(msg, counter, ImageFormula::OpenAi)
+}
+
+/// [`message_tokens`] with images priced by another provider's formula.
+pub fn message_tokens_with(msg: &Message, counter: &dyn Counter, images: ImageFormula) -> u32 {
     let count = |text: &str| u32::try_from(counter.count(text)).unwrap_or(u32::MAX);
     let mut total = TOKENS_PER_MESSAGE.saturating_add(count(msg.role.as_str()));
     for text in &msg.texts {
@@ -35,7 +40,7 @@ pub fn message_tokens(msg: &Message, counter: &dyn Counter) -> u32 {
         total = total.saturating_add(count(id));
     }
     for image in &msg.images {
-        total = total.saturating_add(image_tokens(image));
+        total = total.saturating_add(image_tokens_for(image, images));
     }
     total = total.saturating_add(msg.other_part_tokens);
     for call in &msg.tool_calls {
@@ -51,13 +56,13 @@ pub fn message_tokens(msg: &Message, counter: &dyn Counter) -> u32 {
 /// An upper bound of `message_tokens` from the size of the message's JSON, without tokenizing:
 /// every token covers at least one byte, and every counted text and framing token has at least
 /// one byte of its own in the JSON. Images and opaque parts are priced by their own formulas.
-pub fn message_tokens_bound(msg: &Message, json_bytes: usize) -> u32 {
+pub fn message_tokens_bound(msg: &Message, json_bytes: usize, images: ImageFormula) -> u32 {
     let mut total = u32::try_from(json_bytes)
         .unwrap_or(u32::MAX)
         .saturating_add(TOKENS_PER_MESSAGE)
         .saturating_add(msg.other_part_tokens);
     for image in &msg.images {
-        total = total.saturating_add(image_tokens(image));
+        total = total.saturating_add(image_tokens_for(image, images));
     }
     total
 }

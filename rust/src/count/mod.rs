@@ -5,6 +5,7 @@
 mod bpe;
 pub mod chat;
 pub mod image;
+pub mod image_price;
 mod tiktoken;
 pub mod tools;
 

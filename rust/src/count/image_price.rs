@@ -1,0 +1,108 @@
+//! Image prices of the providers whose formulas differ from OpenAI's, so one canonical image
+//! part is priced as the provider that will receive it bills it.
+
+use super::image::image_tokens;
+use crate::view::Image;
+
+/// Which provider's published formula prices an image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ImageFormula {
+    /// 85 + 170 per 512-pixel tile after resizing (OpenAI vision guide).
+    OpenAi,
+    /// width × height / 750 after resizing to a 1568-pixel long edge and at most about 1600
+    /// tokens (Anthropic vision guide; Bedrock serves the same Claude models).
+    Anthropic,
+    /// 258 per image up to 384 × 384, else 258 per 768 × 768 tile (Gemini API docs).
+    Gemini,
+}
+
+impl ImageFormula {
+    pub fn from_name(name: &str) -> Option<ImageFormula> {
+        match name {
+            "openai" => Some(ImageFormula::OpenAi),
+            "anthropic" => Some(ImageFormula::Anthropic),
+            "gemini" => Some(ImageFormula::Gemini),
+            _ => None,
+        }
+    }
+}
+
+const ANTHROPIC_LONG_EDGE: f64 = 1568.0;
+const ANTHROPIC_PIXELS_PER_TOKEN: f64 = 750.0;
+/// Anthropic scales larger images down to about this many tokens; also the price of an image
+/// of unknown size.
+pub const ANTHROPIC_MAX_TOKENS: u32 = 1600;
+
+const GEMINI_TOKENS: u32 = 258;
+const GEMINI_SMALL_SIDE: u32 = 384;
+const GEMINI_TILE_SIDE: u32 = 768;
+/// Gemini publishes no largest tile count; an image of unknown size is priced at a 3072 × 3072
+/// image's 16 tiles, the size above which its docs recommend resizing.
+pub const GEMINI_UNKNOWN_TOKENS: u32 = 16 * GEMINI_TOKENS;
+
+/// Tokens of one image under `formula`.
+pub fn image_tokens_for(img: &Image, formula: ImageFormula) -> u32 {
+    match formula {
+        ImageFormula::OpenAi => image_tokens(img),
+        ImageFormula::Anthropic => match img.size {
+            Some((w, h)) if w > 0 && h > 0 => {
+                let (w, h) = (f64::from(w), f64::from(h));
+                let scale = (ANTHROPIC_LONG_EDGE / w.max(h)).min(1.0);
+                let tokens = (w * scale * h * scale / ANTHROPIC_PIXELS_PER_TOKEN).ceil();
+                (tokens as u32).min(ANTHROPIC_MAX_TOKENS)
+            }
+            _ => ANTHROPIC_MAX_TOKENS,
+        },
+        ImageFormula::Gemini => match img.size {
+            Some((w, h)) if w <= GEMINI_SMALL_SIDE && h <= GEMINI_SMALL_SIDE => GEMINI_TOKENS,
+            Some((w, h)) => {
+                let tiles = w.div_ceil(GEMINI_TILE_SIDE) * h.div_ceil(GEMINI_TILE_SIDE);
+                tiles.saturating_mul(GEMINI_TOKENS)
+            }
+            None => GEMINI_UNKNOWN_TOKENS,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::view::Detail;
+
+    fn img(size: Option<(u32, u32)>) -> Image {
+        Image {
+            detail: Detail::Auto,
+            size,
+        }
+    }
+
+    #[test]
+    fn anthropic_examples() {
+        // The Anthropic guide's table: 200×200 ≈ 54, 1000×1000 ≈ 1334, 1092×1092 ≈ 1590.
+        let f = ImageFormula::Anthropic;
+        assert_eq!(image_tokens_for(&img(Some((200, 200))), f), 54);
+        assert_eq!(image_tokens_for(&img(Some((1000, 1000))), f), 1334);
+        assert_eq!(image_tokens_for(&img(Some((1092, 1092))), f), 1590);
+        assert_eq!(
+            image_tokens_for(&img(Some((4000, 3000))), f),
+            ANTHROPIC_MAX_TOKENS
+        );
+        assert_eq!(image_tokens_for(&img(None), f), ANTHROPIC_MAX_TOKENS);
+    }
+
+    #[test]
+    fn gemini_examples() {
+        let f = ImageFormula::Gemini;
+        assert_eq!(image_tokens_for(&img(Some((384, 200))), f), 258);
+        assert_eq!(image_tokens_for(&img(Some((1024, 768))), f), 2 * 258);
+        assert_eq!(image_tokens_for(&img(None), f), GEMINI_UNKNOWN_TOKENS);
+    }
+
+    #[test]
+    fn openai_is_the_vision_guide() {
+        assert_eq!(
+            image_tokens_for(&img(Some((1024, 1024))), ImageFormula::OpenAi),
+            765
+        );
+    }
+}
