@@ -416,10 +416,10 @@ pub fn plan(
 
     // Candidates per stage, oldest first.
     let error_ring = |u: &Unit| -> bool {
+        let results = || (u.start..u.end).filter(|&w| work.msgs[w].role == Role::Tool);
         u.kind == UnitKind::Ring
-            && (u.start + 1..u.end).all(|w| work.msgs[w].is_error)
-            && (u.start + 1..u.end).map(|w| work.tokens(w)).sum::<u64>()
-                <= cfg.short_error_result_tokens
+            && results().all(|w| work.msgs[w].is_error)
+            && results().map(|w| work.tokens(w)).sum::<u64>() <= cfg.short_error_result_tokens
     };
     let middle: Vec<usize> = (0..all_units.len()).filter(|&k| !protected[k]).collect();
     let mut held: Vec<usize> = middle
@@ -655,12 +655,15 @@ fn suffix_start(all_units: &[Unit], cfg: &PlanConfig) -> usize {
 
 /// Ledger entries for the side-effecting calls of a dropped ring.
 fn side_effects(ring: &[&Message], cfg: &PlanConfig) -> Vec<LedgerEntry> {
-    let (call_msg, results) = ring
-        .split_first()
-        .expect("a ring starts with its call message");
-    call_msg
-        .tool_calls
+    // A ring may carry glued messages around its call (a reasoning item, text after the
+    // results), so the calls and results are found by role, not by position.
+    let results: Vec<&Message> = ring
         .iter()
+        .copied()
+        .filter(|m| m.role == Role::Tool)
+        .collect();
+    ring.iter()
+        .flat_map(|m| &m.tool_calls)
         .filter(|c| cfg.side_effect_tools.contains(&c.name))
         .map(|c| {
             let result = results
