@@ -179,12 +179,19 @@ def test_assemble_repair_flag(tmp_path: Path) -> None:
         pytest.param(
             ("--limit", 5000), ("ConfigError", "leaves no budget"), id="limit-under-reserve"
         ),
-        pytest.param(("--provider", "anthropic"), ("ConfigError", "openai_chat"), id="provider"),
     ],
 )
 def test_assemble_errors(tmp_path: Path, args: tuple[Any, ...], texts: tuple[str, ...]) -> None:
     src = write(tmp_path / "session.json", session())
     assert_clean_error(run("assemble", src, *args), *texts)
+
+
+def test_unknown_provider_is_a_usage_error(tmp_path: Path) -> None:
+    src = write(tmp_path / "session.json", session())
+    proc = run("assemble", src, "--provider", "cohere")
+    assert proc.returncode == 2
+    assert "invalid choice: 'cohere'" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_assemble_config_errors(tmp_path: Path) -> None:

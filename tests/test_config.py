@@ -267,16 +267,16 @@ def test_from_yaml_missing_file(tmp_path: Path) -> None:
 
 
 def test_assembler_rejects_unsupported_provider() -> None:
-    for provider in ("anthropic", "openai_responses", "OpenAI_Chat", ""):
+    for provider in ("cohere", "OpenAI_Chat", "claude", ""):
         with pytest.raises(rb.ConfigError) as info:
             rb.Assembler(rb.AssemblyConfig(), provider=provider)
         assert info.value.key == "provider"
-        assert "supported: openai_chat" in str(info.value)
+        assert "supported: openai_chat, openai_responses, anthropic, gemini" in str(info.value)
     for call in (
-        lambda: rb.count_tokens([], provider="anthropic"),
-        lambda: rb.validate([], provider="gemini"),
+        lambda: rb.count_tokens([], provider="cohere"),
+        lambda: rb.validate([], provider="mistral"),
     ):
-        with pytest.raises(rb.ConfigError, match="openai_chat"):
+        with pytest.raises(rb.ConfigError, match="bedrock_converse"):
             call()
 
 

@@ -4,10 +4,11 @@ lost. The hot path is Rust (``ringbound._core``); this package is the façade.""
 
 from __future__ import annotations
 
-from ._core import __version__
+from ._core import CountCache, __version__
 from .assembler import Assembler, AssemblyResult
 from .config import AssemblyConfig
 from .counting import count_text, count_tokens, validate
+from .detect import detect_provider
 from .errors import (
     BudgetExceededError,
     ConfigError,
@@ -17,7 +18,9 @@ from .errors import (
     RingboundError,
     SummaryError,
 )
+from .metrics import MetricsSink, NullSink, PrometheusSink, get_default_sink, set_default_sink
 from .report import AssemblyReport, LedgerEntry, StageRecord
+from .telemetry import disable_tracing, enable_tracing
 
 __all__ = [
     "Assembler",
@@ -26,15 +29,24 @@ __all__ = [
     "AssemblyResult",
     "BudgetExceededError",
     "ConfigError",
+    "CountCache",
     "InvalidMessageError",
     "LedgerEntry",
+    "MetricsSink",
+    "NullSink",
     "PairingError",
     "PairingIssue",
+    "PrometheusSink",
     "RingboundError",
     "StageRecord",
     "SummaryError",
     "__version__",
     "count_text",
     "count_tokens",
+    "detect_provider",
+    "disable_tracing",
+    "enable_tracing",
+    "get_default_sink",
+    "set_default_sink",
     "validate",
 ]

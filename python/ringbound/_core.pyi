@@ -27,12 +27,20 @@ class CoreConfig:
         tokenizer_backend: str | None,
         max_messages: int,
         max_request_bytes: int,
+        image_formula: str = "openai",
+        token_ratio: float = 1.0,
     ) -> None: ...
 
 PlanItem = int | tuple[str, str] | tuple[str, str, str]
 
 def plan_openai_chat(
-    messages_json: bytes, tools_json: bytes | None, config: CoreConfig, pinned: list[int]
+    messages_json: bytes,
+    tools_json: bytes | None,
+    config: CoreConfig,
+    pinned: list[int],
+    cache: CountCache | None = None,
+    groups: list[int] | None = None,
+    binds_next: list[bool] | None = None,
 ) -> tuple[list[PlanItem], dict[str, Any]]: ...
 def count_openai_chat(
     messages_json: bytes,
@@ -41,8 +49,20 @@ def count_openai_chat(
     tokenizer_backend: str | None = None,
     max_messages: int = ...,
     max_request_bytes: int = ...,
+    cache: CountCache | None = None,
+    image_formula: str = "openai",
+    token_ratio: float = 1.0,
 ) -> int: ...
 def count_text(text: str, encoding: str, tokenizer_backend: str | None = None) -> int: ...
 def validate_openai_chat(messages_json: bytes) -> list[tuple[str, str | None, int, str]]: ...
 def cache_len() -> int: ...
 def cache_clear() -> None: ...
+
+class CountCache:
+    """A bounded cache of parsed, counted messages (see ``Assembler(cache=...)``)."""
+
+    def __init__(self, max_entries: int = ..., max_bytes: int = ...) -> None: ...
+    def __len__(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+    def clear(self) -> None: ...

@@ -9,11 +9,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _core
+from . import _core, telemetry
+from .adapted import plan_native
 from .config import AssemblyConfig
 from .errors import ConfigError
-from .payload import dump_messages, dump_tools
-from .providers import check_provider
+from .metrics import MetricsSink, check_sink
+from .payload import check_message_list, dump_messages, dump_tools
+from .providers import adapter, check_provider
 from .providers import openai_chat as chat
 from .report import AssemblyReport, LedgerEntry, StageRecord
 
@@ -35,9 +37,15 @@ class AssemblyResult:
     messages: list[Any]
     tools: list[Any] | None
     report: AssemblyReport
+    #: The top-level system to send, for providers that have one (Anthropic ``system``,
+    #: Gemini ``systemInstruction``, Bedrock ``system``, Responses ``instructions``): the
+    #: caller's value, or a new one carrying the side-effect ledger note.
+    system: Any = None
 
 
-def _core_config(cfg: AssemblyConfig) -> _core.CoreConfig:
+def _core_config(
+    cfg: AssemblyConfig, image_formula: str = "openai", token_ratio: float = 1.0
+) -> _core.CoreConfig:
     return _core.CoreConfig(
         budget=cfg.budget,
         recent_tool_rings=cfg.recent_tool_rings,
@@ -56,6 +64,22 @@ def _core_config(cfg: AssemblyConfig) -> _core.CoreConfig:
         tokenizer_backend=cfg.tokenizer_backend,
         max_messages=cfg.max_messages,
         max_request_bytes=cfg.max_request_bytes,
+        image_formula=image_formula,
+        token_ratio=token_ratio,
+    )
+
+
+def _cache(cache: Any) -> Any:
+    if cache is True:
+        return None  # the process-wide cache
+    if cache is False:
+        return _core.CountCache(0, 0)
+    if isinstance(cache, _core.CountCache):
+        return cache
+    raise ConfigError(
+        f"cache must be True, False or a ringbound.CountCache, got {type(cache).__name__}",
+        key="cache",
+        reason="must be True, False or a CountCache",
     )
 
 
@@ -67,9 +91,16 @@ class Assembler:
 
     Args:
         config: The policy; defaults to ``AssemblyConfig()``.
-        provider: Wire format of the messages (``openai_chat``).
+        provider: Wire format of the messages: ``openai_chat`` (default), ``openai_responses``,
+            ``anthropic``, ``gemini`` or ``bedrock_converse``.
         summarizer: Not supported in this release; passing one raises ConfigError rather
             than silently not summarizing.
+        sink: Where the metrics of each assembly go (see ``MetricsSink``); the default sink
+            (``set_default_sink``, NullSink unless set) when None.
+        tracer: An OpenTelemetry ``Tracer`` for a span ``ringbound.assemble`` per assembly;
+            the one ``enable_tracing`` set (none by default) when None.
+        cache: Where parsed messages and their counts are cached: True for the process-wide
+            cache, False for none, or a ``CountCache`` of this assembler's own.
 
     Example:
         >>> import ringbound as rb
@@ -84,6 +115,9 @@ class Assembler:
         config: AssemblyConfig | None = None,
         provider: str = "openai_chat",
         summarizer: Any = None,
+        sink: MetricsSink | None = None,
+        tracer: Any = None,
+        cache: Any = True,
     ) -> None:
         self.config = config if config is not None else AssemblyConfig()
         if not isinstance(self.config, AssemblyConfig):
@@ -99,13 +133,26 @@ class Assembler:
                 key="summarizer",
                 reason="not supported in this release",
             )
-        self._core = _core_config(self.config)
+        self._adapter = None if self.provider == "openai_chat" else adapter(self.provider)
+        ratio = self.config.token_ratio
+        if self._adapter is None:
+            self._core = _core_config(self.config, token_ratio=1.0 if ratio is None else ratio)
+        else:
+            self._core = _core_config(
+                self.config,
+                self._adapter.image_formula,
+                self._adapter.default_token_ratio if ratio is None else ratio,
+            )
+        self._cache = _cache(cache)
+        self._sink = None if sink is None else check_sink(sink)
+        self._tracer = None if tracer is None else telemetry.check_tracer(tracer)
 
     def assemble(
         self,
         messages: list[Any],
         tools: list[Any] | None = None,
         *,
+        system: Any = None,
         pinned: Iterable[int] | None = (),
     ) -> AssemblyResult:
         """Assembles the next request from ``messages``.
@@ -125,19 +172,48 @@ class Assembler:
             PairingError: Tool calls and results do not pair and the policy is fail_closed.
             BudgetExceededError: The protected part alone does not fit the budget.
         """
+        span = telemetry.start_span(self._tracer, self.provider)
+        try:
+            result, payload = self._assemble(messages, tools, system, pinned)
+        except BaseException as e:
+            telemetry.rejected(e, self.provider, self._sink, span)
+            raise
+        telemetry.assembled(result.report, payload, self.provider, self._sink, span)
+        return result
+
+    def _assemble(
+        self,
+        messages: list[Any],
+        tools: list[Any] | None,
+        system: Any,
+        pinned: Iterable[int] | None,
+    ) -> tuple[AssemblyResult, bytes]:
+        """The assembly itself, and the serialized messages it planned from."""
         start = time.perf_counter()
-        payload = dump_messages(messages)
-        tools_payload = dump_tools(tools)
-        pins = _pins(pinned, len(messages))
-        items, raw = _core.plan_openai_chat(payload, tools_payload, self._core, pins)
-        out: list[Any] = []
-        for item in items:
-            if isinstance(item, int):
-                out.append(messages[item])
-            elif item[0] == "synthesized":
-                out.append(chat.synthesized_result(item[1]))
-            else:
-                out.append(chat.ledger_note(item[1], item[2]))
+        merged = 0
+        if self._adapter is None:
+            payload = dump_messages(messages)
+            pins = _pins(pinned, len(messages))
+            items, raw = _core.plan_openai_chat(
+                payload, dump_tools(tools), self._core, pins, self._cache
+            )
+            out = [_chat_item(messages, item) for item in items]
+            system_out = system
+        else:
+            check_message_list(messages)
+            native = plan_native(
+                self._adapter,
+                messages,
+                tools,
+                system,
+                self._core,
+                _pins(pinned, len(messages)),
+                self._cache,
+                repair=self.config.on_pairing_error == "synthesize_error_results",
+            )
+            raw, payload = native.raw, native.payload
+            out, system_out = native.rendered.messages, native.rendered.system
+            merged = native.rendered.merged
         report = AssemblyReport(
             tokens_before=raw["tokens_before"],
             tokens_after=raw["tokens_after"],
@@ -150,12 +226,23 @@ class Assembler:
             ledger_entries=raw["ledger_entries"],
             bucket_tokens=raw["bucket_tokens"],
             tools_dropped=raw["tools_dropped"],
+            merged=merged,
             messages_before=len(messages),
             messages_after=len(out),
             elapsed_s=time.perf_counter() - start,
+            tokens_before_exact=raw["tokens_before_exact"],
         )
         kept_tools = None if report.tools_dropped or tools is None else tools
-        return AssemblyResult(messages=out, tools=kept_tools, report=report)
+        result = AssemblyResult(messages=out, tools=kept_tools, report=report, system=system_out)
+        return result, payload
+
+
+def _chat_item(messages: list[Any], item: Any) -> Any:
+    if isinstance(item, int):
+        return messages[item]
+    if item[0] == "synthesized":
+        return chat.synthesized_result(item[1])
+    return chat.ledger_note(item[1], item[2])
 
 
 def _pins(pinned: Iterable[int] | None, n: int) -> list[int]:

@@ -55,6 +55,9 @@ class AssemblyConfig:
     encoding: str = "o200k_base"
     #: Exact BPE implementation; None picks the fastest (see docs/performance.md).
     tokenizer_backend: str | None = None
+    #: Provider tokens per counted token, for providers without a public tokenizer; None
+    #: takes the provider's documented default (1.0 for OpenAI).
+    token_ratio: float | None = None
     side_effect_tools: tuple[str, ...] = ()
     #: Per side-effecting tool, the argument names that identify its effect in the ledger.
     ledger_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -107,6 +110,13 @@ class AssemblyConfig:
                 raise _error(
                     name, f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}"
                 )
+        ratio_ = self.token_ratio
+        if ratio_ is not None and (
+            isinstance(ratio_, bool)
+            or not isinstance(ratio_, (int, float))
+            or not 0.1 <= ratio_ <= 10
+        ):
+            raise _error("token_ratio", f"must be a number in [0.1, 10] (or null), got {ratio_!r}")
         if self.tokenizer_backend is not None and self.tokenizer_backend not in _BACKENDS:
             raise _error(
                 "tokenizer_backend",

@@ -8,8 +8,8 @@ from typing import Any
 from . import _core
 from .config import AssemblyConfig
 from .errors import InvalidMessageError, PairingIssue
-from .payload import dump_messages, dump_tools
-from .providers import check_provider
+from .payload import check_message_list, dump_messages, dump_tools
+from .providers import adapter, check_provider
 
 __all__ = ["count_text", "count_tokens", "validate"]
 
@@ -23,8 +23,14 @@ def count_tokens(
     tools: list[Any] | None = None,
     *,
     tokenizer_backend: str | None = None,
+    system: Any = None,
+    token_ratio: float | None = None,
 ) -> int:
     """Tokens a request costs: every message with its framing, reply priming, tools schema.
+
+    For providers without a public tokenizer (Anthropic, Gemini, Bedrock) the exact count of
+    the canonical view is scaled by ``token_ratio`` (default: the provider's documented
+    ratio); ``system`` is the top-level system of providers that have one.
 
     Example:
         >>> import ringbound as rb
@@ -32,13 +38,28 @@ def count_tokens(
         9
     """
     check_provider(provider)
+    if provider == "openai_chat":
+        return _core.count_openai_chat(
+            dump_messages(messages),
+            dump_tools(tools),
+            encoding,
+            tokenizer_backend,
+            _DEFAULTS.max_messages,
+            _DEFAULTS.max_request_bytes,
+        )
+    native = adapter(provider)
+    check_message_list(messages)
+    canonical = native.to_canonical(messages, system=system)
     return _core.count_openai_chat(
-        dump_messages(messages),
-        dump_tools(tools),
+        dump_messages(canonical.messages),
+        dump_tools(native.tools_to_openai(tools)) if tools else None,
         encoding,
         tokenizer_backend,
         _DEFAULTS.max_messages,
         _DEFAULTS.max_request_bytes,
+        None,
+        native.image_formula,
+        token_ratio if token_ratio is not None else native.default_token_ratio,
     )
 
 
@@ -64,8 +85,11 @@ def count_text(
         ) from None
 
 
-def validate(messages: list[Any], provider: str = "openai_chat") -> list[PairingIssue]:
-    """Every tool-call pairing issue of a conversation; empty when it is safe to send.
+def validate(
+    messages: list[Any], provider: str = "openai_chat", *, system: Any = None
+) -> list[PairingIssue]:
+    """Every tool-call pairing issue of a conversation by the provider's own rules; empty when
+    it is safe to send.
 
     Example:
         >>> import ringbound as rb
@@ -78,4 +102,7 @@ def validate(messages: list[Any], provider: str = "openai_chat") -> list[Pairing
         ['missing_result']
     """
     check_provider(provider)
+    if provider != "openai_chat":
+        check_message_list(messages)
+        return adapter(provider).validate(messages, system=system)
     return [PairingIssue(*t) for t in _core.validate_openai_chat(dump_messages(messages))]

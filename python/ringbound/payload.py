@@ -11,7 +11,7 @@ import orjson
 
 from .errors import InvalidMessageError
 
-__all__ = ["dump_messages", "dump_tools"]
+__all__ = ["check_message_list", "dump_messages", "dump_tools"]
 
 
 def _default(obj: Any) -> Any:
@@ -21,14 +21,19 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
-def dump_messages(messages: Any) -> bytes:
-    """JSON bytes of a message list; InvalidMessageError naming the message if impossible."""
+def check_message_list(messages: Any) -> None:
+    """InvalidMessageError unless ``messages`` is a list-like sequence of messages."""
     if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
         raise InvalidMessageError(
             f"messages must be a list of message objects, got {type(messages).__name__}",
             index=None,
             reason=f"must be a list, got {type(messages).__name__}",
         )
+
+
+def dump_messages(messages: Any) -> bytes:
+    """JSON bytes of a message list; InvalidMessageError naming the message if impossible."""
+    check_message_list(messages)
     try:
         return orjson.dumps(list(messages), default=_default)
     except (TypeError, orjson.JSONEncodeError):

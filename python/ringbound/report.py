@@ -68,6 +68,9 @@ class AssemblyReport:
         bucket_tokens: Tokens of each bucket after assembly: prefix, middle, suffix, tools,
             insertions, framing.
         tools_dropped: Whether the tools schema was dropped to fit.
+        merged: Native messages returned as new objects because a provider rule required it
+            (Anthropic, Gemini and Bedrock merge same-role neighbours after drops, and add a
+            synthesized result to an existing turn).
         messages_before: Messages given.
         messages_after: Messages in the assembled request.
         elapsed_s: Wall time of the assembly.
@@ -89,6 +92,7 @@ class AssemblyReport:
     ledger_entries: int = 0
     bucket_tokens: dict[str, int] = field(default_factory=dict)
     tools_dropped: bool = False
+    merged: int = 0
     messages_before: int = 0
     messages_after: int = 0
     elapsed_s: float = 0.0
@@ -97,7 +101,10 @@ class AssemblyReport:
     @property
     def changed(self) -> bool:
         """Whether the assembled request differs from the input."""
-        return bool(self.stages or self.repairs) or self.messages_before != self.messages_after
+        return (
+            bool(self.stages or self.repairs or self.merged)
+            or self.messages_before != self.messages_after
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, ready for JSON."""

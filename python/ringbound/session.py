@@ -14,12 +14,22 @@ from .errors import InvalidMessageError
 __all__ = ["Session", "load_session"]
 
 
+#: Where each provider's request body keeps its messages and its top-level system.
+_MESSAGE_KEYS = ("messages", "input", "contents")
+_SYSTEM_KEYS = ("system", "instructions", "systemInstruction", "system_instruction")
+
+
 @dataclass(frozen=True)
 class Session:
     messages: list[Any]
     tools: list[Any] | None
     #: Whether the file held a bare list (written back the same way).
     bare: bool
+    #: The top-level system (Anthropic, Bedrock, Gemini, Responses), if the body has one.
+    system: Any = None
+    #: The body's key for the messages and for the system, to write them back the same way.
+    messages_key: str = "messages"
+    system_key: str | None = None
 
 
 def load_session(path: str | Path) -> Session:
@@ -32,10 +42,20 @@ def load_session(path: str | Path) -> Session:
         raise InvalidMessageError(f"{path} is not valid JSON: {e}", index=None) from e
     if isinstance(doc, list):
         return Session(messages=doc, tools=None, bare=True)
-    if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
-        tools = doc.get("tools")
-        return Session(messages=doc["messages"], tools=tools, bare=False)
+    if isinstance(doc, dict):
+        key = next((k for k in _MESSAGE_KEYS if isinstance(doc.get(k), list)), None)
+        if key is not None:
+            system_key = next((k for k in _SYSTEM_KEYS if k in doc), None)
+            return Session(
+                messages=doc[key],
+                tools=doc.get("tools"),
+                bare=False,
+                system=doc.get(system_key) if system_key else None,
+                messages_key=key,
+                system_key=system_key,
+            )
     raise InvalidMessageError(
-        f"{path} must hold a list of messages or an object with a `messages` list",
+        f"{path} must hold a list of messages or an object with a `messages` "
+        "(or `input`, `contents`) list",
         index=None,
     )

@@ -1,0 +1,106 @@
+"""Which provider's format a request body is in, from the keys only that format uses."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import InvalidMessageError
+
+__all__ = ["detect_provider", "provider_candidates"]
+
+
+def _items(body: Mapping[str, Any]) -> list[Any]:
+    for key in ("messages", "input", "contents"):
+        value = body.get(key)
+        if isinstance(value, list):
+            return value
+    return []
+
+
+def _blocks(items: Sequence[Any]) -> list[Mapping[str, Any]]:
+    out: list[Mapping[str, Any]] = []
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        out.append(item)
+        for key in ("content", "parts"):
+            value = item.get(key)
+            if isinstance(value, list):
+                out.extend(v for v in value if isinstance(v, Mapping))
+    return out
+
+
+def _votes(body: Mapping[str, Any]) -> set[str]:
+    votes: set[str] = set()
+    if "contents" in body or "systemInstruction" in body or "system_instruction" in body:
+        votes.add("gemini")
+    if "input" in body or "instructions" in body:
+        votes.add("openai_responses")
+    if "toolConfig" in body or "inferenceConfig" in body:
+        votes.add("bedrock_converse")
+    items = _items(body)
+    for block in _blocks(items):
+        kind = block.get("type")
+        if kind in ("tool_use", "tool_result", "thinking", "redacted_thinking"):
+            votes.add("anthropic")
+        elif kind in ("function_call", "function_call_output", "reasoning", "input_text"):
+            votes.add("openai_responses")
+        if "toolUse" in block or "toolResult" in block or "reasoningContent" in block:
+            votes.add("bedrock_converse")
+        if any(k in block for k in ("functionCall", "functionResponse", "function_call")):
+            votes.add("gemini" if "type" not in block else "openai_responses")
+        if "tool_calls" in block or block.get("role") == "tool":
+            votes.add("openai_chat")
+        if block.get("role") == "model":
+            votes.add("gemini")
+    if isinstance(body.get("system"), (str, list)) and "messages" in body:
+        if not votes & {"openai_chat", "bedrock_converse"}:
+            votes.add("anthropic")
+    if not votes and isinstance(body.get("messages"), list):
+        # Plain text turns read the same in OpenAI Chat and Anthropic.
+        votes.update(("openai_chat", "anthropic"))
+    return votes
+
+
+def provider_candidates(payload: Any) -> set[str]:
+    """Every provider whose format a request body fits (empty when none)."""
+    body = {"messages": payload} if isinstance(payload, list) else payload
+    return _votes(body) if isinstance(body, Mapping) else set()
+
+
+def detect_provider(payload: Any) -> str:
+    """The provider key of a request body (``openai_chat``, ``openai_responses``, ``anthropic``,
+    ``gemini``, ``bedrock_converse``).
+
+    A bare list is read as the message list of a body. Raises InvalidMessageError when the
+    body fits no format, or fits several (a plain text conversation is valid OpenAI Chat and
+    Anthropic alike: pass ``provider=`` explicitly then).
+
+    Example:
+        >>> import ringbound as rb
+        >>> rb.detect_provider({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
+        'gemini'
+        >>> rb.detect_provider({"model": "m", "input": [{"type": "function_call_output",
+        ...                     "call_id": "c", "output": "ok"}]})
+        'openai_responses'
+    """
+    body = {"messages": payload} if isinstance(payload, list) else payload
+    if not isinstance(body, Mapping):
+        raise InvalidMessageError(
+            f"a request body must be an object or a list, got {type(payload).__name__}",
+            index=None,
+        )
+    votes = _votes(body)
+    if len(votes) == 1:
+        return votes.pop()
+    if not votes:
+        raise InvalidMessageError(
+            "cannot tell the provider: the body has none of messages, input, contents",
+            index=None,
+        )
+    raise InvalidMessageError(
+        f"ambiguous request body: it fits {', '.join(sorted(votes))}; pass provider= explicitly",
+        index=None,
+        reason="ambiguous",
+    )

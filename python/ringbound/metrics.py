@@ -1,0 +1,352 @@
+"""Assembly metrics: the sink protocol every Assembler reports to, the no-op default, and a
+Prometheus sink with the metric names fixed by the design. A sink receives the report (counts
+and indices only) or the error of each assembly; labels stay bounded: the provider and, for
+rejects, the error class."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from .errors import (
+    BudgetExceededError,
+    ConfigError,
+    InvalidMessageError,
+    PairingError,
+    RingboundError,
+    SummaryError,
+)
+from .providers import PROVIDERS
+from .report import AssemblyReport
+
+__all__ = [
+    "REJECT_REASONS",
+    "MetricsSink",
+    "NullSink",
+    "PrometheusSink",
+    "get_default_sink",
+    "reject_reason",
+    "set_default_sink",
+]
+
+#: Values of the ``reason`` label of ``context_assemble_reject_total``.
+REJECT_REASONS = (
+    "BudgetExceededError",
+    "ConfigError",
+    "InvalidMessageError",
+    "PairingError",
+    "SummaryError",
+    "RingboundError",
+)
+_REASON_CLASSES: tuple[type[RingboundError], ...] = (
+    BudgetExceededError,
+    ConfigError,
+    InvalidMessageError,
+    PairingError,
+    SummaryError,
+)
+#: Bucket bounds of ``context_assemble_tokens``: common context windows and their halves.
+TOKEN_BUCKETS = (
+    1_000,
+    2_000,
+    4_000,
+    8_000,
+    16_000,
+    32_000,
+    64_000,
+    100_000,
+    128_000,
+    200_000,
+    256_000,
+    500_000,
+    1_000_000,
+)
+#: Bucket bounds of ``context_assemble_seconds``: an assembly takes microseconds to tens of
+#: milliseconds, far below prometheus_client's default buckets.
+SECONDS_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+)
+#: The ``provider`` label for a provider this release does not speak (bounds the label).
+OTHER_PROVIDER = "other"
+
+
+@runtime_checkable
+class MetricsSink(Protocol):
+    """Receives one call per assembly: ``observe`` when it succeeded, ``reject`` when it raised.
+
+    Any object with these two methods is a sink. A sink must be thread-safe (one Assembler
+    serves many threads) and fast (it runs on the request path). An exception a sink raises
+    is logged (its type only) and does not fail the assembly.
+
+    Example:
+        >>> import ringbound as rb
+        >>> class Counting:
+        ...     def __init__(self):
+        ...         self.tokens = []
+        ...     def observe(self, report, provider):
+        ...         self.tokens.append(report.tokens_after)
+        ...     def reject(self, error, provider):
+        ...         pass
+        >>> sink = Counting()
+        >>> asm = rb.Assembler(rb.AssemblyConfig(model_input_limit=10_000), sink=sink)
+        >>> _ = asm.assemble([{"role": "user", "content": "hi"}])
+        >>> sink.tokens
+        [8]
+    """
+
+    def observe(self, report: AssemblyReport, provider: str) -> None:
+        """Records an assembly that returned ``report``."""
+
+    def reject(self, error: RingboundError, provider: str) -> None:
+        """Records an assembly that raised ``error`` (nothing was returned)."""
+
+
+class NullSink:
+    """The default sink: records nothing."""
+
+    def observe(self, report: AssemblyReport, provider: str) -> None:
+        return None
+
+    def reject(self, error: RingboundError, provider: str) -> None:
+        return None
+
+
+_default_sink: MetricsSink = NullSink()
+
+
+def check_sink(sink: Any) -> MetricsSink:
+    """Returns ``sink`` if it has callable ``observe`` and ``reject``, else ConfigError."""
+    if not (callable(getattr(sink, "observe", None)) and callable(getattr(sink, "reject", None))):
+        raise ConfigError(
+            f"sink must have observe(report, provider) and reject(error, provider) methods, "
+            f"got {type(sink).__name__}",
+            key="sink",
+            reason="must implement MetricsSink",
+        )
+    return sink  # type: ignore[no-any-return]
+
+
+def set_default_sink(sink: MetricsSink | None) -> None:
+    """Sets the sink of every Assembler built without ``sink=`` (None restores NullSink).
+
+    Takes effect on their next assembly, including Assemblers built before the call.
+    """
+    global _default_sink
+    _default_sink = NullSink() if sink is None else check_sink(sink)
+
+
+def get_default_sink() -> MetricsSink:
+    """The sink of Assemblers built without ``sink=``."""
+    return _default_sink
+
+
+def reject_reason(error: BaseException) -> str:
+    """The ``reason`` label for ``error``: its ringbound error class, one of REJECT_REASONS.
+
+    Example:
+        >>> import ringbound as rb
+        >>> reject_reason(rb.PairingError("broken"))
+        'PairingError'
+    """
+    for cls in _REASON_CLASSES:
+        if isinstance(error, cls):
+            return cls.__name__
+    return "RingboundError"
+
+
+@dataclass(frozen=True)
+class _Children:
+    """The metric children of one provider label value, looked up once."""
+
+    tokens: Any
+    seconds: Any
+    dropped_rings: Any
+    summary: Any
+    summary_fail: Any
+    pairing_error: Any
+    reject: dict[str, Any]
+
+
+class _Metrics:
+    """The seven metrics of one registry and namespace."""
+
+    def __init__(self, prometheus_client: Any, registry: Any, namespace: str) -> None:
+        def make(kind: Any, name: str, doc: str, labels: tuple[str, ...], **kw: Any) -> Any:
+            try:
+                return kind(name, doc, labels, namespace=namespace, registry=registry, **kw)
+            except ValueError as e:
+                raise ConfigError(
+                    f"cannot register the metric {name} ({e}); another collector in this "
+                    f"registry already uses the name: pass PrometheusSink(namespace=...) or "
+                    f"another registry",
+                    key="sink",
+                    reason="metric name already registered",
+                ) from None
+
+        pc = prometheus_client
+        provider = ("provider",)
+        self.tokens = make(
+            pc.Histogram,
+            "context_assemble_tokens",
+            "Tokens of each assembled request (tokens_after).",
+            provider,
+            buckets=TOKEN_BUCKETS,
+        )
+        self.seconds = make(
+            pc.Histogram,
+            "context_assemble_seconds",
+            "Wall time of each successful assembly, in seconds.",
+            provider,
+            buckets=SECONDS_BUCKETS,
+        )
+        self.dropped_rings = make(
+            pc.Counter,
+            "context_assemble_dropped_rings_total",
+            "Tool rings dropped from assembled requests.",
+            provider,
+        )
+        self.summary = make(
+            pc.Counter,
+            "context_assemble_summary_total",
+            "Assemblies that summarized dropped units (always 0: no summaries in this release).",
+            provider,
+        )
+        self.summary_fail = make(
+            pc.Counter,
+            "context_assemble_summary_fail_total",
+            "Assemblies whose summarizer failed (always 0: no summaries in this release).",
+            provider,
+        )
+        self.pairing_error = make(
+            pc.Counter,
+            "context_assemble_pairing_error_total",
+            "Assemblies whose input had broken tool-call pairing (rejected or repaired).",
+            provider,
+        )
+        self.reject = make(
+            pc.Counter,
+            "context_assemble_reject_total",
+            "Assemblies that raised, by error class.",
+            ("provider", "reason"),
+        )
+        # The providers' series exist from the start, so dashboards see 0 rather than no
+        # series; ``other`` only once something reports an unknown provider.
+        self.children = {p: self.make_children(p) for p in PROVIDERS}
+
+    def make_children(self, provider: str) -> _Children:
+        return _Children(
+            tokens=self.tokens.labels(provider),
+            seconds=self.seconds.labels(provider),
+            dropped_rings=self.dropped_rings.labels(provider),
+            summary=self.summary.labels(provider),
+            summary_fail=self.summary_fail.labels(provider),
+            pairing_error=self.pairing_error.labels(provider),
+            reject={r: self.reject.labels(provider, r) for r in REJECT_REASONS},
+        )
+
+
+# Metrics of each registry by namespace: two sinks on one registry share its metrics rather
+# than failing on a duplicate registration.
+_registered: weakref.WeakKeyDictionary[Any, dict[str, _Metrics]] = weakref.WeakKeyDictionary()
+_registered_lock = threading.Lock()
+
+
+class PrometheusSink:
+    """Records the ``context_assemble_*`` metrics with ``prometheus_client``.
+
+    Needs the ``prometheus`` extra (``pip install 'ringbound[prometheus]'``). The metrics are
+    registered when the first sink for a registry and namespace is built; later sinks for the
+    same pair share them.
+
+    Args:
+        registry: The ``CollectorRegistry`` to register in; prometheus_client's default
+            ``REGISTRY`` when None.
+        namespace: Prefix of every metric name (``{namespace}_context_assemble_tokens``);
+            empty for the fixed names.
+
+    Raises:
+        ConfigError: prometheus_client is not installed, or another collector of the
+            registry already uses one of the names.
+
+    Example:
+        >>> import prometheus_client
+        >>> import ringbound as rb
+        >>> registry = prometheus_client.CollectorRegistry()
+        >>> asm = rb.Assembler(rb.AssemblyConfig(model_input_limit=10_000),
+        ...                    sink=rb.PrometheusSink(registry))
+        >>> _ = asm.assemble([{"role": "user", "content": "hi"}])
+        >>> registry.get_sample_value("context_assemble_tokens_count",
+        ...                           {"provider": "openai_chat"})
+        1.0
+    """
+
+    def __init__(self, registry: Any = None, namespace: str = "") -> None:
+        try:
+            import prometheus_client
+        except ImportError:
+            raise ConfigError(
+                "PrometheusSink needs prometheus_client: pip install 'ringbound[prometheus]'",
+                key="sink",
+                reason="prometheus_client is not installed",
+            ) from None
+        if not isinstance(namespace, str):
+            raise ConfigError(
+                f"namespace must be a string, got {type(namespace).__name__}",
+                key="namespace",
+                reason="must be a string",
+            )
+        self.registry = prometheus_client.REGISTRY if registry is None else registry
+        self.namespace = namespace
+        with _registered_lock:
+            by_namespace = _registered.setdefault(self.registry, {})
+            metrics = by_namespace.get(namespace)
+            if metrics is None:
+                metrics = _Metrics(prometheus_client, self.registry, namespace)
+                by_namespace[namespace] = metrics
+        self._metrics = metrics
+
+    def _for(self, provider: str) -> _Children:
+        children = self._metrics.children.get(provider)
+        if children is None:
+            # Racing threads build equal children: labels() returns the same series.
+            children = self._metrics.children.get(OTHER_PROVIDER)
+            if children is None:
+                children = self._metrics.make_children(OTHER_PROVIDER)
+                self._metrics.children[OTHER_PROVIDER] = children
+        return children
+
+    def observe(self, report: AssemblyReport, provider: str) -> None:
+        c = self._for(provider)
+        c.tokens.observe(report.tokens_after)
+        c.seconds.observe(report.elapsed_s)
+        if report.dropped_rings:
+            c.dropped_rings.inc(len(report.dropped_rings))
+        if report.summarized:
+            c.summary.inc()
+        if report.summary_failed:
+            c.summary_fail.inc()
+        if report.repairs:
+            c.pairing_error.inc()
+
+    def reject(self, error: RingboundError, provider: str) -> None:
+        c = self._for(provider)
+        c.reject[reject_reason(error)].inc()
+        if isinstance(error, PairingError):
+            c.pairing_error.inc()
+        elif isinstance(error, SummaryError):
+            c.summary_fail.inc()
