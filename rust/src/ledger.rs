@@ -47,6 +47,11 @@ impl LedgerEntry {
         }
     }
 
+    /// What tells two entries apart: the rendered line without its status.
+    pub fn identity(&self) -> String {
+        format!("{}\u{0}{}\u{0}{}", self.tool, self.call_id, self.args)
+    }
+
     /// `- send_email [ok] call_id="call_1" args={"to":"a@b.c"}`: the tool first, for the
     /// model; every value that could hold a space or a quote is JSON, so the line parses back.
     fn to_line(&self) -> String {

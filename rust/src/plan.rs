@@ -231,7 +231,9 @@ struct Outcome {
 #[derive(Clone)]
 struct LedgerState {
     entries: Vec<LedgerEntry>,
-    seen: HashSet<(String, String)>,
+    /// Entries already recorded. Call ids may recur in later turns (OpenAI pairs by
+    /// adjacency), so an effect is identified by tool, id and arguments together.
+    seen: HashSet<String>,
     added: Vec<LedgerEntry>,
     role: Role,
     tokens: u64,
@@ -243,10 +245,7 @@ impl LedgerState {
     }
 
     fn add(&mut self, entry: LedgerEntry, req: &Request) {
-        if self
-            .seen
-            .insert((entry.tool.clone(), entry.call_id.clone()))
-        {
+        if self.seen.insert(entry.identity()) {
             self.entries.push(entry.clone());
             self.added.push(entry);
             self.tokens = Self::note_tokens(&self.entries, self.role, req);
@@ -315,10 +314,7 @@ pub fn plan(
             if let Some(entries) = ledger::parse(msg) {
                 notes.push(w);
                 for e in entries {
-                    if ledger_state
-                        .seen
-                        .insert((e.tool.clone(), e.call_id.clone()))
-                    {
+                    if ledger_state.seen.insert(e.identity()) {
                         ledger_state.entries.push(e);
                     }
                 }
@@ -489,7 +485,11 @@ pub fn plan(
     };
     let mut unit_value = values(true);
     let messages_total: u64 = unit_value.iter().sum();
-    let tokens_before = messages_total + framing + req.tools_tokens;
+    // As given: repairs are not part of the input, earlier ledger notes are.
+    let synthesized_total: u64 = work.synthesized_tokens.iter().sum();
+    let notes_total: u64 = notes.iter().map(|&w| work.tokens(w)).sum();
+    let tokens_before =
+        messages_total - synthesized_total + notes_total + framing + req.tools_tokens;
     let tokens_before_exact = (0..len).all(|w| match work.source[w] {
         Source::Original(i) => req.is_counted(i),
         Source::Synthesized => true,
@@ -724,7 +724,9 @@ fn emit(
     };
     let anchor = match (notes.first(), cfg.pin_first_user_message, first_user) {
         (Some(&w), _, _) => w,
-        (None, true, Some(u)) => u + 1,
+        // After the pinned goal, unless the goal is the last message: the request must still
+        // end with the turn the model answers.
+        (None, true, Some(u)) if u + 1 < work.msgs.len() => u + 1,
         _ => prefix_end,
     };
     let mut items = Vec::with_capacity(work.msgs.len() + 1);
