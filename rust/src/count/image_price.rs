@@ -9,8 +9,9 @@ use crate::view::Image;
 pub enum ImageFormula {
     /// 85 + 170 per 512-pixel tile after resizing (OpenAI vision guide).
     OpenAi,
-    /// width × height / 750 after resizing to a 1568-pixel long edge and at most about 1600
-    /// tokens (Anthropic vision guide; Bedrock serves the same Claude models).
+    /// width × height / 750 (or the 28-pixel patches of the current guide, whichever is
+    /// more) after resizing to a 1568-pixel long edge, at most about 1640 tokens (Anthropic
+    /// vision guide; Bedrock serves the same Claude models).
     Anthropic,
     /// 258 per image up to 384 × 384, else 258 per 768 × 768 tile (Gemini API docs).
     Gemini,
@@ -29,9 +30,10 @@ impl ImageFormula {
 
 const ANTHROPIC_LONG_EDGE: f64 = 1568.0;
 const ANTHROPIC_PIXELS_PER_TOKEN: f64 = 750.0;
-/// Anthropic scales larger images down to about this many tokens; also the price of an image
-/// of unknown size.
-pub const ANTHROPIC_MAX_TOKENS: u32 = 1600;
+const ANTHROPIC_PATCH: f64 = 28.0;
+/// Anthropic scales larger images down to "about 1600" tokens, but its own table of largest
+/// sizes reaches 1639 (784 × 1568); also the price of an image of unknown size.
+pub const ANTHROPIC_MAX_TOKENS: u32 = 1640;
 
 const GEMINI_TOKENS: u32 = 258;
 const GEMINI_SMALL_SIDE: u32 = 384;
@@ -48,8 +50,10 @@ pub fn image_tokens_for(img: &Image, formula: ImageFormula) -> u32 {
             Some((w, h)) if w > 0 && h > 0 => {
                 let (w, h) = (f64::from(w), f64::from(h));
                 let scale = (ANTHROPIC_LONG_EDGE / w.max(h)).min(1.0);
-                let tokens = (w * scale * h * scale / ANTHROPIC_PIXELS_PER_TOKEN).ceil();
-                (tokens as u32).min(ANTHROPIC_MAX_TOKENS)
+                let (w, h) = (w * scale, h * scale);
+                let by_area = (w * h / ANTHROPIC_PIXELS_PER_TOKEN).ceil();
+                let by_patches = (w / ANTHROPIC_PATCH).ceil() * (h / ANTHROPIC_PATCH).ceil();
+                (by_area.max(by_patches) as u32).min(ANTHROPIC_MAX_TOKENS)
             }
             _ => ANTHROPIC_MAX_TOKENS,
         },
@@ -78,11 +82,13 @@ mod tests {
 
     #[test]
     fn anthropic_examples() {
-        // The Anthropic guide's table: 200×200 ≈ 54, 1000×1000 ≈ 1334, 1092×1092 ≈ 1590.
+        // The Anthropic guide's table: 1000×1000 ≈ 1334, 1092×1092 ≈ 1590, 784×1568 = 1639;
+        // a 200×200 image is 8×8 = 64 patches of 28 px, more than 200·200/750 ≈ 54.
         let f = ImageFormula::Anthropic;
-        assert_eq!(image_tokens_for(&img(Some((200, 200))), f), 54);
+        assert_eq!(image_tokens_for(&img(Some((200, 200))), f), 64);
         assert_eq!(image_tokens_for(&img(Some((1000, 1000))), f), 1334);
         assert_eq!(image_tokens_for(&img(Some((1092, 1092))), f), 1590);
+        assert_eq!(image_tokens_for(&img(Some((784, 1568))), f), 1640);
         assert_eq!(
             image_tokens_for(&img(Some((4000, 3000))), f),
             ANTHROPIC_MAX_TOKENS
