@@ -3,18 +3,18 @@ rules, plan the canonical view in the core, render the plan back into native ite
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from . import _core
-from .errors import PairingError
+from .errors import BudgetExceededError, PairingError
 from .payload import dump_tools
 from .providers.base import Adapter, Canonical, Rendered
 
-__all__ = ["NativePlan", "native_spans", "plan_native"]
+__all__ = ["Counting", "NativePlan", "native_spans", "plan_native"]
 
 
 @dataclass(frozen=True)
@@ -45,17 +45,53 @@ def native_spans(spans: Sequence[tuple[int, int]], canonical: Canonical) -> list
     return out
 
 
+@dataclass(frozen=True)
+class Counting:
+    """How the assembler counts, to recount a rendered request the same way."""
+
+    encoding: str
+    tokenizer_backend: str | None
+    image_formula: str
+    token_ratio: float
+    cache: Any
+
+    def count(self, canonical: Canonical, tools_payload: bytes | None) -> int:
+        return _core.count_openai_chat(
+            orjson.dumps(canonical.messages),
+            tools_payload,
+            self.encoding,
+            self.tokenizer_backend,
+            2**63,
+            2**63,
+            self.cache,
+            self.image_formula,
+            self.token_ratio,
+        )
+
+
+#: Times a plan is tightened when its rendering costs more than the plan counted.
+_MAX_TIGHTENINGS = 3
+
+
 def plan_native(
     adapter: Adapter,
     messages: Sequence[Any],
     tools: Sequence[Any] | None,
     system: Any,
-    core_config: Any,
+    core_for: Callable[[int], Any],
+    budget: int,
+    counting: Counting,
     pinned: Sequence[int],
-    cache: Any,
     repair: bool,
 ) -> NativePlan:
-    """Plans a native request; PairingError quotes the provider's wording."""
+    """Plans a native request; PairingError quotes the provider's wording.
+
+    The core counts the canonical view, but a provider's rendering of the plan can cost a
+    little more than its canonical insertions (a synthesized result added to an existing turn,
+    merged neighbours, the ledger note moved into the system). The rendered request is
+    therefore counted again as the provider will receive it; if it is over budget, the plan
+    is made again with the budget tightened by the difference.
+    """
     issues = adapter.validate(messages, system=system)
     if issues and not (repair and all(i.kind == "missing_result" for i in issues)):
         raise PairingError(
@@ -66,17 +102,38 @@ def plan_native(
     canonical = adapter.to_canonical(messages, system=system)
     payload = orjson.dumps(canonical.messages)
     tools_payload = dump_tools(adapter.tools_to_openai(tools)) if tools else None
-    items, raw = _core.plan_openai_chat(
-        payload,
-        tools_payload,
-        core_config,
-        _canonical_pins(pinned, canonical),
-        cache,
-        canonical.groups(),
-        canonical.binds_next or [False] * len(canonical.messages),
-    )
-    rendered = adapter.render(messages, items, canonical, system=system)
+    pins = _canonical_pins(pinned, canonical)
+    groups = canonical.groups()
+    binds = canonical.binds_next or [False] * len(canonical.messages)
+    plan_budget = budget
+    for _ in range(_MAX_TIGHTENINGS + 1):
+        try:
+            items, raw = _core.plan_openai_chat(
+                payload, tools_payload, core_for(plan_budget), pins, counting.cache, groups, binds
+            )
+        except BudgetExceededError as e:
+            e.budget = budget
+            raise
+        rendered = adapter.render(messages, items, canonical, system=system)
+        kept_tools = None if raw["tools_dropped"] else tools_payload
+        actual = counting.count(
+            adapter.to_canonical(rendered.messages, system=rendered.system), kept_tools
+        )
+        if actual <= budget:
+            break
+        plan_budget -= actual - budget
+        if plan_budget < 1:
+            break
+    if actual > budget:
+        raise BudgetExceededError(
+            f"the rendered request needs {actual} tokens but the budget is {budget}",
+            tokens=actual,
+            budget=budget,
+            bucket_tokens=raw["bucket_tokens"],
+        )
     raw = dict(raw)
+    raw["budget"] = budget
+    raw["tokens_after"] = actual
     raw["dropped_rings"] = native_spans(raw["dropped_rings"], canonical)
     raw["dropped_turns"] = native_spans(raw["dropped_turns"], canonical)
     return NativePlan(rendered=rendered, raw=raw, canonical=canonical, payload=payload)

@@ -4,13 +4,14 @@ plus the few insertions the plan asks for."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from . import _core, telemetry
-from .adapted import plan_native
+from .adapted import Counting, plan_native
 from .config import AssemblyConfig
 from .errors import ConfigError
 from .metrics import MetricsSink, check_sink
@@ -135,14 +136,11 @@ class Assembler:
             )
         self._adapter = None if self.provider == "openai_chat" else adapter(self.provider)
         ratio = self.config.token_ratio
-        if self._adapter is None:
-            self._core = _core_config(self.config, token_ratio=1.0 if ratio is None else ratio)
-        else:
-            self._core = _core_config(
-                self.config,
-                self._adapter.image_formula,
-                self._adapter.default_token_ratio if ratio is None else ratio,
-            )
+        self._image_formula = "openai" if self._adapter is None else self._adapter.image_formula
+        if ratio is None:
+            ratio = 1.0 if self._adapter is None else self._adapter.default_token_ratio
+        self._ratio = ratio
+        self._core = _core_config(self.config, self._image_formula, ratio)
         self._cache = _cache(cache)
         self._sink = None if sink is None else check_sink(sink)
         self._tracer = None if tracer is None else telemetry.check_tracer(tracer)
@@ -181,6 +179,21 @@ class Assembler:
         telemetry.assembled(result.report, payload, self.provider, self._sink, span)
         return result
 
+    def _core_for(self, budget: int) -> _core.CoreConfig:
+        """The core config, with another budget when a rendering has to be tightened."""
+        if budget == self.config.budget:
+            return self._core
+        return _core_config(
+            dataclasses.replace(
+                self.config,
+                model_input_limit=budget,
+                output_reserve_tokens=0,
+                safety_margin_tokens=0,
+            ),
+            self._image_formula,
+            self._ratio,
+        )
+
     def _assemble(
         self,
         messages: list[Any],
@@ -206,9 +219,16 @@ class Assembler:
                 messages,
                 tools,
                 system,
-                self._core,
+                self._core_for,
+                self.config.budget,
+                Counting(
+                    self.config.encoding,
+                    self.config.tokenizer_backend,
+                    self._image_formula,
+                    self._ratio,
+                    self._cache,
+                ),
                 _pins(pinned, len(messages)),
-                self._cache,
                 repair=self.config.on_pairing_error == "synthesize_error_results",
             )
             raw, payload = native.raw, native.payload

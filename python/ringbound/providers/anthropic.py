@@ -1,0 +1,1023 @@
+"""Anthropic Messages API: its request mapped onto the canonical view the core plans, checked by
+Anthropic's own pairing rules (quoting its 400 wording), and the plan rendered back into
+messages that alternate, with the ledger note in the top-level ``system``.
+
+The API combines consecutive same-role messages into one turn, so a *turn* (a run of same-role
+messages) is the native item here: it becomes one canonical assistant message, or one canonical
+tool message per ``tool_result`` plus one user message for the rest, all in one group.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
+from ..errors import InvalidMessageError, PairingIssue
+from .base import Canonical, PlanItem, Rendered, join_system_note, kept_native, split_system_note
+
+__all__ = ["ADAPTER", "AnthropicAdapter"]
+
+# Anthropic's 400 wordings, as the API returns them (sources in docs/providers/anthropic.md).
+_MISSING = (
+    "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+    "{ids}. Each `tool_use` block must have a corresponding `tool_result` block in the next "
+    "message."
+)
+_UNEXPECTED = (
+    "messages.{i}.content.{b}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. "
+    "Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+)
+_NOT_FIRST = (
+    "messages.{i}: Did not find {n} `tool_result` block(s) at the beginning of this message. "
+    "Messages following `tool_use` blocks must begin with a matching number of `tool_result` "
+    "blocks."
+)
+_DUPLICATE_USE = "messages.{i}.content.{b}: `tool_use` ids must be unique"
+_DUPLICATE_RESULT = (
+    "messages.{i}.content.{b}: each tool_use must have a single result. Found multiple "
+    "tool_result blocks with id: {id}"
+)
+_CACHE_MARKERS = "A maximum of 4 blocks with cache_control may be provided. Found {n}."
+
+#: Anthropic's limit on ``cache_control`` breakpoints in one request.
+MAX_CACHE_MARKERS = 4
+#: Text tokens of one PDF page at most ("1,500-3,000 tokens per page", Anthropic PDF support);
+#: each page is also billed as an image.
+PDF_PAGE_TOKENS = 3000
+#: The tool-use system prompt Anthropic adds when tools are given: the largest figure it lists
+#: (Claude 3 Opus, tool_choice auto: 530 tokens).
+TOOL_USE_SYSTEM_PROMPT_TOKENS = 530
+#: The core reads an image's size from at most this many base64 characters (64 KiB decoded);
+#: only that prefix of a base64 image needs to cross into the canonical view.
+_IMAGE_HEADER_CHARS = 87_384
+#: One o200k / cl100k token each, in both encodings: filler for costs known only as a number.
+_FILLER = " x"
+_UNKNOWN_IMAGE_URL = "https://ringbound.invalid/image-of-unknown-size"
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
+_ERROR_OPENINGS = ("error", "traceback (most recent call last)", "exception")
+
+
+@dataclass(frozen=True)
+class _Msg:
+    """One native message: its role and content blocks, read as plain dicts."""
+
+    role: str
+    blocks: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """Consecutive native messages of one role, ``[start, end)``: one turn to the API."""
+
+    role: str
+    start: int
+    end: int
+
+
+def _invalid(i: int | None, reason: str) -> InvalidMessageError:
+    prefix = f"messages[{i}]: " if i is not None else ""
+    return InvalidMessageError(prefix + reason, index=i, reason=reason)
+
+
+def _type_name(v: Any) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+def _plain(obj: Any) -> dict[str, Any] | None:
+    """A dict view of a message or block (SDK pydantic objects through ``model_dump``)."""
+    if isinstance(obj, Mapping):
+        return obj if isinstance(obj, dict) else dict(obj)
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        out = dump(mode="json", exclude_none=True)
+        return out if isinstance(out, dict) else None
+    return None
+
+
+def _need_str(i: int, d: Mapping[str, Any], key: str, where: str, *, empty: bool = True) -> str:
+    v = d.get(key)
+    if not isinstance(v, str):
+        raise _invalid(i, f"{where}.{key} must be a string, got {_type_name(v)}")
+    if not empty and not v:
+        raise _invalid(i, f"{where}.{key} is empty")
+    return v
+
+
+def _check_source(i: int, block: Mapping[str, Any], where: str, kinds: tuple[str, ...]) -> None:
+    source = block.get("source")
+    if not isinstance(source, Mapping):
+        raise _invalid(i, f"{where}.source must be an object, got {_type_name(source)}")
+    kind = source.get("type")
+    if kind not in kinds:
+        raise _invalid(i, f"{where}.source.type must be one of {', '.join(kinds)}, got {kind!r}")
+    if kind == "base64":
+        _need_str(i, source, "media_type", f"{where}.source")
+        _need_str(i, source, "data", f"{where}.source")
+    elif kind == "url":
+        _need_str(i, source, "url", f"{where}.source")
+    elif kind == "file":
+        _need_str(i, source, "file_id", f"{where}.source")
+    elif kind == "text":
+        _need_str(i, source, "data", f"{where}.source")
+    elif kind == "content":
+        inner = source.get("content")
+        if isinstance(inner, str):
+            return
+        if not isinstance(inner, list):
+            raise _invalid(i, f"{where}.source.content must be a string or a list of blocks")
+        for k, sub in enumerate(inner):
+            _check_nested(i, sub, f"{where}.source.content[{k}]")
+
+
+def _check_nested(i: int, obj: Any, where: str) -> dict[str, Any]:
+    """A block inside a tool_result or a document: text, image, document, search_result."""
+    block = _plain(obj)
+    if block is None:
+        raise _invalid(i, f"{where} must be an object, got {_type_name(obj)}")
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        raise _invalid(i, f"{where} has no string `type`")
+    if kind == "text":
+        _need_str(i, block, "text", where)
+    elif kind == "image":
+        _check_source(i, block, where, ("base64", "url", "file"))
+    elif kind == "document":
+        _check_source(i, block, where, ("base64", "text", "content", "url", "file"))
+    return block
+
+
+def _check_block(i: int, b: int, role: str, obj: Any) -> dict[str, Any]:
+    where = f"content[{b}]"
+    block = _plain(obj)
+    if block is None:
+        raise _invalid(i, f"{where} must be an object, got {_type_name(obj)}")
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        raise _invalid(i, f"{where} has no string `type`")
+    if kind in ("tool_use", "thinking", "redacted_thinking") and role != "assistant":
+        raise _invalid(i, f"{where} is a `{kind}` block, which only an assistant message carries")
+    if kind in ("tool_result", "image", "document") and role != "user":
+        raise _invalid(i, f"{where} is a `{kind}` block, which only a user message carries")
+    if kind == "text":
+        _need_str(i, block, "text", where)
+    elif kind == "tool_use":
+        _need_str(i, block, "id", where, empty=False)
+        _need_str(i, block, "name", where)
+        if not isinstance(block.get("input"), Mapping):
+            raise _invalid(
+                i, f"{where}.input must be an object, got {_type_name(block.get('input'))}"
+            )
+    elif kind == "tool_result":
+        _need_str(i, block, "tool_use_id", where, empty=False)
+        content = block.get("content")
+        if isinstance(content, list):
+            for k, sub in enumerate(content):
+                _check_nested(i, sub, f"{where}.content[{k}]")
+        elif content is not None and not isinstance(content, str):
+            raise _invalid(
+                i,
+                f"{where}.content must be a string or a list of blocks, got {_type_name(content)}",
+            )
+        is_error = block.get("is_error")
+        if is_error is not None and not isinstance(is_error, bool):
+            raise _invalid(i, f"{where}.is_error must be a boolean, got {_type_name(is_error)}")
+    elif kind == "thinking":
+        _need_str(i, block, "thinking", where)
+    elif kind == "redacted_thinking":
+        _need_str(i, block, "data", where)
+    elif kind in ("image", "document"):
+        _check_nested(i, block, where)
+    return block
+
+
+def _read_message(i: int, obj: Any) -> _Msg:
+    msg = _plain(obj)
+    if msg is None:
+        raise _invalid(i, f"a message must be an object, got {_type_name(obj)}")
+    role = msg.get("role")
+    if role == "system":
+        raise _invalid(
+            i,
+            "role 'system' is not a message role in Anthropic's API: pass the system prompt "
+            "as the top-level `system` parameter",
+        )
+    if role not in ("user", "assistant"):
+        got = "missing `role`" if role is None else f"got {role!r}"
+        raise _invalid(i, f"`role` must be 'user' or 'assistant' ({got})")
+    if "content" not in msg:
+        raise _invalid(i, "missing `content`")
+    content = msg["content"]
+    if isinstance(content, str):
+        return _Msg(role, [{"type": "text", "text": content}])
+    if not isinstance(content, (list, tuple)):
+        raise _invalid(
+            i, f"`content` must be a string or a list of blocks, got {_type_name(content)}"
+        )
+    return _Msg(role, [_check_block(i, b, role, blk) for b, blk in enumerate(content)])
+
+
+def _read(messages: Any) -> list[_Msg]:
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise _invalid(
+            None, f"messages must be a list of message objects, got {type(messages).__name__}"
+        )
+    return [_read_message(i, m) for i, m in enumerate(messages)]
+
+
+def _turns(msgs: Sequence[_Msg]) -> list[_Turn]:
+    out: list[_Turn] = []
+    for i, m in enumerate(msgs):
+        if out and out[-1].role == m.role:
+            out[-1] = _Turn(m.role, out[-1].start, i + 1)
+        else:
+            out.append(_Turn(m.role, i, i + 1))
+    return out
+
+
+# --- system -----------------------------------------------------------------------------------
+
+
+def _is_note(text: Any) -> bool:
+    return isinstance(text, str) and text.startswith(LEDGER_MARKER)
+
+
+def _system_blocks(system: Any) -> list[dict[str, Any]] | None:
+    """The system as text blocks (None for a string or no system); InvalidMessageError if it
+    is neither a string nor a list of text blocks."""
+    if system is None or isinstance(system, str):
+        return None
+    if isinstance(system, (bytes, Mapping)) or not isinstance(system, Sequence):
+        raise _invalid(
+            None, f"system must be a string or a list of text blocks, got {_type_name(system)}"
+        )
+    out = []
+    for k, obj in enumerate(system):
+        block = _plain(obj)
+        if block is None or block.get("type") != "text" or not isinstance(block.get("text"), str):
+            raise _invalid(None, f"system[{k}] must be a text block {{type: text, text: str}}")
+        out.append(block)
+    return out
+
+
+def _system_parts(system: Any) -> tuple[list[str], str | None]:
+    """The caller's system texts and the ledger note an earlier assembly left in it."""
+    blocks = _system_blocks(system)
+    if blocks is None:
+        if not system:
+            return [], None
+        base, note = split_system_note(system)
+        return ([base] if base else []), note
+    texts = [b["text"] for b in blocks if not _is_note(b["text"])]
+    notes = [b["text"] for b in blocks if _is_note(b["text"])]
+    return texts, (notes[-1] if notes else None)
+
+
+# --- canonical view -----------------------------------------------------------------------
+
+
+def _filler(tokens: int) -> dict[str, Any]:
+    """A text part costing ``tokens`` tokens: for costs known only as a number."""
+    return {"type": "text", "text": _FILLER * tokens}
+
+
+def _image_part(source: Mapping[str, Any]) -> dict[str, Any]:
+    """An image as the core prices it: a data URL (size read from its header) or, when the
+    size cannot be known here, a URL the core prices at the formula's maximum."""
+    kind = source.get("type")
+    if kind == "base64":
+        data = source["data"][:_IMAGE_HEADER_CHARS]
+        url = f"data:{source['media_type']};base64,{data}"
+    elif kind == "url":
+        url = source["url"]
+    else:
+        url = _UNKNOWN_IMAGE_URL
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _pdf_pages(source: Mapping[str, Any]) -> int:
+    """Pages of a base64 PDF (at least 1); 1 when the document cannot be read here."""
+    if source.get("type") != "base64":
+        return 1
+    try:
+        raw = base64.b64decode(source["data"], validate=False)
+    except (binascii.Error, ValueError):
+        return 1
+    return max(1, len(_PDF_PAGE.findall(raw)))
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _without_cache_control(block: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in block.items() if k != "cache_control"}
+
+
+def _nested_parts(block: Mapping[str, Any], texts: list[str], media: list[dict[str, Any]]) -> None:
+    """Texts and media parts of a block a user turn or a tool result carries."""
+    kind = block.get("type")
+    if kind == "text":
+        texts.append(block["text"])
+    elif kind == "image":
+        media.append(_image_part(block["source"]))
+    elif kind == "document":
+        for key in ("title", "context"):
+            if isinstance(block.get(key), str):
+                texts.append(block[key])
+        source = block["source"]
+        kind = source.get("type")
+        if kind == "text":
+            texts.append(source["data"])
+        elif kind == "content":
+            inner = source.get("content")
+            if isinstance(inner, str):
+                texts.append(inner)
+            else:
+                for sub in inner:
+                    _nested_parts(_plain(sub) or {}, texts, media)
+        else:
+            pages = _pdf_pages(source)
+            media.append(_filler(PDF_PAGE_TOKENS * pages))
+            media.extend(
+                {"type": "image_url", "image_url": {"url": _UNKNOWN_IMAGE_URL}}
+                for _ in range(pages)
+            )
+    elif kind == "search_result":
+        for key in ("title", "source"):
+            if isinstance(block.get(key), str):
+                texts.append(block[key])
+        for sub in block.get("content") or ():
+            sub = _plain(sub) or {}
+            if isinstance(sub.get("text"), str):
+                texts.append(sub["text"])
+    else:
+        texts.append(_compact(_without_cache_control(block)))
+
+
+def _looks_like_error(text: str) -> bool:
+    return text.lstrip()[:40].lower().startswith(_ERROR_OPENINGS)
+
+
+def _result_message(block: Mapping[str, Any], media: list[dict[str, Any]]) -> dict[str, Any]:
+    """One canonical tool message for a ``tool_result``; its images go to ``media``."""
+    texts: list[str] = []
+    content = block.get("content")
+    if isinstance(content, str):
+        texts.append(content)
+    elif isinstance(content, list):
+        for sub in content:
+            _nested_parts(_plain(sub) or {}, texts, media)
+    # OpenAI Chat has no error flag: the core reads one from the text's opening, so a flagged
+    # result that does not open like an error gets a one-word part saying so.
+    if (
+        block.get("is_error") is True
+        and not (texts and _looks_like_error(texts[0]))
+        and texts != [SYNTHESIZED_RESULT_TEXT]
+    ):
+        texts.insert(0, "Error")
+    return {
+        "role": "tool",
+        "tool_call_id": block["tool_use_id"],
+        "content": [{"type": "text", "text": t} for t in texts],
+    }
+
+
+def _assistant_message(blocks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    texts: list[str] = []
+    calls = []
+    for block in blocks:
+        kind = block["type"]
+        if kind == "text":
+            texts.append(block["text"])
+        elif kind == "thinking":
+            texts.append(block["thinking"])
+        elif kind == "redacted_thinking":
+            # Encrypted: its size as text is an upper bound of what it stands for.
+            texts.append(block["data"])
+        elif kind == "tool_use":
+            calls.append(
+                {
+                    "id": block["id"],
+                    "type": "function",
+                    "function": {"name": block["name"], "arguments": _compact(block["input"])},
+                }
+            )
+        else:
+            texts.append(_compact(_without_cache_control(block)))
+    msg: dict[str, Any] = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": t} for t in texts] if texts else "",
+    }
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
+def _user_messages(blocks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Tool messages for the results (first, as OpenAI adjacency wants), then one user message
+    with everything else, images of the results included (tool messages carry only text)."""
+    results = []
+    texts: list[str] = []
+    media: list[dict[str, Any]] = []
+    for block in blocks:
+        if block["type"] == "tool_result":
+            results.append(_result_message(block, media))
+        else:
+            _nested_parts(block, texts, media)
+    parts = [{"type": "text", "text": t} for t in texts] + media
+    if parts or not results:
+        results.append({"role": "user", "content": parts})
+    return results
+
+
+def _has_thinking(msg: _Msg) -> bool:
+    return any(b["type"] in ("thinking", "redacted_thinking") for b in msg.blocks)
+
+
+def _has(msgs: Sequence[_Msg], turn: _Turn, kind: str) -> bool:
+    return any(b["type"] == kind for m in msgs[turn.start : turn.end] for b in m.blocks)
+
+
+# --- rendering ----------------------------------------------------------------------------
+
+
+def _blocks_of(message: Any) -> list[Any]:
+    """A message's content as a list of blocks (the caller's block objects when it has them)."""
+    msg = _plain(message) or {}
+    content = msg.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content or ())
+
+
+def _synthesized_block(call_id: str) -> dict[str, Any]:
+    return {
+        "type": "tool_result",
+        "tool_use_id": call_id,
+        "is_error": True,
+        "content": SYNTHESIZED_RESULT_TEXT,
+    }
+
+
+def _with_results(message: Any, call_ids: Sequence[str]) -> dict[str, Any]:
+    """A new user message: the caller's, with synthesized results after its leading results
+    (tool_result blocks must open the message)."""
+    blocks = _blocks_of(message)
+    lead = 0
+    while lead < len(blocks) and (_plain(blocks[lead]) or {}).get("type") == "tool_result":
+        lead += 1
+    added = [_synthesized_block(c) for c in call_ids]
+    msg = dict(_plain(message) or {})
+    msg["content"] = blocks[:lead] + added + blocks[lead:]
+    return msg
+
+
+def _cache_markers(blocks: Sequence[Any]) -> int:
+    return sum(1 for b in blocks if (_plain(b) or {}).get("cache_control") is not None)
+
+
+#: Records an issue: (message index, rank within the message, kind, call id, message).
+_Add = Callable[[int, int, str, str | None, str], None]
+
+
+@dataclass
+class _Out:
+    """One message of the rendered request: where it comes from and whether it is new."""
+
+    role: str
+    turn: int
+    message: Any
+    origin: int | None
+    changed: bool
+
+
+class AnthropicAdapter:
+    """The Anthropic Messages API (``/v1/messages``)."""
+
+    key = "anthropic"
+    image_formula = "anthropic"
+    #: Claude tokens per o200k token: Claude's tokenizer (Claude 3 to 4.6) measured at +16%
+    #: (English), +21% (math), +30% (Python) against GPT-4o's o200k; the top of that range.
+    default_token_ratio = 1.3
+
+    # -- validation --------------------------------------------------------------------------
+
+    def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
+        """Pairing issues by Anthropic's rules, in message order, quoting its 400 wording.
+
+        Raises:
+            InvalidMessageError: A message (or ``system``) is malformed.
+        """
+        _system_blocks(system)
+        msgs = _read(messages)
+        turns = _turns(msgs)
+        uses: dict[str, list[int]] = {}
+        for i, m in enumerate(msgs):
+            for block in m.blocks:
+                if block["type"] == "tool_use":
+                    uses.setdefault(block["id"], []).append(i)
+        found: list[tuple[int, int, int, PairingIssue]] = []
+
+        def add(i: int, rank: int, kind: str, call_id: str | None, message: str) -> None:
+            found.append((i, rank, len(found), PairingIssue(kind, call_id, i, message)))
+
+        seen: dict[str, int] = {}
+        for t, turn in enumerate(turns):
+            if turn.role == "assistant":
+                self._check_calls(msgs, turns, t, seen, add)
+            else:
+                self._check_results(msgs, turns, t, uses, add)
+        found.sort(key=lambda f: (f[0], f[1], f[2]))
+        return [f[3] for f in found]
+
+    @staticmethod
+    def _check_calls(
+        msgs: Sequence[_Msg], turns: Sequence[_Turn], t: int, seen: dict[str, int], add: _Add
+    ) -> None:
+        """Duplicate ids, and calls the next turn does not answer."""
+        turn = turns[t]
+        nxt = turns[t + 1] if t + 1 < len(turns) else None
+        answered: set[str] = set()
+        if nxt is not None:
+            answered = {
+                b["tool_use_id"]
+                for m in msgs[nxt.start : nxt.end]
+                for b in m.blocks
+                if b["type"] == "tool_result"
+            }
+        for i in range(turn.start, turn.end):
+            for b, block in enumerate(msgs[i].blocks):
+                if block["type"] != "tool_use":
+                    continue
+                cid = block["id"]
+                if cid in seen:
+                    add(
+                        i,
+                        b,
+                        "duplicate_id",
+                        cid,
+                        _DUPLICATE_USE.format(i=i, b=b)
+                        + f" (ringbound: call {cid!r} was already made in messages[{seen[cid]}])",
+                    )
+                    continue
+                seen[cid] = i
+                if cid not in answered:
+                    where = (
+                        f"messages[{nxt.start}:{nxt.end}]"
+                        if nxt is not None
+                        else "no message after it"
+                    )
+                    add(
+                        i,
+                        len(msgs[i].blocks) + b,
+                        "missing_result",
+                        cid,
+                        _MISSING.format(i=i, ids=cid)
+                        + f" (ringbound: call {cid!r} has no result in the next turn, {where})",
+                    )
+
+    @staticmethod
+    def _check_results(
+        msgs: Sequence[_Msg], turns: Sequence[_Turn], t: int, uses: dict[str, list[int]], add: _Add
+    ) -> None:
+        """Results that answer no call of the previous turn, answer one twice, or do not
+        open the turn."""
+        turn = turns[t]
+        prev = turns[t - 1] if t > 0 else None
+        calls: dict[str, int] = {}
+        if prev is not None:
+            for i in range(prev.start, prev.end):
+                for block in msgs[i].blocks:
+                    if block["type"] == "tool_use":
+                        calls.setdefault(block["id"], i)
+        answered: dict[str, int] = {}
+        leading = True
+        late: list[tuple[int, int, str]] = []
+        for i in range(turn.start, turn.end):
+            for b, block in enumerate(msgs[i].blocks):
+                if block["type"] != "tool_result":
+                    leading = False
+                    continue
+                rid = block["tool_use_id"]
+                if rid in calls:
+                    if rid in answered:
+                        add(
+                            i,
+                            b,
+                            "duplicate_id",
+                            rid,
+                            _DUPLICATE_RESULT.format(i=i, b=b, id=rid)
+                            + f" (ringbound: call {rid!r} was already answered in "
+                            f"messages[{answered[rid]}])",
+                        )
+                    else:
+                        answered[rid] = i
+                        if not leading:
+                            late.append((i, b, rid))
+                    continue
+                made = uses.get(rid, [])
+                if any(u > i for u in made):
+                    kind, detail = (
+                        "result_before_call",
+                        (f"its call is made later, in messages[{min(u for u in made if u > i)}]"),
+                    )
+                elif made:
+                    kind, detail = (
+                        "result_not_adjacent",
+                        (f"its call is in messages[{made[-1]}], not in the turn right before"),
+                    )
+                else:
+                    kind, detail = "orphan_result", "no tool_use block has this id"
+                add(
+                    i,
+                    b,
+                    kind,
+                    rid,
+                    _UNEXPECTED.format(i=i, b=b, id=rid)
+                    + f" (ringbound: result for {rid!r}: {detail})",
+                )
+        for i, b, rid in late:
+            add(
+                i,
+                b,
+                "result_not_adjacent",
+                rid,
+                _NOT_FIRST.format(i=turn.start, n=len(late))
+                + f" (ringbound: the result for {rid!r} comes after other content of the turn "
+                f"messages[{turn.start}:{turn.end}]; tool_result blocks must open it)",
+            )
+
+    # -- canonical view ----------------------------------------------------------------------
+
+    def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
+        """The canonical view: the system texts and any ledger note first (span ``(-1, -1)``),
+        then per turn one assistant message, or tool messages plus one user message.
+
+        Raises:
+            InvalidMessageError: A message (or ``system``) is malformed.
+        """
+        texts, note = _system_parts(system)
+        msgs = _read(messages)
+        out: list[dict[str, Any]] = []
+        spans: list[tuple[int, int]] = []
+        if texts:
+            content = (
+                texts[0]
+                if isinstance(system, str)
+                else [{"type": "text", "text": t} for t in texts]
+            )
+            out.append({"role": "system", "content": content})
+            spans.append((-1, -1))
+        if note is not None:
+            out.append({"role": "system", "content": note})
+            spans.append((-1, -1))
+        binds = [False] * len(out)
+        turns = _turns(msgs)
+        for t, turn in enumerate(turns):
+            blocks = [b for m in msgs[turn.start : turn.end] for b in m.blocks]
+            made = (
+                [_assistant_message(blocks)] if turn.role == "assistant" else _user_messages(blocks)
+            )
+            out.extend(made)
+            spans.extend([(turn.start, turn.end)] * len(made))
+            binds.extend([False] * len(made))
+            if self._guards_thinking(msgs, turns, t):
+                binds[-1] = True
+        return Canonical(messages=out, spans=spans, binds_next=binds)
+
+    @staticmethod
+    def _guards_thinking(msgs: Sequence[_Msg], turns: Sequence[_Turn], t: int) -> bool:
+        """Whether assistant turn ``t`` must share a unit with the plain user turn after it.
+
+        An assistant message holding thinking blocks must open with one. Dropping the plain
+        user turn in front of it would merge the assistant turn before (text first) into it,
+        so that user turn stays with the assistant turn before it: both go or both stay.
+        """
+        if t + 2 >= len(turns) or turns[t].role != "assistant":
+            return False
+        user, nxt = turns[t + 1], turns[t + 2]
+        return (
+            not _has(msgs, turns[t], "tool_use")
+            and not _has(msgs, user, "tool_result")
+            and any(_has_thinking(m) for m in msgs[nxt.start : nxt.end])
+        )
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def render(
+        self,
+        messages: Sequence[Any],
+        items: Sequence[PlanItem],
+        canonical: Canonical,
+        *,
+        system: Any = None,
+    ) -> Rendered:
+        """The request the plan describes: the caller's messages where kept, synthesized
+        results inside the next user message, same-role neighbours merged, the ledger note in
+        the system.
+
+        Raises:
+            InvalidMessageError: The request would carry more than 4 ``cache_control``
+                breakpoints (Anthropic rejects it; ringbound never adds or moves one).
+        """
+        msgs = _read(messages)
+        turns = _turns(msgs)
+        turn_of = [0] * len(msgs)
+        for t, turn in enumerate(turns):
+            turn_of[turn.start : turn.end] = [t] * (turn.end - turn.start)
+        call_turn = {
+            b["id"]: turn_of[i]
+            for i, m in enumerate(msgs)
+            for b in m.blocks
+            if b["type"] == "tool_use"
+        }
+
+        note: str | None = None
+        synthesized: list[str] = []
+        for item in items:
+            if isinstance(item, int):
+                msg = canonical.messages[item]
+                if canonical.spans[item] == (-1, -1) and _is_note(msg.get("content")):
+                    note = msg["content"]
+            elif item[0] == "synthesized":
+                synthesized.append(item[1])
+            else:
+                note = item[1]
+
+        kept = kept_native(items, canonical)
+        kept_set = set(kept)
+        into: dict[int, list[str]] = {}
+        after: dict[int, list[str]] = {}
+        for cid in synthesized:
+            t = call_turn[cid]
+            nxt = turns[t + 1] if t + 1 < len(turns) else None
+            if nxt is not None and nxt.start in kept_set:
+                into.setdefault(nxt.start, []).append(cid)
+            else:
+                after.setdefault(turns[t].end - 1, []).append(cid)
+
+        out: list[_Out] = []
+        for i in kept:
+            if i in into:
+                out.append(_Out("user", turn_of[i], _with_results(messages[i], into[i]), i, True))
+            else:
+                out.append(_Out(msgs[i].role, turn_of[i], messages[i], i, False))
+            if i in after:
+                blocks = [_synthesized_block(c) for c in after[i]]
+                out.append(_Out("user", -1 - i, {"role": "user", "content": blocks}, None, False))
+
+        rendered, merged = self._merge(out)
+        system_out = self._system(system, note)
+        self._check_cache_markers(rendered, system_out)
+        return Rendered(messages=[o.message for o in rendered], system=system_out, merged=merged)
+
+    @staticmethod
+    def _merge(out: Sequence[_Out]) -> tuple[list[_Out], int]:
+        """Same-role neighbours from different turns (dropping what stood between them made
+        them neighbours) become one new message; neighbours of one turn stay as they are."""
+        groups: list[list[_Out]] = []
+        for o in out:
+            if groups and groups[-1][-1].role == o.role:
+                groups[-1].append(o)
+            else:
+                groups.append([o])
+        rendered: list[_Out] = []
+        merged = 0
+        for group in groups:
+            if len({o.turn for o in group}) == 1:
+                rendered.extend(group)
+                merged += sum(o.changed for o in group)
+                continue
+            blocks = [b for o in group for b in _blocks_of(o.message)]
+            message = {"role": group[0].role, "content": blocks}
+            rendered.append(_Out(group[0].role, group[0].turn, message, None, True))
+            merged += 1
+        return rendered, merged
+
+    @staticmethod
+    def _system(system: Any, note: str | None) -> Any:
+        """The system to send: the caller's, with the ledger note appended (a text block when
+        the system is a list of blocks); the caller's own object when nothing changes."""
+        blocks = _system_blocks(system)
+        if blocks is None:
+            if system is None:
+                return note
+            base, _ = split_system_note(system)
+            out = join_system_note(base, note)
+            return system if out == system else out
+        notes = [k for k, b in enumerate(blocks) if _is_note(b["text"])]
+        if note is None and not notes:
+            return system
+        if notes == [len(blocks) - 1] and blocks[-1]["text"] == note:
+            return system
+        kept = [obj for k, obj in enumerate(system) if k not in notes]
+        if note is not None:
+            kept.append({"type": "text", "text": note})
+        return kept
+
+    @staticmethod
+    def _check_cache_markers(rendered: Sequence[_Out], system: Any) -> None:
+        count = _cache_markers(system) if isinstance(system, list) else 0
+        first_over: int | None = None
+        for o in rendered:
+            count += _cache_markers(_blocks_of(o.message))
+            if count > MAX_CACHE_MARKERS and first_over is None:
+                first_over = o.origin
+        if count > MAX_CACHE_MARKERS:
+            reason = (
+                _CACHE_MARKERS.format(n=count)
+                + " (ringbound: the request keeps the caller's cache_control breakpoints and "
+                "never adds one; remove some before assembling)"
+            )
+            raise InvalidMessageError(
+                (f"messages[{first_over}]: " if first_over is not None else "") + reason,
+                index=first_over,
+                reason=reason,
+            )
+
+    # -- tools and conversion ----------------------------------------------------------------
+
+    def tools_to_openai(self, tools: Sequence[Any]) -> list[dict[str, Any]]:
+        """Anthropic tool definitions as OpenAI functions, plus the tool-use system prompt
+        Anthropic adds whenever tools are given (as a pseudo tool of that many tokens).
+        Server tools (``type`` other than ``custom``) are counted by their definition.
+
+        Raises:
+            InvalidMessageError: ``tools`` is not a list of tool objects.
+        """
+        if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+            raise _invalid(
+                None, f"tools must be a list of tool objects, got {type(tools).__name__}"
+            )
+        out = []
+        for k, obj in enumerate(tools):
+            tool = _plain(obj)
+            if tool is None or not isinstance(tool.get("name"), str):
+                raise _invalid(None, f"tools[{k}] must be an object with a string `name`")
+            schema = tool.get("input_schema")
+            if isinstance(schema, Mapping):
+                description = tool.get("description")
+                function = {
+                    "name": tool["name"],
+                    "description": description if isinstance(description, str) else "",
+                    "parameters": schema,
+                }
+            else:
+                function = {
+                    "name": tool["name"],
+                    "description": _compact(_without_cache_control(tool)),
+                }
+            out.append({"type": "function", "function": function})
+        if out:
+            out.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "anthropic_tool_use_system_prompt",
+                        "description": _FILLER * TOOL_USE_SYSTEM_PROMPT_TOKENS,
+                    },
+                }
+            )
+        return out
+
+    def from_canonical(self, messages: Sequence[dict[str, Any]]) -> tuple[list[Any], Any]:
+        """OpenAI Chat messages as an Anthropic request ``(messages, system)``.
+
+        Leading system/developer texts become the system (a ledger note joined as
+        ``split_system_note`` reads it back); later ones become user text. Tool results become
+        ``tool_result`` blocks opening the next user message; same-role neighbours are merged so
+        roles alternate. Call ids are made to match ``[a-zA-Z0-9_-]+`` and unique across the
+        conversation (OpenAI lets an id recur in a later turn, Anthropic does not); arguments
+        that are not a JSON object travel as ``{"arguments": "<the raw string>"}``.
+
+        Raises:
+            InvalidMessageError: A message has no Anthropic equivalent (audio input).
+        """
+        system_texts: list[str] = []
+        note: str | None = None
+        out: list[dict[str, Any]] = []
+        taken: set[str] = set()
+        renamed: dict[str, str] = {}
+        leading = True
+        for i, m in enumerate(messages):
+            role = m.get("role")
+            if role in ("system", "developer"):
+                text = _chat_text(m.get("content"))
+                if _is_note(text):
+                    note = text
+                elif leading:
+                    system_texts.append(text)
+                else:
+                    _append(out, "user", [{"type": "text", "text": text}])
+                continue
+            leading = False
+            if role == "assistant":
+                blocks = _chat_blocks(i, m.get("content"))
+                if isinstance(m.get("refusal"), str):
+                    blocks.append({"type": "text", "text": m["refusal"]})
+                renamed = {}
+                for call in m.get("tool_calls") or ():
+                    cid = _anthropic_id(call["id"], taken)
+                    renamed.setdefault(call["id"], cid)
+                    fn = call.get("function") or call.get("custom") or {}
+                    blocks.append(
+                        {
+                            "type": "tool_use",
+                            "id": cid,
+                            "name": fn.get("name", ""),
+                            "input": _input(fn.get("arguments", fn.get("input", ""))),
+                        }
+                    )
+                _append(out, "assistant", blocks)
+            elif role == "tool":
+                rid = renamed.get(m.get("tool_call_id"), _id_chars(m.get("tool_call_id") or ""))
+                content = m.get("content")
+                result: dict[str, Any] = {"type": "tool_result", "tool_use_id": rid}
+                result["content"] = (
+                    content if isinstance(content, str) else _chat_blocks(i, content)
+                )
+                _append(out, "user", [result])
+            else:
+                _append(out, "user", _chat_blocks(i, m.get("content")))
+        system = join_system_note("\n\n".join(system_texts), note) or None
+        return out, system
+
+
+def _chat_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content or () if isinstance(p, dict))
+
+
+def _chat_blocks(i: int, content: Any) -> list[dict[str, Any]]:
+    """OpenAI Chat content parts as Anthropic blocks."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    out: list[dict[str, Any]] = []
+    for part in content:
+        kind = part.get("type")
+        if kind in ("text", "refusal"):
+            out.append({"type": "text", "text": part.get(kind, "")})
+        elif kind == "image_url":
+            url = part["image_url"]["url"]
+            match = re.match(r"data:([^;,]+);base64,(.*)", url, re.DOTALL)
+            source = (
+                {"type": "base64", "media_type": match[1], "data": match[2]}
+                if match
+                else {"type": "url", "url": url}
+            )
+            out.append({"type": "image", "source": source})
+        elif kind == "file":
+            file = part.get("file") or {}
+            data = file.get("file_data", "")
+            match = re.match(r"data:([^;,]+);base64,(.*)", data, re.DOTALL)
+            if match:
+                source = {"type": "base64", "media_type": match[1], "data": match[2]}
+            else:
+                source = {"type": "file", "file_id": file.get("file_id", "")}
+            out.append({"type": "document", "source": source})
+        else:
+            raise _invalid(i, f"content part of type {kind!r} has no Anthropic equivalent")
+    return out
+
+
+def _id_chars(raw: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", raw) or "toolu"
+
+
+def _anthropic_id(raw: str, taken: set[str]) -> str:
+    base = _id_chars(raw)
+    cid, n = base, 1
+    while cid in taken:
+        n += 1
+        cid = f"{base}_{n}"
+    taken.add(cid)
+    return cid
+
+
+def _input(arguments: str) -> dict[str, Any]:
+    try:
+        value = json.loads(arguments)
+    except (TypeError, ValueError):
+        value = None
+    return value if isinstance(value, dict) else {"arguments": arguments}
+
+
+def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+    """Adds blocks as a message of ``role``, merged into the last one when it has that role."""
+    if out and out[-1]["role"] == role:
+        out[-1]["content"].extend(blocks)
+    else:
+        out.append({"role": role, "content": list(blocks)})
+
+
+#: The adapter ``ringbound.providers.adapter("anthropic")`` returns.
+ADAPTER = AnthropicAdapter()
