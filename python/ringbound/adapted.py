@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from . import _core
-from .errors import BudgetExceededError, PairingError
+from .errors import BudgetExceededError, InvalidMessageError, PairingError
 from .payload import dump_tools
 from .providers.base import Adapter, Canonical, Rendered
 
@@ -113,6 +113,11 @@ def plan_native(
             )
         except BudgetExceededError as e:
             e.budget = budget
+            raise
+        except InvalidMessageError as e:
+            # The core names canonical indices; the caller knows its native ones.
+            if e.index is not None and 0 <= e.index < len(canonical.spans):
+                e.index = canonical.spans[e.index][0] if canonical.spans[e.index][0] >= 0 else None
             raise
         rendered = adapter.render(messages, items, canonical, system=system)
         kept_tools = None if raw["tools_dropped"] else tools_payload
