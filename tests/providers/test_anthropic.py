@@ -20,7 +20,12 @@ from hypothesis import strategies as st
 
 import ringbound as rb
 from ringbound import _core
-from ringbound.providers.anthropic import ADAPTER, PDF_PAGE_TOKENS, TOOL_USE_SYSTEM_PROMPT_TOKENS
+from ringbound.providers.anthropic import (
+    ADAPTER,
+    OMITTED_TURNS_TEXT,
+    PDF_PAGE_TOKENS,
+    TOOL_USE_SYSTEM_PROMPT_TOKENS,
+)
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning"
@@ -550,7 +555,7 @@ def test_images_are_priced_by_anthropics_formula() -> None:
     big = [{"role": "user", "content": [text("Describe it."), image(1000, 1000)]}]
     huge = [{"role": "user", "content": [text("Describe it."), image(2048, 1536)]}]
     plain = count(base, token_ratio=1.0)
-    assert count(small, token_ratio=1.0) - plain == 64  # 8×8 patches of 28 px > 200·200/750
+    assert count(small, token_ratio=1.0) - plain == 64  # 8 x 8 patches of 28 px > 200·200/750
     assert count(big, token_ratio=1.0) - plain == 1334  # 1000·1000/750
     assert count(huge, token_ratio=1.0) - plain == 1640  # scaled down to the cap
     url = [
@@ -1180,3 +1185,30 @@ def test_claude_code_sessions_assemble_valid_requests(corpus: Path) -> None:
                 # (edge_cases grows by its synthesized results and may not fit its own count.)
                 assert res.dropped == set()
     assert drops > 0, "some budget forced drops"
+
+
+def test_a_thinking_turn_is_never_merged_behind_other_blocks() -> None:
+    """A kept assistant text and a later thinking turn become neighbours when everything
+    between them is dropped; merging would put text before thinking, so a placeholder user
+    turn keeps them apart."""
+    thinking = {"type": "thinking", "thinking": "Read b next. " * 20, "signature": "c2ln"}
+    msgs = [
+        {"role": "user", "content": "Read both files."},
+        {"role": "assistant", "content": [text("Reading a.txt first.")]},
+        {"role": "user", "content": "go on " * 40},
+        {"role": "assistant", "content": [use("toolu_a")]},
+        {"role": "user", "content": [result("toolu_a", "a " * 200)]},
+        {"role": "assistant", "content": [thinking, use("toolu_b")]},
+        {"role": "user", "content": [result("toolu_b")]},
+    ]
+    cfg = config(
+        count(msgs) // 3, recent_tool_rings=1, recent_user_turns=0, pin=["first_user_message"]
+    )
+    res = assemble(msgs, cfg, pinned=(1,))
+    assert res.dropped == {2, 3, 4}
+    roles = [m["role"] for m in res.messages]
+    assert roles == ["user", "assistant", "user", "assistant", "user"]
+    assert res.messages[2]["content"] == OMITTED_TURNS_TEXT
+    assert res.messages[3] is msgs[5]
+    assert res.tokens_after <= res.budget
+    assert rb.validate(res.messages, provider="anthropic") == []

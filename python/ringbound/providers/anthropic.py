@@ -486,6 +486,16 @@ def _cache_markers(blocks: Sequence[Any]) -> int:
 _Add = Callable[[int, int, str, str | None, str], None]
 
 
+#: The user turn placed between two assistant turns that cannot be merged.
+OMITTED_TURNS_TEXT = "[earlier turns omitted]"
+
+
+def _opens_with_thinking(message: Any) -> bool:
+    blocks = _blocks_of(message)
+    first = blocks[0] if blocks else None
+    return isinstance(first, dict) and first.get("type") in ("thinking", "redacted_thinking")
+
+
 @dataclass
 class _Out:
     """One message of the rendered request: where it comes from and whether it is new."""
@@ -784,6 +794,13 @@ class AnthropicAdapter:
         groups: list[list[_Out]] = []
         for o in out:
             if groups and groups[-1][-1].role == o.role:
+                if o.role == "assistant" and _opens_with_thinking(o.message):
+                    # Merged behind other blocks, thinking would no longer open the turn,
+                    # which Anthropic rejects: a placeholder user turn keeps them apart.
+                    gap = {"role": "user", "content": OMITTED_TURNS_TEXT}
+                    groups.append([_Out("user", -(10**9) - len(groups), gap, None, True)])
+                    groups.append([o])
+                    continue
                 groups[-1].append(o)
             else:
                 groups.append([o])
