@@ -1,19 +1,24 @@
-"""The ``ringbound`` command: assemble, validate and count session files, and the demo."""
+"""The ``ringbound`` command: assemble, validate, count and benchmark session files, and the
+demo."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import orjson
 
 from .assembler import Assembler
+from .bench import bench_sessions, format_table
 from .config import AssemblyConfig
 from .counting import count_tokens, validate
 from .demo import run_demo
+from .detect import detect_provider, provider_candidates
 from .errors import RingboundError
-from .session import load_session
+from .providers import PROVIDERS
+from .session import Session, load_session
 
 __all__ = ["main"]
 
@@ -34,7 +39,10 @@ def _config(args: argparse.Namespace) -> AssemblyConfig:
 
 def _assemble(args: argparse.Namespace) -> int:
     session = load_session(args.session)
-    res = Assembler(_config(args), provider=args.provider).assemble(session.messages, session.tools)
+    provider = _provider(args, session)
+    res = Assembler(_config(args), provider=provider).assemble(
+        session.messages, session.tools, system=session.system
+    )
     r = res.report
     if args.json:
         sys.stdout.write(orjson.dumps(r.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -52,7 +60,9 @@ def _assemble(args: argparse.Namespace) -> int:
     if args.output:
         body: object = res.messages
         if not session.bare:
-            body = {"messages": res.messages}
+            body = {session.messages_key: res.messages}
+            if session.system_key is not None:
+                body[session.system_key] = res.system
             if res.tools is not None:
                 body["tools"] = res.tools
         with open(args.output, "wb") as f:
@@ -60,8 +70,24 @@ def _assemble(args: argparse.Namespace) -> int:
     return 0
 
 
+def _provider(args: argparse.Namespace, session: Session) -> str:
+    """The provider asked for, else the one the body's format shows; a plain-text session,
+    valid in several formats, is read as OpenAI Chat."""
+    if args.provider:
+        return args.provider
+    body: dict[str, Any] = {session.messages_key: session.messages}
+    if session.system_key is not None:
+        body[session.system_key] = session.system
+    candidates = provider_candidates(body)
+    if len(candidates) > 1 and "openai_chat" in candidates:
+        return "openai_chat"
+    return detect_provider(body)
+
+
 def _validate(args: argparse.Namespace) -> int:
-    issues = validate(load_session(args.session).messages, provider=args.provider)
+    session = load_session(args.session)
+    provider = _provider(args, session)
+    issues = validate(session.messages, provider=provider, system=session.system)
     for i in issues:
         print(f"messages[{i.index}] {i.kind}: {i.message}")
     if not issues:
@@ -71,8 +97,33 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _count(args: argparse.Namespace) -> int:
     session = load_session(args.session)
-    print(count_tokens(session.messages, args.provider, args.encoding, session.tools))
+    provider = _provider(args, session)
+    print(
+        count_tokens(
+            session.messages, provider, args.encoding, session.tools, system=session.system
+        )
+    )
     return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    asm = Assembler(_config(args), provider=args.provider)
+    results, failures = bench_sessions(asm, args.sessions, args.repeat, args.progress)
+    if args.json:
+        body = [r.to_dict() for r in results]
+        sys.stdout.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif results:
+        print(format_table(results))
+    for failure in failures:
+        print(f"error: {failure}", file=sys.stderr)
+    return 2 if failures else 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -89,21 +140,41 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--limit", type=int, help="model_input_limit (reserve and margin still apply)")
     a.add_argument("--budget", type=int, help="the whole budget (no reserve, no margin)")
     a.add_argument("--repair", action="store_true", help="synthesize results for unanswered calls")
-    a.add_argument("--provider", default="openai_chat")
+    a.add_argument("--provider", choices=PROVIDERS, help="default: detected from the body")
     a.add_argument("-o", "--output", help="write the assembled request here")
     a.add_argument("--json", action="store_true", help="print the report as JSON")
     a.set_defaults(run=_assemble)
 
     v = sub.add_parser("validate", help="check tool-call pairing (exit 1 when broken)")
     v.add_argument("session")
-    v.add_argument("--provider", default="openai_chat")
+    v.add_argument("--provider", choices=PROVIDERS, help="default: detected from the body")
     v.set_defaults(run=_validate)
 
     c = sub.add_parser("count", help="count the tokens of a session")
     c.add_argument("session")
-    c.add_argument("--provider", default="openai_chat")
+    c.add_argument("--provider", choices=PROVIDERS, help="default: detected from the body")
     c.add_argument("--encoding", default="o200k_base", choices=("o200k_base", "cl100k_base"))
     c.set_defaults(run=_count)
+
+    b = sub.add_parser(
+        "bench", help="assembly latency (cold, p50, p99) and tokens/s on your own sessions"
+    )
+    b.add_argument("sessions", nargs="+", metavar="SESSION", help="JSON session files")
+    size = b.add_mutually_exclusive_group()
+    size.add_argument("--budget", type=int, help="the whole budget (no reserve, no margin)")
+    size.add_argument("--limit", type=int, help="model_input_limit (reserve and margin apply)")
+    b.add_argument("--config", help="YAML file with a context_assembly: block")
+    b.add_argument("--repair", action="store_true", help="synthesize results for unanswered calls")
+    b.add_argument("--provider", default="openai_chat")
+    b.add_argument("--repeat", type=_positive, default=30, help="warm runs per session (30)")
+    b.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    b.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="progress bar on stderr; auto: when stdout is a terminal or the run is long",
+    )
+    b.set_defaults(run=_bench)
 
     d = sub.add_parser("demo", help="assemble a bundled real session at shrinking budgets")
     d.set_defaults(run=_demo)

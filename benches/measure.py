@@ -1,0 +1,162 @@
+"""How the bars are measured outside pytest-benchmark: medians of interleaved timings,
+throughput of threads assembling different sessions, and the peak RSS of one assembly in a
+child process. Shared by ``compare.py`` and the smoke benchmarks."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+import ringbound as rb
+
+
+def check_assembly(res: rb.AssemblyResult) -> None:
+    """What every measured assembly must satisfy: it fits, and OpenAI would accept it."""
+    assert res.report.tokens_after <= res.report.budget
+    assert rb.validate(res.messages) == []
+
+
+@dataclass(frozen=True)
+class Case:
+    """One thing to time: ``run()``, with ``setup()`` untimed before each run."""
+
+    run: Callable[[], Any]
+    setup: Callable[[], Any] | None = None
+    #: At most this many runs (the slow baselines).
+    max_runs: int | None = None
+
+
+#: ``wall`` is what a caller waits; ``cpu`` is the calling thread's CPU time, which other jobs
+#: on a shared machine do not inflate. The two agree on an idle machine for single-threaded
+#: work (ringbound's core runs on the calling thread; so do tiktoken, LangChain and orjson).
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.thread_time}
+
+
+def interleaved_medians(
+    cases: dict[str, Case], repeat: int, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, float]:
+    """Median seconds of every case over ``repeat`` rounds. Each round runs every case once,
+    so other jobs on the machine slow all cases alike instead of skewing one row's ratio."""
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeat):
+        for name, case in cases.items():
+            if case.max_runs is not None and len(times[name]) >= case.max_runs:
+                continue
+            if case.setup is not None:
+                case.setup()
+            start = clock()
+            case.run()
+            times[name].append(clock() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def in_threads(jobs: list[Callable[[], Any]]) -> float:
+    """Seconds for one thread per job, all started together; a job's failure is re-raised,
+    so a thread that failed cannot look fast."""
+    barrier = threading.Barrier(len(jobs) + 1)
+    failures: list[BaseException] = []
+
+    def work(job: Callable[[], Any]) -> None:
+        barrier.wait()
+        try:
+            job()
+        except BaseException as e:  # re-raised in the caller below
+            failures.append(e)
+
+    threads = [threading.Thread(target=work, args=(job,)) for job in jobs]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    if failures:
+        raise failures[0]
+    return elapsed
+
+
+def assemble_batch(asm: rb.Assembler, batch: list[list[Any]]) -> Callable[[], None]:
+    """A job assembling each session of ``batch`` in turn, checking every result."""
+
+    def job() -> None:
+        for messages in batch:
+            check_assembly(asm.assemble(messages))
+
+    return job
+
+
+def thread_speedup(
+    one: Callable[[], Any],
+    halves: list[Callable[[], Any]],
+    repeat: int,
+    setup: Callable[[], Any] | None = None,
+) -> tuple[float, float]:
+    """Median seconds of ``one`` job in one thread and of its two ``halves`` in two threads.
+    The two are interleaved, so a change of load on the machine hits both alike."""
+    single, double = [], []
+    for _ in range(repeat):
+        for jobs, out in (([one], single), (halves, double)):
+            if setup is not None:
+                setup()
+            out.append(in_threads(jobs))
+    return statistics.median(single), statistics.median(double)
+
+
+# Peak memory ---------------------------------------------------------------------------------
+
+
+def _status_kib(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+def _measure_child(path: str, budget: int) -> dict[str, int]:
+    """In the child: RSS with the package and session loaded, after the first count (the
+    tokenizer's tables), then the peak of one assembly above that. Writing 5 to clear_refs
+    resets the high-water mark, so loading's own transient peak cannot hide the assembly's."""
+    messages = orjson.loads(Path(path).read_bytes())
+    loaded = _status_kib("VmRSS")
+    rb.count_text("warm up the tokenizer tables")
+    tables = _status_kib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _status_kib("VmRSS")
+    cfg = rb.AssemblyConfig(
+        model_input_limit=budget, output_reserve_tokens=0, safety_margin_tokens=0
+    )
+    res = rb.Assembler(cfg).assemble(messages)
+    assert res.report.tokens_after <= budget
+    peak = _status_kib("VmHWM")
+    return {
+        "loaded_kib": loaded,
+        "tables_kib": tables - loaded,
+        "assembly_peak_kib": peak - before,
+    }
+
+
+def assembly_peak_rss(path: Path, budget: int) -> dict[str, int]:
+    """Runs ``_measure_child`` in a fresh interpreter (nothing else allocated in it)."""
+    proc = subprocess.run(
+        [sys.executable, __file__, str(path), str(budget)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    return json.loads(proc.stdout)
+
+
+if __name__ == "__main__":
+    print(json.dumps(_measure_child(sys.argv[1], int(sys.argv[2]))))

@@ -1,0 +1,911 @@
+"""Amazon Bedrock Converse: messages of ``{role, content: [blocks]}`` with a top-level ``system``
+block list. Calls are ``toolUse`` blocks of an assistant turn, answered by ``toolResult`` blocks
+in the very next user turn; the conversation starts with a user turn and roles alternate."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
+from ..errors import InvalidMessageError, PairingError, PairingIssue
+from .base import Canonical, PlanItem, Rendered
+
+__all__ = ["ADAPTER", "BRIDGE_TEXT", "OPENING_TEXT", "BedrockConverseAdapter", "synthesized_result"]
+
+# Bedrock's ValidationException texts, verbatim (sources in docs/providers/bedrock_converse.md).
+START_WITH_USER = (
+    "A conversation must start with a user message. Try again with a conversation that starts "
+    "with a user message."
+)
+ALTERNATE = (
+    "A conversation must alternate between user and assistant roles. Make sure the conversation "
+    "alternates between user and assistant roles and try again."
+)
+MIXED_TURN = (
+    "messages.{n}.content: Conversation blocks and tool result blocks cannot be provided in the "
+    "same turn."
+)
+EXPECTED_RESULTS = "Expected toolResult blocks at messages.{n}.content for the following Ids: {ids}"
+TOO_MANY_RESULTS = (
+    "The number of toolResult blocks at messages.{n}.content exceeds the number of toolUse "
+    "blocks of previous turn."
+)
+DUPLICATE_USES = "The toolUse blocks at messages.{n}.content contain duplicate Ids: {ids}"
+DUPLICATE_RESULTS = "The toolResult blocks at messages.{n}.content contain duplicate Ids: {ids}"
+EMPTY_ERROR_RESULT = (
+    "The content field at messages.{n}.content.{b}.toolResult cannot be empty when status value "
+    "is error."
+)
+EMPTY_CONTENT = "The content field in the Message object at messages.{n} is empty."
+
+#: The core reads at most this much of an image to learn its pixel size; only that prefix of an
+#: image's bytes goes into the canonical data URL (a multiple of 3, so no padding mid-stream).
+_IMAGE_HEADER_BYTES = 64 * 1024 // 3 * 3
+_IMAGE_HEADER_CHARS = _IMAGE_HEADER_BYTES // 3 * 4
+#: What Bedrock accepts as a toolUseId (API reference, ToolUseBlock).
+_TOOL_USE_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+#: Placed between a tool-result turn and a user text turn when converting from OpenAI Chat,
+#: where that adjacency is legal and Bedrock's is not (see ``from_canonical``).
+BRIDGE_TEXT = "(tool results received)"
+#: Opens a converted conversation whose first turn is the assistant's (a scheduled run), as
+#: Bedrock wants a user turn first.
+OPENING_TEXT = "(session start)"
+
+_USER_BLOCKS = frozenset(
+    {"text", "image", "document", "video", "audio", "guardContent", "searchResult"}
+    | {"toolResult", "cachePoint"}
+)
+_ASSISTANT_BLOCKS = frozenset(
+    {"text", "reasoningContent", "toolUse", "citationsContent", "cachePoint"}
+)
+_RESULT_BLOCKS = frozenset({"text", "json", "image", "document", "video", "searchResult"})
+
+
+@dataclass
+class _Call:
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class _Result:
+    id: str
+    error: bool
+    block: int
+    empty: bool
+    texts: list[str] = field(default_factory=list)
+    media: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Turn:
+    """One native message, read: canonical parts of its conversation blocks, its calls (an
+    assistant turn) or results (a user turn)."""
+
+    role: str
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[_Call] = field(default_factory=list)
+    results: list[_Result] = field(default_factory=list)
+    conversation: bool = False
+
+
+@dataclass
+class _System:
+    texts: list[str]
+    notes: list[str]
+
+
+def _invalid(i: int | None, reason: str) -> InvalidMessageError:
+    """A bad message ``i``, or (None) a bad ``system`` or ``tools``, which ``reason`` names."""
+    text = reason if i is None else f"messages[{i}]: {reason}"
+    return InvalidMessageError(text, index=i, reason=reason)
+
+
+def _type(v: Any) -> str:
+    return type(v).__name__
+
+
+def _member(i: int | None, block: Any, where: str) -> tuple[str, Any]:
+    """The one member a Bedrock union block sets (keys set to None count as absent)."""
+    if not isinstance(block, Mapping):
+        raise _invalid(i, f"{where} must be an object, got {_type(block)}")
+    keys = [k for k, v in block.items() if v is not None]
+    if len(keys) != 1:
+        raise _invalid(i, f"{where} must set exactly one block type, got {sorted(map(str, keys))}")
+    return keys[0], block[keys[0]]
+
+
+def _str(i: int | None, value: Any, where: str, *, empty: bool = True) -> str:
+    if not isinstance(value, str):
+        raise _invalid(i, f"{where} must be a string, got {_type(value)}")
+    if not empty and not value:
+        raise _invalid(i, f"{where} is empty")
+    return value
+
+
+def _obj(i: int | None, value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _invalid(i, f"{where} must be an object, got {_type(value)}")
+    return value
+
+
+def _list(i: int | None, value: Any, where: str) -> Sequence[Any]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise _invalid(i, f"{where} must be a list, got {_type(value)}")
+    return value
+
+
+def _json(i: int | None, value: Any, where: str) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError) as e:
+        raise _invalid(i, f"{where} is not JSON ({e})") from None
+
+
+def _payload(i: int | None, source: Mapping[str, Any], where: str) -> str | bytes:
+    """The ``bytes`` of a media source: raw bytes (boto3) or base64 text (JSON payloads)."""
+    data = source["bytes"]
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    return _str(i, data, f"{where}.source.bytes")
+
+
+def _image_part(i: int | None, image: Any, where: str) -> dict[str, Any]:
+    """An image as a canonical ``image_url`` part, priced by the core from its header: a data
+    URL of the first bytes only, or the S3 URI (size unknown: priced at the formula's maximum)."""
+    image = _obj(i, image, where)
+    fmt = _str(i, image.get("format"), f"{where}.format", empty=False)
+    kind, source = _member(i, image.get("source"), f"{where}.source")
+    if kind == "bytes":
+        data = _payload(i, image["source"], where)
+        head = (
+            base64.b64encode(data[:_IMAGE_HEADER_BYTES]).decode()
+            if isinstance(data, bytes)
+            else data[:_IMAGE_HEADER_CHARS]
+        )
+        url = f"data:image/{fmt};base64,{head}"
+    elif kind == "s3Location":
+        url = _str(i, _obj(i, source, f"{where}.source.s3Location").get("uri"), f"{where}.uri")
+    else:
+        raise _invalid(i, f"{where}.source must be bytes or s3Location, got {kind}")
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _opaque_part(i: int | None, block: Any, where: str) -> list[dict[str, Any]]:
+    """A document, video or audio block: its name and inline texts as text, its bytes as a file
+    part the core counts at one token per three base64 characters (no published formula)."""
+    block = _obj(i, block, where)
+    parts: list[dict[str, Any]] = []
+    for key in ("name", "context"):
+        if block.get(key) is not None:
+            parts.append({"type": "text", "text": _str(i, block[key], f"{where}.{key}")})
+    kind, source = _member(i, block.get("source"), f"{where}.source")
+    if kind == "bytes":
+        data = _payload(i, block["source"], where)
+        size = -(-len(data) // 3) * 4 if isinstance(data, bytes) else len(data)
+        # Only the length is counted; a placeholder of the base64 length stands for the bytes.
+        parts.append({"type": "file", "file": {"file_data": "A" * size}})
+    elif kind == "s3Location":
+        uri = _obj(i, source, f"{where}.source.s3Location").get("uri")
+        parts.append({"type": "text", "text": _str(i, uri, f"{where}.source.s3Location.uri")})
+    elif kind == "text":
+        parts.append({"type": "text", "text": _str(i, source, f"{where}.source.text")})
+    elif kind == "content":
+        for c, item in enumerate(_list(i, source, f"{where}.source.content")):
+            k, text = _member(i, item, f"{where}.source.content[{c}]")
+            if k != "text":
+                raise _invalid(i, f"{where}.source.content[{c}] must be a text block, got {k}")
+            parts.append({"type": "text", "text": _str(i, text, f"{where}.source.content[{c}]")})
+    else:
+        raise _invalid(i, f"{where}.source has unknown type {kind}")
+    return parts
+
+
+def _media(i: int | None, kind: str, value: Any, where: str) -> list[dict[str, Any]]:
+    """Canonical parts of a user-side block other than a tool result."""
+    if kind == "text":
+        return [{"type": "text", "text": _str(i, value, where)}]
+    if kind == "image":
+        return [_image_part(i, value, where)]
+    if kind in ("document", "video", "audio"):
+        return _opaque_part(i, value, where)
+    if kind == "guardContent":
+        g_kind, g_value = _member(i, value, where)
+        if g_kind == "text":
+            text = _obj(i, g_value, f"{where}.text").get("text")
+            return [{"type": "text", "text": _str(i, text, f"{where}.text.text")}]
+        if g_kind == "image":
+            return [_image_part(i, g_value, f"{where}.image")]
+        raise _invalid(i, f"{where} has unknown type {g_kind}")
+    if kind in ("searchResult", "json"):
+        return [{"type": "text", "text": _json(i, value, where)}]
+    return []
+
+
+def _looks_like_error(text: str) -> bool:
+    """The core's reading of an OpenAI tool message as an error report."""
+    head = text.lstrip()[:40].lower()
+    return head.startswith(("error", "traceback (most recent call last)", "exception"))
+
+
+def _tool_result(i: int, b: int, value: Any) -> _Result:
+    where = f"content[{b}].toolResult"
+    value = _obj(i, value, where)
+    call_id = _str(i, value.get("toolUseId"), f"{where}.toolUseId", empty=False)
+    status = value.get("status")
+    if status not in (None, "success", "error"):
+        raise _invalid(i, f"{where}.status must be success or error, got {status!r}")
+    content = _list(i, value.get("content"), f"{where}.content")
+    result = _Result(id=call_id, error=status == "error", block=b, empty=not content)
+    for c, block in enumerate(content):
+        at = f"{where}.content[{c}]"
+        kind, item = _member(i, block, at)
+        if kind not in _RESULT_BLOCKS:
+            raise _invalid(i, f"{at} has type {kind}, which a toolResult cannot carry")
+        for part in _media(i, kind, item, at):
+            if part["type"] == "text":
+                result.texts.append(part["text"])
+            else:
+                result.media.append(part)
+    return result
+
+
+def _tool_use(i: int, b: int, value: Any) -> _Call:
+    where = f"content[{b}].toolUse"
+    value = _obj(i, value, where)
+    call_id = _str(i, value.get("toolUseId"), f"{where}.toolUseId", empty=False)
+    name = _str(i, value.get("name"), f"{where}.name", empty=False)
+    if "input" not in value:
+        raise _invalid(i, f"{where} has no `input`")
+    return _Call(call_id, name, _json(i, value["input"], f"{where}.input"))
+
+
+def _reasoning(i: int, b: int, value: Any) -> str:
+    """Everything a reasoning block carries, as text: its thinking and signature, or the
+    redacted (encrypted) content in base64, counted as the model may read it."""
+    where = f"content[{b}].reasoningContent"
+    kind, item = _member(i, value, where)
+    if kind == "reasoningText":
+        item = _obj(i, item, f"{where}.reasoningText")
+        text = _str(i, item.get("text"), f"{where}.reasoningText.text")
+        signature = item.get("signature")
+        if signature is not None:
+            text += "\n" + _str(i, signature, f"{where}.reasoningText.signature")
+        return text
+    if kind == "redactedContent":
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            return base64.b64encode(bytes(item)).decode()
+        return _str(i, item, f"{where}.redactedContent")
+    raise _invalid(i, f"{where} has unknown type {kind}")
+
+
+def _turn(i: int, message: Any) -> _Turn:
+    if not isinstance(message, Mapping):
+        raise _invalid(i, f"a message must be an object, got {_type(message)}")
+    role = message.get("role")
+    if role not in ("user", "assistant"):
+        hint = (
+            " (Bedrock takes the system prompt as the top-level `system`, not as a message)"
+            if role == "system"
+            else ""
+        )
+        raise _invalid(i, f"`role` must be user or assistant, got {role!r}{hint}")
+    content = message.get("content")
+    if content is None:
+        raise _invalid(i, "missing `content`")
+    content = _list(i, content, "`content`")
+    if not content:
+        raise _invalid(i, EMPTY_CONTENT.format(n=i))
+    turn = _Turn(role)
+    allowed = _USER_BLOCKS if role == "user" else _ASSISTANT_BLOCKS
+    for b, block in enumerate(content):
+        kind, value = _member(i, block, f"content[{b}]")
+        if kind not in allowed:
+            raise _invalid(i, f"content[{b}] has type {kind}, which a {role} message cannot carry")
+        if kind == "cachePoint":
+            continue
+        if kind == "toolResult":
+            turn.results.append(_tool_result(i, b, value))
+        elif kind == "toolUse":
+            turn.calls.append(_tool_use(i, b, value))
+        elif kind == "reasoningContent":
+            turn.parts.append({"type": "text", "text": _reasoning(i, b, value)})
+        elif kind == "citationsContent":
+            turn.parts.append({"type": "text", "text": _json(i, value, f"content[{b}]")})
+        else:
+            turn.conversation = True
+            turn.parts.extend(_media(i, kind, value, f"content[{b}].{kind}"))
+    return turn
+
+
+def _turns(messages: Any) -> list[_Turn]:
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise InvalidMessageError(
+            f"messages must be a list of message objects, got {_type(messages)}",
+            index=None,
+            reason=f"must be a list, got {_type(messages)}",
+        )
+    return [_turn(i, m) for i, m in enumerate(messages)]
+
+
+def _system(system: Any) -> _System:
+    """The caller's system texts, and ledger notes an earlier assembly appended as blocks."""
+    out = _System([], [])
+    if system is None:
+        return out
+    for b, block in enumerate(_list(None, system, "system")):
+        kind, value = _member(None, block, f"system[{b}]")
+        if kind == "text":
+            text = _str(None, value, f"system[{b}].text")
+            (out.notes if text.startswith(LEDGER_MARKER) else out.texts).append(text)
+        elif kind == "guardContent":
+            out.texts.extend(p["text"] for p in _media(None, kind, value, f"system[{b}]"))
+        elif kind != "cachePoint":
+            raise _invalid(None, f"system[{b}] has type {kind}; system takes text blocks")
+    return out
+
+
+class BedrockConverseAdapter:
+    """Amazon Bedrock Converse (``bedrock_converse``).
+
+    Example:
+        >>> from ringbound.providers.bedrock_converse import ADAPTER
+        >>> messages = [
+        ...     {"role": "user", "content": [{"text": "Weather in Paris?"}]},
+        ...     {"role": "assistant", "content": [{"toolUse": {
+        ...         "toolUseId": "t1", "name": "weather", "input": {"city": "Paris"}}}]},
+        ... ]
+        >>> [(i.kind, i.index) for i in ADAPTER.validate(messages)]
+        [('missing_result', 1)]
+    """
+
+    key = "bedrock_converse"
+    #: Converse mostly serves Claude; its images are priced by Anthropic's published formula.
+    image_formula = "anthropic"
+    #: Claude tokens per o200k token: Claude 3.5 Sonnet's tokenizer gives 16% (English), 21%
+    #: (math) and 30% (Python code) more tokens than GPT-4o's on the same text; the largest
+    #: measured figure is the default (see docs/providers/bedrock_converse.md).
+    default_token_ratio = 1.3
+
+    def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
+        """Issues by Bedrock's rules, in message order, each quoting its ValidationException."""
+        turns = _turns(messages)
+        _system(system)
+        callers: dict[str, list[int]] = {}
+        for i, turn in enumerate(turns):
+            for call in turn.calls:
+                callers.setdefault(call.id, []).append(i)
+        issues: list[PairingIssue] = []
+        for i, turn in enumerate(turns):
+            if i == 0 and turn.role != "user":
+                issues.append(
+                    PairingIssue(
+                        "first_message_not_user",
+                        None,
+                        0,
+                        f"{START_WITH_USER} ringbound: messages[0] is an {turn.role} message",
+                    )
+                )
+            if i > 0 and turn.role == turns[i - 1].role:
+                issues.append(
+                    PairingIssue(
+                        "roles_not_alternating",
+                        None,
+                        i,
+                        f"{ALTERNATE} ringbound: messages[{i - 1}] and messages[{i}] are both "
+                        f"{turn.role} messages",
+                    )
+                )
+            if turn.role == "assistant":
+                issues.extend(self._call_issues(turns, i))
+            else:
+                issues.extend(self._result_issues(turns, i, callers))
+        return issues
+
+    @staticmethod
+    def _call_issues(turns: list[_Turn], i: int) -> list[PairingIssue]:
+        turn = turns[i]
+        issues: list[PairingIssue] = []
+        seen: set[str] = set()
+        unique: list[_Call] = []
+        for call in turn.calls:
+            if call.id in seen:
+                issues.append(
+                    PairingIssue(
+                        "duplicate_id",
+                        call.id,
+                        i,
+                        f"{DUPLICATE_USES.format(n=i, ids=call.id)} ringbound: messages[{i}] "
+                        f"calls `{call.id}` more than once",
+                    )
+                )
+            else:
+                seen.add(call.id)
+                unique.append(call)
+        following = turns[i + 1] if i + 1 < len(turns) and turns[i + 1].role == "user" else None
+        answered = {r.id for r in following.results} if following else set()
+        missing = [c for c in unique if c.id not in answered]
+        ids = ", ".join(c.id for c in missing)
+        for call in missing:
+            where = (
+                f"messages[{i + 1}] has no toolResult for it"
+                if following
+                else "no user message follows"
+                if i + 1 == len(turns)
+                else f"messages[{i + 1}] is not a user message"
+            )
+            issues.append(
+                PairingIssue(
+                    "missing_result",
+                    call.id,
+                    i,
+                    f"{EXPECTED_RESULTS.format(n=i + 1, ids=ids)} ringbound: messages[{i}] "
+                    f"calls `{call.id}` ({call.name}) and {where}",
+                )
+            )
+        if missing and following and not following.results:
+            # The results could only go into messages[i + 1], which holds other content: a
+            # synthesized result cannot be sent there, so this is not a repairable gap.
+            issues.append(
+                PairingIssue(
+                    "unrepairable_missing_result",
+                    missing[0].id,
+                    i + 1,
+                    f"{EXPECTED_RESULTS.format(n=i + 1, ids=ids)} ringbound: messages[{i + 1}] "
+                    "holds other content, and conversation blocks and tool result blocks "
+                    "cannot be provided in the same turn, so no result can be synthesized "
+                    "there; add a tool-result turn (and a reply) before it",
+                )
+            )
+        return issues
+
+    @staticmethod
+    def _result_issues(
+        turns: list[_Turn], i: int, callers: dict[str, list[int]]
+    ) -> list[PairingIssue]:
+        turn = turns[i]
+        issues: list[PairingIssue] = []
+        if turn.results and turn.conversation:
+            issues.append(
+                PairingIssue(
+                    "results_mixed_with_content",
+                    None,
+                    i,
+                    f"{MIXED_TURN.format(n=i)} ringbound: messages[{i}] holds toolResult blocks "
+                    "and other content; send the other content in a later user turn",
+                )
+            )
+        previous = turns[i - 1] if i > 0 and turns[i - 1].role == "assistant" else None
+        expected = [c.id for c in previous.calls] if previous else []
+        too_many = len(turn.results) > len(expected)
+        seen: set[str] = set()
+        for result in turn.results:
+            if result.id in seen:
+                issues.append(
+                    PairingIssue(
+                        "duplicate_id",
+                        result.id,
+                        i,
+                        f"{DUPLICATE_RESULTS.format(n=i, ids=result.id)} ringbound: "
+                        f"messages[{i}] answers `{result.id}` more than once",
+                    )
+                )
+                continue
+            seen.add(result.id)
+            if result.id not in expected:
+                issues.append(_stray(turn, i, result, expected, too_many, callers))
+            if result.error and result.empty:
+                issues.append(
+                    PairingIssue(
+                        "empty_error_result",
+                        result.id,
+                        i,
+                        f"{EMPTY_ERROR_RESULT.format(n=i, b=result.block)} ringbound: the "
+                        f"error result for `{result.id}` has no content",
+                    )
+                )
+        return issues
+
+    def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
+        """OpenAI Chat messages for the core. The system (one message, empty when there is
+        none, plus one per ledger note) is glued to the first turn, which Bedrock needs first;
+        a plain reply right after a tool-result turn is glued to the user turn after it, so no
+        drop can leave a tool-result turn next to a user text turn (which cannot be merged)."""
+        turns = _turns(messages)
+        instructions = _system(system)
+        out: list[dict[str, Any]] = []
+        spans: list[tuple[int, int]] = []
+        binds: list[bool] = []
+        base = [{"type": "text", "text": t} for t in instructions.texts]
+        for m in [{"role": "system", "content": base or ""}] + [
+            {"role": "system", "content": note} for note in instructions.notes
+        ]:
+            out.append(m)
+            spans.append((-1, -1))
+            binds.append(bool(turns))
+        for i, turn in enumerate(turns):
+            start = len(out)
+            out.extend(
+                _assistant_canonical(turn) if turn.role == "assistant" else _user_canonical(turn)
+            )
+            count = len(out) - start
+            spans.extend([(i, i + 1)] * count)
+            glue = (
+                turn.role == "assistant"
+                and not turn.calls
+                and i > 0
+                and bool(turns[i - 1].results)
+                and i + 1 < len(turns)
+            )
+            binds.extend([False] * (count - 1) + [glue])
+        return Canonical(messages=out, spans=spans, binds_next=binds)
+
+    def render(
+        self,
+        messages: Sequence[Any],
+        items: Sequence[PlanItem],
+        canonical: Canonical,
+        *,
+        system: Any = None,
+    ) -> Rendered:
+        """The planned request: kept messages are the caller's objects; a synthesized result
+        joins the user turn after its call (a new object) or opens one; the ledger note is a
+        system text block; same-role neighbours left by drops are merged into new objects."""
+        entries: list[_Entry] = []
+        emitted: set[int] = set()
+        note: str | None = None
+        for item in items:
+            if isinstance(item, int):
+                start = canonical.spans[item][0]
+                if start >= 0 and start not in emitted:
+                    emitted.add(start)
+                    entries.append(_Entry(messages[start]["role"], [(start, messages[start])]))
+            elif item[0] == "synthesized":
+                block = synthesized_result(item[1])
+                if entries and entries[-1].role == "user":
+                    entries[-1].pieces.append(block)
+                else:
+                    entries.append(_Entry("user", [block]))
+            else:
+                note = item[1]
+        merged: list[_Entry] = []
+        for entry in entries:
+            if merged and merged[-1].role == entry.role:
+                merged[-1].absorb(entry)
+            else:
+                merged.append(entry)
+        out = [entry.build() for entry in merged]
+        return Rendered(
+            messages=out,
+            system=_system_with_note(system, note),
+            merged=sum(entry.merged() for entry in merged),
+        )
+
+    def tools_to_openai(self, tools: Sequence[Any]) -> list[dict[str, Any]]:
+        """``toolConfig.tools`` entries (``toolSpec``; ``cachePoint`` entries skipped) as
+        OpenAI function tools."""
+        out: list[dict[str, Any]] = []
+        for t, tool in enumerate(_list(None, tools, "tools")):
+            kind, spec = _member(None, tool, f"tools[{t}]")
+            if kind == "cachePoint":
+                continue
+            if kind != "toolSpec":
+                raise _invalid(None, f"tools[{t}] has type {kind}; expected toolSpec or cachePoint")
+            if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
+                raise _invalid(None, f"tools[{t}].toolSpec needs a string `name`")
+            schema = spec.get("inputSchema")
+            parameters = schema.get("json") if isinstance(schema, Mapping) else None
+            if not isinstance(parameters, Mapping):
+                raise _invalid(None, f"tools[{t}].toolSpec.inputSchema.json must be an object")
+            function: dict[str, Any] = {"name": spec["name"], "parameters": dict(parameters)}
+            if spec.get("description") is not None:
+                if not isinstance(spec["description"], str):
+                    raise _invalid(None, f"tools[{t}].toolSpec.description must be a string")
+                function["description"] = spec["description"]
+            out.append({"type": "function", "function": function})
+        return out
+
+    def from_canonical(self, messages: Sequence[dict[str, Any]]) -> tuple[list[Any], Any]:
+        """OpenAI Chat messages in Bedrock's shape. Every system/developer message goes to the
+        top-level ``system`` (Bedrock has no instruction messages); consecutive tool messages
+        become one tool-result turn; same-role neighbours are merged. Where OpenAI Chat allows
+        what Bedrock refuses, a fixed short turn is added: ``OPENING_TEXT`` from the user before
+        an assistant turn that opens the conversation, ``BRIDGE_TEXT`` from the assistant
+        between tool results and a user turn. Ids Bedrock would refuse get a stable hash."""
+        system: list[dict[str, Any]] = []
+        out: list[dict[str, Any]] = []
+        for i, m in enumerate(messages):
+            m = _obj(i, m, "message")
+            role = m.get("role")
+            if role in ("system", "developer"):
+                system.extend({"text": t} for t in _chat_texts(i, m.get("content")))
+                continue
+            if role == "user":
+                blocks = _chat_user_blocks(i, m.get("content"))
+            elif role == "assistant":
+                blocks = _chat_assistant_blocks(i, m)
+            elif role == "tool":
+                blocks = [_chat_tool_result(i, m)]
+                role = "user"
+            else:
+                raise _invalid(i, f"cannot convert role {role!r}")
+            if not out and role == "assistant":
+                out.append({"role": "user", "content": [{"text": OPENING_TEXT}]})
+            _push(out, str(role), blocks)
+        return out, (system or None)
+
+
+def _assistant_canonical(turn: _Turn) -> list[dict[str, Any]]:
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": turn.parts or (None if turn.calls else ""),
+    }
+    if turn.calls:
+        message["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            }
+            for c in turn.calls
+        ]
+    return [message]
+
+
+def _user_canonical(turn: _Turn) -> list[dict[str, Any]]:
+    """A tool message per result, then one user message with everything else the turn shows
+    (its own blocks, and images or documents returned inside results, which a tool message
+    cannot carry). An error status reads as an error report, as the core expects."""
+    out: list[dict[str, Any]] = []
+    for r in turn.results:
+        texts = r.texts
+        if r.error and not (
+            texts and (_looks_like_error(texts[0]) or texts[0] == SYNTHESIZED_RESULT_TEXT)
+        ):
+            texts = ["Error:", *texts]
+        content = [{"type": "text", "text": t} for t in texts]
+        out.append({"role": "tool", "tool_call_id": r.id, "content": content or ""})
+    media = turn.parts + [p for r in turn.results for p in r.media]
+    if media or not turn.results:
+        out.append({"role": "user", "content": media or ""})
+    return out
+
+
+def _stray(
+    turn: _Turn,
+    i: int,
+    result: _Result,
+    expected: list[str],
+    too_many: bool,
+    callers: dict[str, list[int]],
+) -> PairingIssue:
+    """The issue of a result its previous turn did not call for."""
+    if too_many:
+        wording = TOO_MANY_RESULTS.format(n=i)
+    else:
+        found = ", ".join(r.id for r in turn.results if r.id not in expected)
+        wording = (
+            EXPECTED_RESULTS.format(
+                n=i, ids=", ".join(e for e in expected if e not in {r.id for r in turn.results})
+            )
+            + f", but found: {found}"
+        )
+    later = [a for a in callers.get(result.id, ()) if a > i]
+    earlier = [a for a in callers.get(result.id, ()) if a < i - 1]
+    if later:
+        return PairingIssue(
+            "result_before_call",
+            result.id,
+            i,
+            f"{wording} ringbound: messages[{i}] answers `{result.id}`, which is only called "
+            f"later, by messages[{later[0]}]",
+        )
+    if earlier:
+        return PairingIssue(
+            "result_not_adjacent",
+            result.id,
+            i,
+            f"{wording} ringbound: messages[{i}] answers `{result.id}` of "
+            f"messages[{earlier[-1]}], but results belong in the user turn right after the call",
+        )
+    return PairingIssue(
+        "orphan_result",
+        result.id,
+        i,
+        f"{wording} ringbound: messages[{i}] answers `{result.id}`, which no assistant message "
+        "calls",
+    )
+
+
+def synthesized_result(call_id: str) -> dict[str, Any]:
+    """The error result inserted for a call that has none (``synthesize_error_results``)."""
+    return {
+        "toolResult": {
+            "toolUseId": call_id,
+            "status": "error",
+            "content": [{"text": SYNTHESIZED_RESULT_TEXT}],
+        }
+    }
+
+
+@dataclass
+class _Entry:
+    """One output message being built, in order: caller messages (``(index, object)``) and
+    blocks added to them."""
+
+    role: str
+    pieces: list[tuple[int, Any] | dict[str, Any]]
+
+    def blocks(self) -> list[Any]:
+        out: list[Any] = []
+        for piece in self.pieces:
+            if isinstance(piece, tuple):
+                out.extend(piece[1]["content"])
+            else:
+                out.append(piece)
+        return out
+
+    def absorb(self, other: _Entry) -> None:
+        """Merges the next same-role entry; a tool-result turn takes only tool results."""
+        mine, theirs = self.blocks(), other.blocks()
+        if self.role == "user" and any(map(_is_result, mine + theirs)):
+            if not all(map(_is_result, mine + theirs)):
+                raise _unmergeable(self, other)
+        self.pieces.extend(other.pieces)
+
+    def build(self) -> Any:
+        if len(self.pieces) == 1 and isinstance(self.pieces[0], tuple):
+            return self.pieces[0][1]
+        return {"role": self.role, "content": self.blocks()}
+
+    def merged(self) -> bool:
+        """A new object holding caller content: merged messages, or a block added to one."""
+        return len(self.pieces) > 1 and any(isinstance(p, tuple) for p in self.pieces)
+
+
+def _unmergeable(results: _Entry, after: _Entry) -> PairingError:
+    """A synthesized result would share a user turn with the user message after its call,
+    which Bedrock refuses: repairing is impossible, so the assembly fails closed."""
+    ids = [b["toolResult"]["toolUseId"] for b in results.blocks() if _is_result(b)]
+    at = next((p[0] for p in after.pieces if isinstance(p, tuple)), -1)
+    wording = EXPECTED_RESULTS.format(n=at, ids=", ".join(ids))
+    issues = [
+        PairingIssue(
+            "missing_result",
+            call_id,
+            at - 1,
+            f"{wording} ringbound: a synthesized result cannot join messages[{at}], which "
+            "holds other content (Bedrock: conversation blocks and tool result blocks cannot "
+            "be provided in the same turn); add the missing toolResult blocks yourself",
+        )
+        for call_id in ids
+    ]
+    return PairingError(
+        "tool call pairing cannot be repaired in Bedrock's shape"
+        + "".join(f"\n  messages[{i.index}]: {i.message}" for i in issues),
+        issues=issues,
+    )
+
+
+def _is_result(block: Any) -> bool:
+    return isinstance(block, Mapping) and block.get("toolResult") is not None
+
+
+def _system_with_note(system: Any, note: str | None) -> Any:
+    """The caller's system, or a new block list whose ledger note is ``note``."""
+    if note is None:
+        return system
+    blocks = list(system) if system is not None else []
+    at = [
+        b
+        for b, block in enumerate(blocks)
+        if isinstance(block, Mapping)
+        and isinstance(block.get("text"), str)
+        and block["text"].startswith(LEDGER_MARKER)
+    ]
+    if not at:
+        return [*blocks, {"text": note}]
+    blocks[at[0]] = {"text": note}
+    return [b for k, b in enumerate(blocks) if k not in at[1:]]
+
+
+def _tool_use_id(call_id: str) -> str:
+    if _TOOL_USE_ID.fullmatch(call_id):
+        return call_id
+    return "tooluse_" + hashlib.sha256(call_id.encode()).hexdigest()[:40]
+
+
+def _chat_texts(i: int, content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    texts = []
+    for p, part in enumerate(_list(i, content, "`content`")):
+        part = _obj(i, part, f"content[{p}]")
+        if part.get("type") not in ("text", "refusal"):
+            raise _invalid(i, f"content[{p}] of type {part.get('type')!r} is not text")
+        texts.append(_str(i, part.get(part["type"]), f"content[{p}].{part['type']}"))
+    return texts
+
+
+_DATA_URL = re.compile(r"data:image/([a-z0-9.+-]+);base64,(.*)", re.DOTALL)
+
+
+def _chat_user_blocks(i: int, content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"text": content}]
+    blocks: list[dict[str, Any]] = []
+    for p, part in enumerate(_list(i, content, "`content`")):
+        part = _obj(i, part, f"content[{p}]")
+        if part.get("type") == "text":
+            blocks.append({"text": _str(i, part.get("text"), f"content[{p}].text")})
+        elif part.get("type") == "image_url":
+            url = _str(i, _obj(i, part.get("image_url"), "image_url").get("url"), "url")
+            match = _DATA_URL.fullmatch(url)
+            if match:
+                fmt = "jpeg" if match[1] == "jpg" else match[1]
+                blocks.append({"image": {"format": fmt, "source": {"bytes": match[2]}}})
+            elif url.startswith("s3://"):
+                blocks.append({"image": {"format": "png", "source": {"s3Location": {"uri": url}}}})
+            else:
+                blocks.append({"text": f"[image: {url}]"})
+        else:
+            raise _invalid(i, f"content[{p}] of type {part.get('type')!r} cannot be converted")
+    return blocks
+
+
+def _chat_assistant_blocks(i: int, m: Mapping[str, Any]) -> list[dict[str, Any]]:
+    content = m.get("content")
+    blocks: list[dict[str, Any]] = [
+        {"text": t} for t in ([] if content is None else _chat_texts(i, content)) if t
+    ]
+    for c, call in enumerate(m.get("tool_calls") or ()):
+        call = _obj(i, call, f"tool_calls[{c}]")
+        kind = call.get("type") or "function"
+        body = _obj(i, call.get(kind), f"tool_calls[{c}].{kind}")
+        raw = body.get("arguments" if kind == "function" else "input")
+        try:
+            value = orjson.loads(raw) if kind == "function" else None
+        except (TypeError, orjson.JSONDecodeError):
+            value = None
+        payload = value if isinstance(value, dict) else {"input": raw}
+        call_id = _str(i, call.get("id"), f"tool_calls[{c}].id", empty=False)
+        name = _str(i, body.get("name"), f"tool_calls[{c}].name", empty=False)
+        blocks.append(
+            {"toolUse": {"toolUseId": _tool_use_id(call_id), "name": name, "input": payload}}
+        )
+    return blocks
+
+
+def _chat_tool_result(i: int, m: Mapping[str, Any]) -> dict[str, Any]:
+    texts = _chat_texts(i, m.get("content"))
+    result: dict[str, Any] = {
+        "toolUseId": _tool_use_id(_str(i, m.get("tool_call_id"), "tool_call_id", empty=False)),
+        "content": [{"text": t} for t in texts],
+    }
+    if texts and _looks_like_error(texts[0]):
+        result["status"] = "error"
+    return {"toolResult": result}
+
+
+def _push(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+    """Appends a turn, merging it into a same-role turn before it where Bedrock allows."""
+    if out and out[-1]["role"] == role:
+        before = any(_is_result(b) for b in out[-1]["content"])
+        now = any(_is_result(b) for b in blocks)
+        if role == "assistant" or before == now:
+            out[-1]["content"].extend(blocks)
+            return
+        out.append({"role": "assistant", "content": [{"text": BRIDGE_TEXT}]})
+    out.append({"role": role, "content": list(blocks)})
+
+
+#: The adapter ``ringbound.providers.adapter("bedrock_converse")`` returns.
+ADAPTER = BedrockConverseAdapter()
