@@ -1,5 +1,6 @@
 """Type stubs of the native module. Private: use the public API of ``ringbound``."""
 
+from collections.abc import Sequence
 from typing import Any
 
 __version__: str
@@ -41,7 +42,8 @@ def plan_openai_chat(
     cache: CountCache | None = None,
     groups: list[int] | None = None,
     binds_next: list[bool] | None = None,
-) -> tuple[list[PlanItem], dict[str, Any]]: ...
+    messages: Sequence[Any] | None = None,
+) -> tuple[list[Any], dict[str, Any]]: ...
 def count_openai_chat(
     messages_json: bytes,
     tools_json: bytes | None,

@@ -17,7 +17,6 @@ from .errors import ConfigError
 from .metrics import MetricsSink, check_sink
 from .payload import check_message_list, dump_messages, dump_tools
 from .providers import adapter, check_provider
-from .providers import openai_chat as chat
 from .report import AssemblyReport, LedgerEntry, StageRecord
 
 __all__ = ["Assembler", "AssemblyResult"]
@@ -207,10 +206,9 @@ class Assembler:
         if self._adapter is None:
             payload = dump_messages(messages)
             pins = _pins(pinned, len(messages))
-            items, raw = _core.plan_openai_chat(
-                payload, dump_tools(tools), self._core, pins, self._cache
+            out, raw = _core.plan_openai_chat(
+                payload, dump_tools(tools), self._core, pins, self._cache, messages=messages
             )
-            out = [_chat_item(messages, item) for item in items]
             system_out = system
         else:
             check_message_list(messages)
@@ -255,14 +253,6 @@ class Assembler:
         kept_tools = None if report.tools_dropped or tools is None else tools
         result = AssemblyResult(messages=out, tools=kept_tools, report=report, system=system_out)
         return result, payload
-
-
-def _chat_item(messages: list[Any], item: Any) -> Any:
-    if isinstance(item, int):
-        return messages[item]
-    if item[0] == "synthesized":
-        return chat.synthesized_result(item[1])
-    return chat.ledger_note(item[1], item[2])
 
 
 def _pins(pinned: Iterable[int] | None, n: int) -> list[int]:

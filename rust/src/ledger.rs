@@ -47,9 +47,10 @@ impl LedgerEntry {
         }
     }
 
-    /// What tells two entries apart: the rendered line without its status.
+    /// What tells two entries apart: everything they say. Call ids recur across turns, so
+    /// two calls under one id are two entries unless they agree in every field.
     pub fn identity(&self) -> String {
-        format!("{}\u{0}{}\u{0}{}", self.tool, self.call_id, self.args)
+        self.to_line()
     }
 
     /// `- send_email [ok] call_id="call_1" args={"to":"a@b.c"}`: the tool first, for the

@@ -234,9 +234,10 @@ fn chosen(cache: Option<&PyCountCache>) -> &CountCache {
 }
 
 /// Plans one OpenAI Chat request. Returns `(items, report)`: items are an `int` (keep the
-/// caller's message at that index), `("synthesized", call_id)` or `("ledger", text, role)`.
+/// caller's message at that index), `("synthesized", call_id)` or `("ledger", text, role)`;
+/// given the caller's `messages`, the items are the request itself instead.
 #[pyfunction]
-#[pyo3(signature = (messages_json, tools_json, config, pinned, cache=None, groups=None, binds_next=None))]
+#[pyo3(signature = (messages_json, tools_json, config, pinned, cache=None, groups=None, binds_next=None, messages=None))]
 #[allow(clippy::too_many_arguments)]
 fn plan_openai_chat<'py>(
     py: Python<'py>,
@@ -247,6 +248,7 @@ fn plan_openai_chat<'py>(
     cache: Option<&PyCountCache>,
     groups: Option<Vec<usize>>,
     binds_next: Option<Vec<bool>>,
+    messages: Option<Bound<'py, PyAny>>,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
     let cache = chosen(cache);
     let layout = groups.map(|groups| Layout {
@@ -266,11 +268,39 @@ fn plan_openai_chat<'py>(
     let plan = result.map_err(|e| to_py(py, e))?;
 
     let items = PyList::empty(py);
-    for item in &plan.items {
-        match item {
-            Item::Keep(i) => items.append(i)?,
-            Item::SynthesizedResult { call_id } => items.append(("synthesized", call_id))?,
-            Item::LedgerNote { text, role } => items.append(("ledger", text, role.as_str()))?,
+    match &messages {
+        // The request itself: the caller's own objects, and insertions written by the
+        // provider module, built here so a gateway pays no Python loop per message.
+        Some(messages) => {
+            let chat = py.import("ringbound.providers.openai_chat")?;
+            let list = messages.cast::<PyList>().ok();
+            for item in &plan.items {
+                match item {
+                    Item::Keep(i) => match list {
+                        Some(list) => items.append(list.get_item(*i)?)?,
+                        None => items.append(messages.get_item(*i)?)?,
+                    },
+                    Item::SynthesizedResult { call_id } => {
+                        items.append(chat.call_method1("synthesized_result", (call_id,))?)?
+                    }
+                    Item::LedgerNote { text, role } => {
+                        items.append(chat.call_method1("ledger_note", (text, role.as_str()))?)?
+                    }
+                }
+            }
+        }
+        None => {
+            for item in &plan.items {
+                match item {
+                    Item::Keep(i) => items.append(i)?,
+                    Item::SynthesizedResult { call_id } => {
+                        items.append(("synthesized", call_id))?
+                    }
+                    Item::LedgerNote { text, role } => {
+                        items.append(("ledger", text, role.as_str()))?
+                    }
+                }
+            }
         }
     }
     let report = PyDict::new(py);

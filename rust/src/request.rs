@@ -80,7 +80,7 @@ enum Source<'a> {
     /// Parsed in this request (a cache miss): the full message.
     Parsed(Message),
     /// Taken from the cache without a count: its JSON, to parse again.
-    Raw(&'a str),
+    Raw(&'a [u8]),
     /// The entry itself holds the full message (built in memory, not from JSON).
     Entry,
 }
@@ -161,7 +161,7 @@ impl<'a> Request<'a> {
             Source::Entry => message_tokens_with(&entry.message, counter, images),
             // The same bytes parsed once already; should they somehow not now, the bound
             // still keeps the budget.
-            Source::Raw(raw) => serde_json::from_str(raw)
+            Source::Raw(raw) => serde_json::from_slice(raw)
                 .ok()
                 .and_then(|v| openai_chat::parse_message(i, &v, raw.len()).ok())
                 .map_or(entry.bound, |full| {
@@ -226,11 +226,7 @@ pub fn load_openai_chat<'a>(
     cache: &CountCache,
 ) -> Result<Request<'a>, CoreError> {
     check_size(json, tools, limits)?;
-    let text = std::str::from_utf8(json).map_err(|e| CoreError::InvalidMessage {
-        index: None,
-        reason: format!("messages are not valid UTF-8 ({e})"),
-    })?;
-    let raws = json_array::split(text)?;
+    let raws = json_array::split(json)?;
     if raws.len() > limits.max_messages {
         return Err(CoreError::InvalidMessage {
             index: None,
@@ -245,13 +241,13 @@ pub fn load_openai_chat<'a>(
     let mut entries = Vec::with_capacity(raws.len());
     let mut sources = Vec::with_capacity(raws.len());
     for (i, raw) in raws.into_iter().enumerate() {
-        let key = CountCache::key(raw.as_bytes(), seed);
+        let key = CountCache::key(raw, seed);
         if let Some(entry) = cache.get(key) {
             entries.push(entry);
             sources.push(Source::Raw(raw));
             continue;
         }
-        let value: serde_json::Value = serde_json::from_str(raw)
+        let value: serde_json::Value = serde_json::from_slice(raw)
             .map_err(|e| CoreError::invalid(i, format!("not valid JSON ({e})")))?;
         let full = openai_chat::parse_message(i, &value, raw.len())?;
         let entry = Arc::new(Entry {
