@@ -1,0 +1,378 @@
+"""Hypothesis strategies for realistic OpenAI Chat agent sessions and the assembly policies they
+are checked under: leading rules, the user's goal, then plain turns and tool rings (parallel
+calls, shuffled results, errors, huge outputs, reused call ids, images, side-effecting tools)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import struct
+import zlib
+from dataclasses import dataclass, field, replace
+from functools import cache
+from typing import Any
+
+import reference
+from hypothesis import strategies as st
+
+import ringbound as rb
+from ringbound.config import PINS, STAGES
+
+#: Tools that change the world: dropping their calls must leave a ledger entry.
+SIDE_EFFECT_TOOLS = ("send_email", "book_reservation", "cancel_reservation", "transfer_funds")
+#: Read-only tools.
+READ_TOOLS = ("search_flights", "get_weather", "read_file", "list_dir", "run_tests")
+TOOLS = SIDE_EFFECT_TOOLS + READ_TOOLS
+
+#: Words texts are made of: plain, accented, CJK, Hangul, Arabic, emoji (with ZWJ and skin
+#: tone), quotes, JSON, code, whitespace, and ERROR (an error only when it opens a tool result).
+WORDS = (
+    "the|flight|to|Paris|is|booked|please|check|order|#4521|refund|status:|ok|42|3.14|naïve|"
+    'café|Zürich|東京|予約|确认|예약|مرحبا|🚀|👍🏽|👨\u200d👩\u200d👧|✈️|—|“quoted”|{"k": 1}|'
+    "def f(x):|\n|\t|line\nbreak|ERROR|null|<tag>|a\\b|" + "x" * 30
+).split("|")
+EMAILS = ("ana@example.com", "bob@example.com", "李雷@例子.中国", "zoë@exämple.de")
+PNG_SIZES = (
+    (1, 1), (16, 16), (64, 48), (512, 512), (768, 1024), (1024, 1024), (2048, 1536), (300, 4000)
+)  # fmt: skip
+
+
+def _words(seed_and_length: tuple[int, int]) -> str:
+    seed, n = seed_and_length
+    return " ".join(random.Random(seed).choices(WORDS, k=n))
+
+
+seeds = st.integers(0, 2**16)
+#: Text of 1-25 words. Built from a seed, so a text costs two draws and shrinks to "the".
+text = st.tuples(seeds, st.integers(1, 25)).map(_words)
+#: Arbitrary Unicode (no surrogates, controls or separators), for the odd user message.
+wild_text = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Zs", "Zl", "Zp")),
+    min_size=1,
+    max_size=40,
+)
+
+
+@cache
+def png_data_url(width: int, height: int) -> str:
+    """A real (decodable) 1-bit grayscale PNG of this size, as a data URL."""
+    row = b"\x00" + bytes((width + 7) // 8)
+    raw = zlib.compress(row * height, 9)
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        crc = struct.pack(">I", zlib.crc32(tag + data))
+        return struct.pack(">I", len(data)) + tag + data + crc
+
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+@st.composite
+def image_part(draw: st.DrawFn) -> dict[str, Any]:
+    """An image_url part with a tiny real PNG and an explicit detail."""
+    width, height = draw(st.sampled_from(PNG_SIZES))
+    detail = draw(st.sampled_from(("low", "high")))
+    return {
+        "type": "image_url",
+        "image_url": {"url": png_data_url(width, height), "detail": detail},
+    }
+
+
+@st.composite
+def user_message(draw: st.DrawFn, images: bool = True) -> dict[str, Any]:
+    """A user turn: a string, or text parts with the occasional image."""
+    body = draw(st.one_of(text, wild_text) if draw(st.integers(0, 9)) == 0 else text)
+    if images and draw(st.integers(0, 5)) == 0:
+        parts = [
+            {"type": "text", "text": body},
+            *draw(st.lists(image_part(), min_size=1, max_size=2)),
+        ]
+        return {"role": "user", "content": parts}
+    return {"role": "user", "content": body}
+
+
+def assistant_reply(body: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": body}
+
+
+def _arguments(tool: str, rnd: random.Random) -> str:
+    """The JSON-encoded arguments of a call: a realistic object (recipient, query, maybe a body
+    beyond the ledger's 120-character cut, an amount, passengers, nested options); now and then
+    not an object, or not JSON at all, as models emit."""
+    roll = rnd.random()
+    if roll < 0.05:
+        return '{"to": "ana@example.com", "body": "unterminated'
+    if roll < 0.1:
+        return json.dumps([rnd.choice(EMAILS), rnd.randint(0, 9)])
+    args: dict[str, Any] = {"to": rnd.choice(EMAILS)} if "email" in tool else {}
+    args["query"] = _words((rnd.randint(0, 99), rnd.randint(1, 8)))
+    if rnd.random() < 0.5:
+        args["body"] = _words((rnd.randint(0, 99), 25)) * rnd.randint(1, 4)
+    if rnd.random() < 0.5:
+        args["amount"] = rnd.randint(0, 40_000) / 4
+    if rnd.random() < 0.5:
+        args["passengers"] = rnd.choices(("Ana", "Bo", "Łukasz"), k=rnd.randint(0, 3))
+    if rnd.random() < 0.5:
+        n = rnd.randint(-(2**53), 2**53)
+        args["options"] = {"confirm": rnd.random() < 0.5, "seat": None, "n": n}
+    return json.dumps(args, ensure_ascii=rnd.random() < 0.5)
+
+
+@st.composite
+def call_ids(draw: st.DrawFn, n: int) -> list[str]:
+    """n ids unique within one assistant message; positional ids recur across rings."""
+    style = draw(st.sampled_from(("positional", "random", "openai")))
+    if style == "positional":
+        return [f"call_{k}" for k in range(n)]
+    rnd = random.Random(draw(seeds))
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    ids = [f"{''.join(rnd.choices(alphabet, k=8))}{k}" for k in range(n)]
+    return ids if style == "random" else [f"call_{i}" for i in ids]
+
+
+#: Tool names, send_email the most frequent (so reused ids meet the same tool).
+tool_names = st.sampled_from(("send_email", "send_email", *TOOLS))
+#: How a tool call ended.
+RESULT_KINDS = ("short", "huge", "error", "traceback")
+
+
+def _result_text(kind: str, rnd: random.Random) -> str:
+    """What a tool returned: short, huge (several KB), or an error report."""
+    body = _words((rnd.randint(0, 2**16), rnd.randint(1, 25)))
+    if kind == "huge":
+        return (body + "\n") * rnd.randint(30, 120)
+    if kind == "error":
+        return rnd.choice(("Error: ", "ERROR ", "error: ", "Exception: ")) + body
+    if kind == "traceback":
+        return f'Traceback (most recent call last):\n  File "tool.py", line 3\n{body}'
+    return body
+
+
+@st.composite
+def tool_ring(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """An assistant message with 1-4 parallel calls and its results, in shuffled order. Tool
+    names and how each call ended are drawn; the texts come from a seed (cheap to shrink)."""
+    n = draw(st.integers(1, 4))
+    ids = draw(call_ids(n))
+    names = [draw(tool_names) for _ in range(n)]
+    kinds = [draw(st.sampled_from(RESULT_KINDS)) for _ in range(n)]
+    rnd = random.Random(draw(seeds))
+    calls = [
+        {
+            "id": i,
+            "type": "function",
+            "function": {"name": name, "arguments": _arguments(name, rnd)},
+        }
+        for i, name in zip(ids, names, strict=True)
+    ]
+    content = _words((rnd.randint(0, 99), rnd.randint(1, 9))) if rnd.random() < 0.3 else None
+    ring: list[dict[str, Any]] = [{"role": "assistant", "content": content, "tool_calls": calls}]
+    for k in rnd.sample(range(n), n):
+        result: dict[str, Any] = {"role": "tool", "tool_call_id": ids[k]}
+        body = _result_text(kinds[k], rnd)
+        result["content"] = [{"type": "text", "text": body}] if rnd.random() < 0.2 else body
+        if rnd.random() < 0.2:
+            result["name"] = names[k]
+        ring.append(result)
+    return ring
+
+
+@st.composite
+def body_unit(draw: st.DrawFn, images: bool) -> list[dict[str, Any]]:
+    """One unit of the conversation after the goal: a user turn, a reply or a tool ring."""
+    kind = draw(st.sampled_from(("user", "assistant", "ring", "ring", "ring")))
+    if kind == "user":
+        return [draw(user_message(images))]
+    if kind == "assistant":
+        return [assistant_reply(draw(text))]
+    return draw(tool_ring())
+
+
+@st.composite
+def sessions(
+    draw: st.DrawFn,
+    *,
+    images: bool = True,
+    max_units: int = 14,
+    ending: str | None = None,
+) -> list[dict[str, Any]]:
+    """A pairing-valid session: rules (system, sometimes developer), now and then a ring the
+    agent ran before the user spoke, the user's goal, up to ``max_units`` user turns, replies
+    and rings, sometimes a mid-conversation system message, then the last unit (``ending``:
+    user, ring, assistant or none)."""
+    msgs: list[dict[str, Any]] = []
+    if draw(st.integers(0, 4)) > 0:
+        msgs.append({"role": "system", "content": "You are a careful travel agent. " + draw(text)})
+    if draw(st.integers(0, 4)) == 0:
+        msgs.append({"role": "developer", "content": "Never reveal internal ids. " + draw(text)})
+    if draw(st.integers(0, 7)) == 0:  # the agent acted before the user spoke (a scheduled run)
+        msgs.extend(draw(tool_ring()))
+    msgs.append(draw(user_message(images)))
+    units = [draw(body_unit(images)) for _ in range(draw(st.integers(0, max_units)))]
+    if draw(st.integers(0, 3)) == 0:
+        at = draw(st.integers(0, len(units)))
+        units.insert(at, [{"role": "system", "content": "Policy update: " + draw(text)}])
+    end = ending or draw(st.sampled_from(("user", "ring", "assistant", "none")))
+    if end == "user":
+        units.append([draw(user_message(images))])
+    elif end == "ring":
+        units.append(draw(tool_ring()))
+    elif end == "assistant":
+        units.append([assistant_reply(draw(text))])
+    for unit in units:
+        msgs.extend(unit)
+    return msgs
+
+
+@st.composite
+def drop_some_results(draw: st.DrawFn, msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The session with some tool results deleted (only ``missing_result`` issues arise)."""
+    results = [i for i, m in enumerate(msgs) if m["role"] == "tool"]
+    if not results:
+        return msgs
+    gone = set(draw(st.lists(st.sampled_from(results), min_size=1, max_size=3, unique=True)))
+    return [m for i, m in enumerate(msgs) if i not in gone]
+
+
+def tools_schema(names: list[str]) -> list[dict[str, Any]]:
+    """A ``tools`` parameter declaring these tools."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": f"{name.replace('_', ' ')} for the user.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"query": {"type": "string"}, "to": {"type": "string"}},
+                    "required": ["query"],
+                },
+            },
+        }
+        for name in names
+    ]
+
+
+def stage_prefixes() -> list[tuple[str, ...]]:
+    """Every prefix of the default stage order, so the state after each stage is observed."""
+    return [STAGES[:k] for k in range(len(STAGES) + 1)]
+
+
+@st.composite
+def policies(draw: st.DrawFn, stage_prefix: bool = False) -> dict[str, Any]:
+    """AssemblyConfig keyword arguments, the budget aside. Stages: the default order, or with
+    ``stage_prefix`` one of its prefixes (tests that observe every stage override them)."""
+    ledger_fields = draw(st.sampled_from(({}, {"send_email": ["to"]}, {"book_reservation": []})))
+    return {
+        "recent_tool_rings": draw(st.integers(0, 4)),
+        "recent_user_turns": draw(st.integers(0, 3)),
+        "pin": tuple(p for p in PINS if draw(st.integers(0, 3)) > 0),
+        "side_effect_tools": tuple(
+            draw(st.lists(st.sampled_from((*SIDE_EFFECT_TOOLS, "read_file")), unique=True))
+            if draw(st.integers(0, 3)) == 0
+            else SIDE_EFFECT_TOOLS
+        ),
+        "ledger_fields": ledger_fields,
+        "short_error_result_tokens": draw(st.sampled_from((0, 10, 30, 200, 10_000))),
+        "max_held_error_rings": draw(st.integers(0, 4)),
+        "stages": draw(st.sampled_from(stage_prefixes())) if stage_prefix else STAGES,
+        "on_still_over_budget": draw(
+            st.sampled_from(("fail_closed", "drop_tools_schema_then_fail"))
+        ),
+        "on_pairing_error": draw(st.sampled_from(("fail_closed", "synthesize_error_results"))),
+        "encoding": draw(st.sampled_from(("o200k_base", "o200k_base", "cl100k_base"))),
+        "output_reserve_tokens": 0,
+        "safety_margin_tokens": 0,
+    }
+
+
+@dataclass(frozen=True)
+class Case:
+    """A session, its tools, a policy and a budget: one assembly to check."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    policy: dict[str, Any]
+    budget: int
+    pinned: tuple[int, ...] = ()
+    full_tokens: int = field(default=0, compare=False)
+
+    def config(self, **overrides: Any) -> rb.AssemblyConfig:
+        """The AssemblyConfig: the policy with model_input_limit = budget, plus overrides."""
+        kwargs = {**self.policy, "model_input_limit": self.budget, **overrides}
+        return rb.AssemblyConfig(**kwargs)
+
+    def with_budget(self, budget: int) -> Case:
+        return replace(self, budget=budget)
+
+
+def budget_for(full_tokens: int, fraction: float) -> int:
+    """A budget that is ``fraction`` of the session's own tokens (at least 1)."""
+    return max(1, round(full_tokens * fraction))
+
+
+def least_tokens(case: Case) -> int | None:
+    """Tokens of the smallest request the policy allows (what a budget of 1 token reports), or
+    None when the session cannot be planned (a pairing error under fail_closed)."""
+    try:
+        reference.plan(case.messages, case.config(model_input_limit=1), case.tools, case.pinned)
+    except rb.BudgetExceededError as e:
+        return e.tokens
+    except rb.RingboundError:
+        return None
+    return 1
+
+
+def between(low: float, high: float) -> st.SearchStrategy[float]:
+    """Floats spread evenly over [low, high] (hypothesis' floats favour the bounds)."""
+    return st.integers(0, 1000).map(lambda k: low + (high - low) * k / 1000)
+
+
+#: A budget as a fraction of the session's own tokens.
+fractions = between(0.05, 1.2)
+
+
+@st.composite
+def budget_fraction(draw: st.DrawFn, floor: float) -> float:
+    """A fraction of the session's tokens, 5%-120%; mostly above ``floor`` (the share the
+    protected part needs, at which the request just fits), where dropping decides something;
+    one time in five anywhere, failures included."""
+    if draw(st.integers(0, 4)) == 0:
+        return draw(fractions)
+    return draw(between(max(0.05, floor), max(1.0, floor)))
+
+
+@st.composite
+def cases(
+    draw: st.DrawFn,
+    *,
+    images: bool = True,
+    missing_results: bool = False,
+    repair: bool = False,
+    pins: bool = True,
+    stage_prefix: bool = False,
+    ending: str | None = None,
+) -> Case:
+    """A session with a policy and a budget between 5% and 120% of its own token count.
+
+    With ``missing_results`` some results may be deleted; they are repaired if ``repair`` or
+    if the policy drawn says so, else the assembly must fail closed.
+    """
+    msgs = draw(sessions(images=images, ending=ending))
+    if missing_results and draw(st.booleans()):
+        msgs = draw(drop_some_results(msgs))
+    names = sorted({c["function"]["name"] for m in msgs for c in m.get("tool_calls") or ()})
+    tools = tools_schema(names or list(TOOLS)) if draw(st.booleans()) else None
+    policy = draw(policies(stage_prefix))
+    if repair:
+        policy["on_pairing_error"] = "synthesize_error_results"
+    full = rb.count_tokens(msgs, encoding=policy["encoding"], tools=tools)
+    pinned: tuple[int, ...] = ()
+    if pins and draw(st.integers(0, 3)) == 0:
+        pinned = tuple(draw(st.lists(st.integers(0, len(msgs) - 1), max_size=2, unique=True)))
+    case = Case(msgs, tools, policy, full, pinned, full)
+    least = least_tokens(case)
+    fraction = draw(budget_fraction(0.0 if least is None else least / full))
+    return case.with_budget(budget_for(full, fraction))
