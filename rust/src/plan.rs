@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::count::chat::{message_tokens, REPLY_PRIMING};
+use crate::count::chat::REPLY_PRIMING;
 use crate::error::{BucketTokens, CoreError};
 use crate::ledger::{self, LedgerEntry};
 use crate::pairing;
@@ -204,7 +204,7 @@ fn build_work<'r, 'a>(
             work.msgs.push(&synthesized[next]);
             work.source.push(Source::Synthesized);
             work.synthesized_tokens
-                .push(u64::from(message_tokens(&synthesized[next], req.counter())));
+                .push(req.inserted_tokens(&synthesized[next]));
             next += 1;
         }
         if i < n {

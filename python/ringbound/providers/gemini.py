@@ -1,0 +1,1027 @@
+"""Gemini API (``generateContent``): ``contents`` of user and model turns whose parts carry text,
+media, ``functionCall`` and ``functionResponse``. Pairing follows Gemini's turn rules (a response
+turn right after its call turn, one response part per call part); kept contents are the
+caller's own objects, and the side-effect ledger note travels in the system instruction."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
+from ..errors import InvalidMessageError, PairingIssue
+from .base import Canonical, PlanItem, Rendered, join_system_note, split_system_note
+
+__all__ = [
+    "ADAPTER",
+    "ALTERNATE",
+    "CALL_TURN_POSITION",
+    "COUNT_MISMATCH",
+    "OPENING_TEXT",
+    "RESPONSE_TURN_POSITION",
+    "GeminiAdapter",
+]
+
+#: Gemini's 400 when a response turn does not answer every call of the call turn before it
+#: (google-gemini/gemini-cli#4217, microsoft/vscode#299295).
+COUNT_MISMATCH = (
+    "Please ensure that the number of function response parts is equal to the number of "
+    "function call parts of the function call turn."
+)
+#: Gemini's 400 for a call turn that follows neither a user turn nor a response turn
+#: (google-gemini/gemini-cli#11814, continuedev/continue#11164).
+CALL_TURN_POSITION = (
+    "Please ensure that function call turn comes immediately after a user turn or after a "
+    "function response turn."
+)
+#: Gemini's 400 for function responses that do not follow their call turn
+#: (langchain-ai/langchain#27799, GoogleCloudPlatform/generative-ai#368).
+RESPONSE_TURN_POSITION = (
+    "Please ensure that function response turn comes immediately after a function call turn."
+)
+#: Gemini's 400 for a history that opens with a model turn (NousResearch/hermes-agent#55427).
+ALTERNATE = "Please ensure that multiturn requests alternate between user and model."
+#: The user turn ``from_canonical`` puts first when a conversation opens with the model.
+OPENING_TEXT = "(The session starts here.)"
+
+# The one-of data fields of a Part, camelCase (REST) and snake_case (Python SDK).
+_DATA_FIELDS = {
+    "text": "text",
+    "inlineData": "inline_data",
+    "fileData": "file_data",
+    "functionCall": "function_call",
+    "functionResponse": "function_response",
+    "executableCode": "executable_code",
+    "codeExecutionResult": "code_execution_result",
+}
+_SNAKE_TO_CAMEL = {snake: camel for camel, snake in _DATA_FIELDS.items()}
+# Part fields that carry nothing the model reads as content (the signature is counted apart).
+_META_FIELDS = {
+    "thought",
+    "thoughtSignature",
+    "thought_signature",
+    "videoMetadata",
+    "video_metadata",
+    "mediaResolution",
+    "media_resolution",
+    "partMetadata",
+    "part_metadata",
+}
+
+
+@dataclass
+class _Call:
+    """One functionCall part."""
+
+    pos: int
+    name: str
+    native_id: str | None
+    arguments: str
+    cid: str = ""
+
+
+@dataclass
+class _Response:
+    """One functionResponse part."""
+
+    pos: int
+    name: str
+    native_id: str | None
+    content: str
+    #: A result ringbound synthesized earlier: counted exactly as the core counts its own.
+    synthesized: bool
+
+
+@dataclass
+class _Turn:
+    """One content of ``contents``, read."""
+
+    index: int
+    role: str
+    snake: bool
+    texts: list[str] = field(default_factory=list)
+    media: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[_Call] = field(default_factory=list)
+    responses: list[_Response] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _GeminiCanonical(Canonical):
+    """The canonical view plus what rendering needs to map the plan back."""
+
+    turns: tuple[_Turn, ...] = ()
+    #: Canonical index of the ledger note an earlier assembly left in the system instruction.
+    note: int | None = None
+    #: Calls of each canonical assistant message, by canonical index.
+    calls_at: Mapping[int, tuple[_Call, ...]] = field(default_factory=dict)
+
+
+# --- reading native objects ------------------------------------------------------------------
+
+
+def _view(obj: Any, where: str, index: int | None) -> Mapping[str, Any]:
+    """A read-only mapping of a content, part or blob (SDK objects through ``model_dump``)."""
+    if isinstance(obj, Mapping):
+        return obj
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        try:
+            data = dump(mode="json", exclude_none=True)
+        except Exception as e:  # an SDK object that cannot be dumped is bad input
+            raise _invalid(index, f"{where} cannot be read ({e})") from None
+        if isinstance(data, Mapping):
+            return data
+    raise _invalid(index, f"{where} must be an object, got {type(obj).__name__}")
+
+
+def _invalid(index: int | None, reason: str) -> InvalidMessageError:
+    where = f"contents[{index}]: " if index is not None else "system_instruction: "
+    return InvalidMessageError(where + reason, index=index, reason=reason)
+
+
+def _get(obj: Mapping[str, Any], camel: str, snake: str) -> Any:
+    value = obj.get(camel)
+    return obj.get(snake) if value is None else value
+
+
+def _string(value: Any, where: str, index: int | None) -> str:
+    if not isinstance(value, str):
+        got = "nothing" if value is None else type(value).__name__
+        raise _invalid(index, f"{where} must be a string, got {got}")
+    return value
+
+
+def _json(value: Any, where: str, index: int | None) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise _invalid(index, f"{where} is not JSON ({e})") from None
+
+
+def _looks_like_error(text: str) -> bool:
+    """The core's test for an error result (text opening with error, exception, traceback)."""
+    head = text.lstrip()[:40].lower()
+    return head.startswith(("error", "exception", "traceback (most recent call last)"))
+
+
+def _response_content(response: Mapping[str, Any], where: str, index: int) -> tuple[str, bool]:
+    """The text a response counts as, and whether it is a result ringbound synthesized.
+
+    ``{"error": ...}`` alone reads as an error result (Gemini: "use 'output' for the function
+    output and 'error' for error details"), so the core treats it as one."""
+    if set(response) == {"error"}:
+        error = response["error"]
+        if error == SYNTHESIZED_RESULT_TEXT:
+            return SYNTHESIZED_RESULT_TEXT, True
+        text = error if isinstance(error, str) else _json(error, where, index)
+        return (text if _looks_like_error(text) else f"Error: {text}"), False
+    return _json(dict(response), where, index), False
+
+
+def _blob(obj: Any, kind: str, where: str, index: int) -> dict[str, Any]:
+    """An inlineData or fileData part as a canonical part: images as image_url (priced by
+    Gemini's image formula), anything else as a file part (priced by its payload size)."""
+    blob = _view(obj, where, index)
+    mime = _string(_get(blob, "mimeType", "mime_type"), f"{where}.mimeType", index)
+    if kind == "inline":
+        data = blob.get("data")
+        if isinstance(data, (bytes, bytearray)):
+            encoded = base64.b64encode(bytes(data)).decode()
+        else:
+            # The Python SDK dumps bytes as URL-safe base64; data URLs want the standard alphabet.
+            encoded = _string(data, f"{where}.data", index).translate(_URLSAFE)
+        url = f"data:{mime};base64,{encoded}"
+        if mime.startswith("image/"):
+            return {"type": "image_url", "image_url": {"url": url}}
+        return {"type": "file", "file": {"file_data": url}}
+    uri = _string(_get(blob, "fileUri", "file_uri"), f"{where}.fileUri", index)
+    if mime.startswith("image/"):
+        return {"type": "image_url", "image_url": {"url": uri}}
+    return {"type": "file", "file": {"file_id": uri, "mime_type": mime}}
+
+
+_URLSAFE = str.maketrans("-_", "+/")
+
+
+def _read_turn(index: int, content: Any) -> _Turn:
+    obj = _view(content, "a content", index)
+    role = obj.get("role")
+    if role is None:
+        role = "user"
+    if role not in ("user", "model"):
+        raise _invalid(
+            index,
+            f"role must be 'user' or 'model', got {role!r} (Gemini: Please use a valid role: "
+            "user, model.)",
+        )
+    parts = obj.get("parts")
+    if not isinstance(parts, (list, tuple)) or not parts:
+        raise _invalid(
+            index, "parts must be a non-empty list (Gemini: contents.parts must not be empty.)"
+        )
+    turn = _Turn(index=index, role=role, snake=False)
+    for p, raw in enumerate(parts):
+        _read_part(turn, p, _view(raw, f"parts[{p}]", index))
+    return turn
+
+
+def _read_part(turn: _Turn, p: int, part: Mapping[str, Any]) -> None:
+    index, where = turn.index, f"parts[{p}]"
+    present = [key for key in part if part[key] is not None]
+    data = [key for key in present if key in _DATA_FIELDS or key in _SNAKE_TO_CAMEL]
+    if len(data) > 1:
+        raise _invalid(index, f"{where} holds {' and '.join(data)}; a part holds one of them")
+    signature = _get(part, "thoughtSignature", "thought_signature")
+    if signature is not None:
+        # Opaque, but sent back with the part: counted as text, which over-counts safely.
+        turn.texts.append(_string(signature, f"{where}.thoughtSignature", index))
+    for key in present:
+        if key not in _DATA_FIELDS and key not in _SNAKE_TO_CAMEL and key not in _META_FIELDS:
+            # A field ringbound does not know may still reach the model: count it as text.
+            turn.texts.append(_json(part[key], f"{where}.{key}", index))
+    if not data:
+        if signature is None and not present:
+            raise _invalid(index, f"{where} is empty")
+        return
+    key = data[0]
+    camel = _SNAKE_TO_CAMEL.get(key, key)
+    turn.snake = turn.snake or key != camel
+    value = part[key]
+    if camel == "text":
+        turn.texts.append(_string(value, f"{where}.text", index))
+    elif camel == "inlineData":
+        turn.media.append(_blob(value, "inline", f"{where}.inlineData", index))
+    elif camel == "fileData":
+        turn.media.append(_blob(value, "file", f"{where}.fileData", index))
+    elif camel == "executableCode":
+        code = _view(value, f"{where}.executableCode", index)
+        turn.texts.append(_json(dict(code), f"{where}.executableCode", index))
+    elif camel == "codeExecutionResult":
+        result = _view(value, f"{where}.codeExecutionResult", index)
+        turn.texts.append(_json(dict(result), f"{where}.codeExecutionResult", index))
+    elif camel == "functionCall":
+        if turn.role != "model":
+            raise _invalid(index, f"{where}: a functionCall part belongs in a 'model' content")
+        turn.calls.append(_read_call(p, _view(value, f"{where}.functionCall", index), index))
+    else:
+        if turn.role != "user":
+            raise _invalid(index, f"{where}: a functionResponse part belongs in a 'user' content")
+        _read_response(turn, p, _view(value, f"{where}.functionResponse", index))
+
+
+def _name(body: Mapping[str, Any], where: str, index: int) -> str:
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise _invalid(index, f"{where}.name must be a non-empty string (Name cannot be empty.)")
+    return name
+
+
+def _native_id(body: Mapping[str, Any], where: str, index: int) -> str | None:
+    value = body.get("id")
+    if value is None or value == "":
+        return None
+    return _string(value, f"{where}.id", index)
+
+
+def _read_call(p: int, body: Mapping[str, Any], index: int) -> _Call:
+    where = f"parts[{p}].functionCall"
+    args = body.get("args")
+    if args is None:
+        args = {}
+    if not isinstance(args, Mapping):
+        raise _invalid(index, f"{where}.args must be an object, got {type(args).__name__}")
+    return _Call(
+        pos=p,
+        name=_name(body, where, index),
+        native_id=_native_id(body, where, index),
+        arguments=_json(dict(args), f"{where}.args", index),
+    )
+
+
+def _read_response(turn: _Turn, p: int, body: Mapping[str, Any]) -> None:
+    index, where = turn.index, f"parts[{p}].functionResponse"
+    response = body.get("response")
+    if response is None:
+        response = {}
+    if not isinstance(response, Mapping):
+        raise _invalid(index, f"{where}.response must be an object, got {type(response).__name__}")
+    content, synthesized = _response_content(response, f"{where}.response", index)
+    turn.responses.append(
+        _Response(
+            pos=p,
+            name=_name(body, where, index),
+            native_id=_native_id(body, where, index),
+            content=content,
+            synthesized=synthesized,
+        )
+    )
+    media = body.get("parts")
+    if media is not None:
+        if not isinstance(media, (list, tuple)):
+            raise _invalid(index, f"{where}.parts must be a list")
+        for m, raw in enumerate(media):
+            sub = _view(raw, f"{where}.parts[{m}]", index)
+            inline, stored = (
+                _get(sub, "inlineData", "inline_data"),
+                _get(sub, "fileData", "file_data"),
+            )
+            if inline is not None:
+                turn.media.append(_blob(inline, "inline", f"{where}.parts[{m}]", index))
+            elif stored is not None:
+                turn.media.append(_blob(stored, "file", f"{where}.parts[{m}]", index))
+            else:
+                turn.texts.append(_json(dict(sub), f"{where}.parts[{m}]", index))
+
+
+def _read(messages: Sequence[Any]) -> list[_Turn]:
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise InvalidMessageError(
+            f"contents must be a list of Content objects, got {type(messages).__name__}",
+            index=None,
+            reason=f"must be a list, got {type(messages).__name__}",
+        )
+    turns = [_read_turn(i, content) for i, content in enumerate(messages)]
+    _assign_ids(turns)
+    return turns
+
+
+def _assign_ids(turns: list[_Turn]) -> None:
+    """Canonical call ids: the native id (a repeat within one turn gets ``#k``), else one
+    derived from the call itself and its occurrence, so the same call keeps its id when
+    earlier turns are trimmed away (the ledger remembers calls by id)."""
+    seen: dict[str, int] = {}
+    for turn in turns:
+        in_turn: dict[str, int] = {}
+        for call in turn.calls:
+            if call.native_id is not None:
+                k = in_turn.get(call.native_id, 0)
+                in_turn[call.native_id] = k + 1
+                call.cid = call.native_id if k == 0 else f"{call.native_id}#{k}"
+                continue
+            digest = hashlib.sha256(f"{call.name}\0{call.arguments}".encode()).hexdigest()[:10]
+            k = seen.get(digest, 0)
+            seen[digest] = k + 1
+            call.cid = f"gemini_{digest}_{k}"
+
+
+# --- pairing ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Pairing:
+    issues: list[PairingIssue]
+    #: The call each response of a response turn answers, by (content index, part position).
+    answers: dict[tuple[int, int], _Call]
+
+
+def _describe(call: _Call) -> str:
+    ident = f", id {call.native_id!r}" if call.native_id is not None else ""
+    return f"`{call.name}` (parts[{call.pos}]{ident})"
+
+
+def _describe_response(r: _Response) -> str:
+    ident = f", id {r.native_id!r}" if r.native_id is not None else ""
+    return f"`{r.name}` (parts[{r.pos}]{ident})"
+
+
+def _pair(turns: list[_Turn]) -> _Pairing:
+    """Gemini's pairing: a call turn (model content with functionCall parts) follows a user
+    turn or a response turn, and the user content right after it answers each of its calls
+    (by id when the response has one, else by name, in order)."""
+    found: list[tuple[int, int, PairingIssue]] = []
+    answers: dict[tuple[int, int], _Call] = {}
+    open_calls: list[tuple[_Turn, _Call, str]] = []  # (call turn, call, where it went unanswered)
+    strays: list[tuple[_Turn, _Response]] = []
+
+    def issue(kind: str, call_id: str | None, index: int, rank: int, text: str) -> None:
+        found.append((index, rank, PairingIssue(kind, call_id, index, text)))
+
+    for k, turn in enumerate(turns):
+        prev = turns[k - 1] if k else None
+        if turn.role == "model":
+            if prev is None:
+                if turn.calls:
+                    issue(
+                        "call_turn_misplaced",
+                        None,
+                        turn.index,
+                        0,
+                        f"{CALL_TURN_POSITION} ringbound: contents[{turn.index}] calls "
+                        "functions but opens the conversation",
+                    )
+                else:
+                    issue(
+                        "first_turn_not_user",
+                        None,
+                        turn.index,
+                        0,
+                        f"{ALTERNATE} ringbound: contents[{turn.index}] is a model turn; the "
+                        "history must start with a user turn",
+                    )
+            elif turn.calls and prev.role == "model" and not prev.calls:
+                issue(
+                    "call_turn_misplaced",
+                    None,
+                    turn.index,
+                    0,
+                    f"{CALL_TURN_POSITION} ringbound: contents[{turn.index}] calls functions "
+                    f"right after the model turn contents[{prev.index}]",
+                )
+            nxt = turns[k + 1] if k + 1 < len(turns) else None
+            if turn.calls and (nxt is None or nxt.role != "user"):
+                after = (
+                    "the end of the conversation"
+                    if nxt is None
+                    else f"the model turn contents[{nxt.index}]"
+                )
+                open_calls.extend((turn, call, f"is followed by {after}") for call in turn.calls)
+            continue
+        if prev is None or prev.role != "model" or not prev.calls:
+            strays.extend((turn, r) for r in turn.responses)
+            continue
+        used = [False] * len(prev.calls)
+        for r in turn.responses:
+            m = _match(prev.calls, used, r)
+            if m is not None:
+                used[m] = True
+                answers[(turn.index, r.pos)] = prev.calls[m]
+                continue
+            same = [
+                c
+                for c in prev.calls
+                if (c.native_id == r.native_id if r.native_id is not None else c.name == r.name)
+            ]
+            kind = "duplicate_id" if same else "orphan_result"
+            why = "a second response for" if same else "no call of"
+            issue(
+                kind,
+                r.native_id,
+                turn.index,
+                1 + r.pos,
+                f"{COUNT_MISMATCH} ringbound: contents[{turn.index}] response "
+                f"{_describe_response(r)} is {why} the call turn contents[{prev.index}]",
+            )
+        for call, answered in zip(prev.calls, used, strict=True):
+            if not answered:
+                open_calls.append(
+                    (
+                        prev,
+                        call,
+                        f"is not answered by the response turn contents[{turn.index}] "
+                        f"({sum(used)} of {len(prev.calls)} function call parts answered)",
+                    )
+                )
+
+    claimed: set[int] = set()
+    for turn, r in strays:
+        _classify_stray(turns, turn, r, open_calls, claimed, issue)
+
+    for n, (turn, call, why) in enumerate(open_calls):
+        if n not in claimed:
+            issue(
+                "missing_result",
+                call.native_id,
+                turn.index,
+                1 + call.pos,
+                f"{COUNT_MISMATCH} ringbound: call {_describe(call)} of contents[{turn.index}] "
+                f"has no function response: the call turn {why}",
+            )
+
+    found.sort(key=lambda t: (t[0], t[1]))
+    return _Pairing(issues=[t[2] for t in found], answers=answers)
+
+
+def _match(calls: list[_Call], used: list[bool], r: _Response) -> int | None:
+    """The call a response answers: same id; else (no id on one side) same name, in order."""
+    if r.native_id is not None:
+        for m, c in enumerate(calls):
+            if not used[m] and c.native_id == r.native_id:
+                return m
+    for m, c in enumerate(calls):
+        if not used[m] and c.native_id is None and c.name == r.name:
+            return m
+    if r.native_id is None:
+        for m, c in enumerate(calls):
+            if not used[m] and c.name == r.name:
+                return m
+    return None
+
+
+def _classify_stray(
+    turns: list[_Turn],
+    turn: _Turn,
+    r: _Response,
+    open_calls: list[tuple[_Turn, _Call, str]],
+    claimed: set[int],
+    issue: Any,
+) -> None:
+    """A response outside a response turn: a late answer to an unanswered call (not adjacent),
+    a second answer (duplicate), an answer before its call, or an answer to nothing."""
+
+    def same(c: _Call) -> bool:
+        return c.native_id == r.native_id if r.native_id is not None else c.name == r.name
+
+    head = (
+        f"{RESPONSE_TURN_POSITION} ringbound: contents[{turn.index}] response "
+        f"{_describe_response(r)}"
+    )
+    earlier = [(t, c) for t in turns[: turn.index] for c in t.calls if same(c)]
+    if earlier:
+        caller, call = earlier[-1]
+        for n, (_, c, _) in enumerate(open_calls):
+            if c is call and n not in claimed:
+                claimed.add(n)
+                issue(
+                    "result_not_adjacent",
+                    r.native_id,
+                    turn.index,
+                    1 + r.pos,
+                    f"{head} answers the call turn contents[{caller.index}] but does not follow it",
+                )
+                return
+        issue(
+            "duplicate_id",
+            r.native_id,
+            turn.index,
+            1 + r.pos,
+            f"{head} answers a call of contents[{caller.index}] that already has a response",
+        )
+        return
+    later = [t for t in turns[turn.index + 1 :] for c in t.calls if same(c)]
+    if later:
+        issue(
+            "result_before_call",
+            r.native_id,
+            turn.index,
+            1 + r.pos,
+            f"{head} answers a call made only later, by contents[{later[0].index}]",
+        )
+        return
+    issue(
+        "orphan_result",
+        r.native_id,
+        turn.index,
+        1 + r.pos,
+        f"{head} answers no call",
+    )
+
+
+# --- the system instruction ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _System:
+    texts: list[str]
+    note: str | None
+
+
+def _read_system(system: Any) -> _System:
+    if system is None:
+        return _System([], None)
+    if isinstance(system, str):
+        base, note = split_system_note(system)
+        return _System([base] if base else [], note)
+    obj = _view(system, "the system instruction", None)
+    parts = obj.get("parts")
+    if isinstance(parts, (dict, str)) or parts is None:
+        parts = [parts] if parts is not None else []
+    if not isinstance(parts, (list, tuple)):
+        raise _invalid(None, "parts must be a list")
+    texts: list[str] = []
+    for p, raw in enumerate(parts):
+        if isinstance(raw, str):
+            texts.append(raw)
+            continue
+        part = _view(raw, f"parts[{p}]", None)
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise _invalid(None, f"parts[{p}] must be a text part")
+        texts.append(text)
+    note = texts.pop() if texts and texts[-1].startswith(LEDGER_MARKER) else None
+    return _System(texts, note)
+
+
+def _system_with_note(system: Any, note: str | None) -> Any:
+    """The caller's system instruction with the ledger note replaced (a new object)."""
+    if isinstance(system, str):
+        return join_system_note(split_system_note(system)[0], note)
+    if system is None:
+        return {"parts": [{"text": note}]} if note else None
+    if isinstance(system, Mapping):
+        parts = system.get("parts")
+        parts = list(parts) if isinstance(parts, (list, tuple)) else [parts] if parts else []
+        base = [p for p in parts if not _is_note_part(p)]
+        return {**system, "parts": base + ([{"text": note}] if note else [])}
+    parts = list(getattr(system, "parts", None) or [])
+    base = [p for p in parts if not _is_note_part(p)]
+    extra = [_like(parts[0] if parts else None, {"text": note})] if note else []
+    copy = getattr(system, "model_copy", None)
+    if callable(copy):
+        return copy(update={"parts": base + extra})
+    return {"parts": [_view(p, "part", None) for p in base] + ([{"text": note}] if note else [])}
+
+
+def _is_note_part(part: Any) -> bool:
+    text = part if isinstance(part, str) else _view(part, "part", None).get("text")
+    return isinstance(text, str) and text.startswith(LEDGER_MARKER)
+
+
+def _like(sample: Any, part: dict[str, Any]) -> Any:
+    """A new part of the same kind as ``sample`` (an SDK Part object, or a dict)."""
+    validate = getattr(type(sample), "model_validate", None) if sample is not None else None
+    return validate(part) if callable(validate) else part
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Entry:
+    obj: Any
+    role: str
+    first: int | None  # native index of the first content it holds (None: a new content)
+    last: int | None
+    changed: bool = False
+
+
+def _parts_of(obj: Any) -> list[Any]:
+    parts = obj.get("parts") if isinstance(obj, Mapping) else getattr(obj, "parts", None)
+    return list(parts or [])
+
+
+def _with_parts(obj: Any, parts: list[Any], role: str) -> Any:
+    if isinstance(obj, Mapping):
+        return {**obj, "parts": parts}
+    copy = getattr(obj, "model_copy", None)
+    if callable(copy):
+        return copy(update={"parts": parts})
+    return {"role": role, "parts": parts}
+
+
+# --- the adapter -----------------------------------------------------------------------------
+
+
+class GeminiAdapter:
+    """Gemini ``contents`` (dicts in REST camelCase or Python-SDK snake_case, or SDK objects)."""
+
+    key = "gemini"
+    image_formula = "gemini"
+    #: Gemini tokens per o200k token; see docs/providers/gemini.md for the measurement.
+    default_token_ratio = 1.25
+
+    def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
+        """Pairing issues by Gemini's turn rules, each opening with Gemini's 400 wording."""
+        _read_system(system)
+        return _pair(_read(messages)).issues
+
+    def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
+        """The canonical view: a system message (always, so the first user turn can be glued to
+        it and never trimmed: Gemini needs a user turn first), then per content its messages."""
+        sys = _read_system(system)
+        turns = _read(messages)
+        answers = _pair(turns).answers
+        out: list[dict[str, Any]] = []
+        spans: list[tuple[int, int]] = []
+        binds: list[bool] = []
+        calls_at: dict[int, tuple[_Call, ...]] = {}
+
+        def add(message: dict[str, Any], span: tuple[int, int], glue: bool = False) -> None:
+            out.append(message)
+            spans.append(span)
+            binds.append(glue)
+
+        if sys.texts or sys.note is None:
+            content = [{"type": "text", "text": t} for t in sys.texts]
+            add({"role": "system", "content": content or ""}, (-1, -1), glue=True)
+        note = None
+        if sys.note is not None:
+            note = len(out)
+            add({"role": "system", "content": sys.note}, (-1, -1), glue=True)
+        for turn in turns:
+            span = (turn.index, turn.index + 1)
+            texts = [{"type": "text", "text": t} for t in turn.texts]
+            if turn.role == "model":
+                if turn.media:
+                    # Canonical assistant messages carry no images: the turn's media go in a
+                    # user message of the same native item, so they are priced as images.
+                    add({"role": "user", "content": turn.media}, span)
+                message: dict[str, Any] = {"role": "assistant", "content": texts or None}
+                if turn.calls:
+                    calls_at[len(out)] = tuple(turn.calls)
+                    message["tool_calls"] = [
+                        {
+                            "id": c.cid,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments},
+                        }
+                        for c in turn.calls
+                    ]
+                add(message, span)
+                continue
+            for r in turn.responses:
+                call = answers.get((turn.index, r.pos))
+                result: dict[str, Any] = {
+                    "role": "tool",
+                    "tool_call_id": call.cid if call else f"gemini_orphan_{turn.index}_{r.pos}",
+                    "content": r.content,
+                }
+                if not r.synthesized:
+                    result["name"] = r.name
+                add(result, span)
+            if texts or turn.media or not turn.responses:
+                add({"role": "user", "content": texts + turn.media}, span)
+        return _GeminiCanonical(
+            messages=out,
+            spans=spans,
+            binds_next=binds,
+            turns=tuple(turns),
+            note=note,
+            calls_at=calls_at,
+        )
+
+    def render(
+        self,
+        messages: Sequence[Any],
+        items: Sequence[PlanItem],
+        canonical: Canonical,
+        *,
+        system: Any = None,
+    ) -> Rendered:
+        """The contents the plan keeps (the caller's objects), synthesized responses in the
+        user turn after their call turn, same-role neighbours that trimming brought together
+        merged into new contents, and the ledger note in the system instruction."""
+        if not isinstance(canonical, _GeminiCanonical):
+            canonical = self.to_canonical(messages, system=system)
+            assert isinstance(canonical, _GeminiCanonical)
+        turns = canonical.turns
+        entries: list[_Entry] = []
+        call_turn: dict[str, tuple[int, _Call]] = {}
+        pending: dict[int, list[_Call]] = {}
+        note: str | None = None
+        note_changed = False
+        note_kept = False
+        for item in items:
+            if isinstance(item, int):
+                start, _ = canonical.spans[item]
+                if start < 0:
+                    note_kept = note_kept or item == canonical.note
+                    continue
+                if not entries or entries[-1].first != start:
+                    entries.append(_Entry(messages[start], turns[start].role, start, start))
+                for call in canonical.calls_at.get(item, ()):
+                    call_turn[call.cid] = (len(entries) - 1, call)
+            elif item[0] == "synthesized":
+                at, call = call_turn[item[1]]
+                pending.setdefault(at, []).append(call)
+            else:
+                note, note_changed = item[1], True
+        if not note_changed and canonical.note is not None and not note_kept:
+            note_changed = True
+
+        for at in sorted(pending, reverse=True):
+            self._answer(entries, at, pending[at], turns)
+
+        merged_out: list[_Entry] = []
+        for entry in entries:
+            prev = merged_out[-1] if merged_out else None
+            adjacent = (
+                prev is not None
+                and prev.last is not None
+                and entry.first is not None
+                and entry.first == prev.last + 1
+            )
+            if prev is not None and prev.role == entry.role and not adjacent:
+                parts = _parts_of(prev.obj) + _parts_of(entry.obj)
+                merged_out[-1] = _Entry(
+                    _with_parts(prev.obj, parts, prev.role),
+                    prev.role,
+                    prev.first,
+                    entry.last if entry.last is not None else prev.last,
+                    changed=True,
+                )
+            else:
+                merged_out.append(entry)
+        merged = sum(1 for e in merged_out if e.changed and e.first is not None)
+        out_system = _system_with_note(system, note) if note_changed else system
+        return Rendered(messages=[e.obj for e in merged_out], system=out_system, merged=merged)
+
+    @staticmethod
+    def _answer(entries: list[_Entry], at: int, calls: list[_Call], turns: Sequence[_Turn]) -> None:
+        """Puts synthesized error responses for ``calls`` (of the call turn at ``at``) into the
+        user turn after it: after its own responses in a new object, or in a new user turn."""
+        call_entry = entries[at]
+        call_obj = call_entry.obj
+        sample = next(iter(_parts_of(call_obj)), None)
+        snake = turns[call_entry.first].snake if call_entry.first is not None else False
+        key = "function_response" if snake else "functionResponse"
+        parts = []
+        for call in calls:
+            body: dict[str, Any] = {
+                "name": call.name,
+                "response": {"error": SYNTHESIZED_RESULT_TEXT},
+            }
+            if call.native_id is not None:
+                body["id"] = call.native_id
+            parts.append(_like(sample, {key: body}))
+        nxt = at + 1
+        if nxt < len(entries) and entries[nxt].role == "user":
+            target = entries[nxt]
+            existing = _parts_of(target.obj)
+            after = 0
+            if target.first is not None and turns[target.first].responses:
+                after = turns[target.first].responses[-1].pos + 1
+            new_parts = existing[:after] + parts + existing[after:]
+            entries[nxt] = _Entry(
+                _with_parts(target.obj, new_parts, "user"),
+                "user",
+                target.first,
+                target.last,
+                changed=True,
+            )
+        else:
+            copy = None if isinstance(call_obj, Mapping) else getattr(call_obj, "model_copy", None)
+            fresh = (
+                copy(update={"role": "user", "parts": parts})
+                if callable(copy)
+                else {"role": "user", "parts": parts}
+            )
+            entries.insert(nxt, _Entry(fresh, "user", None, None))
+
+    def tools_to_openai(self, tools: Sequence[Any]) -> list[dict[str, Any]]:
+        """``tools[].functionDeclarations`` as OpenAI function tools; built-in tools (Google
+        Search, code execution, ...) as a function named after the tool, so they are counted."""
+        if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+            raise InvalidMessageError(
+                f"tools must be a list of Tool objects, got {type(tools).__name__}",
+                index=None,
+                reason=f"tools must be a list, got {type(tools).__name__}",
+            )
+        out: list[dict[str, Any]] = []
+        for t, raw in enumerate(tools):
+            tool = _tool_view(raw, f"tools[{t}]")
+            for key, value in tool.items():
+                if value is None:
+                    continue
+                if key not in ("functionDeclarations", "function_declarations"):
+                    out.append(_function(key, "", value if isinstance(value, Mapping) else {}))
+                    continue
+                if not isinstance(value, (list, tuple)):
+                    raise _tool_error(f"tools[{t}].{key} must be a list")
+                for d, raw_decl in enumerate(value):
+                    decl = _tool_view(raw_decl, f"tools[{t}].{key}[{d}]")
+                    name = decl.get("name")
+                    if not isinstance(name, str) or not name:
+                        raise _tool_error(f"tools[{t}].{key}[{d}].name must be a non-empty string")
+                    params = _get(decl, "parametersJsonSchema", "parameters_json_schema")
+                    if params is None:
+                        params = decl.get("parameters")
+                    description = decl.get("description")
+                    out.append(
+                        _function(
+                            name,
+                            description if isinstance(description, str) else "",
+                            params if isinstance(params, Mapping) else {},
+                        )
+                    )
+        return out
+
+    def from_canonical(self, messages: Sequence[dict[str, Any]]) -> tuple[list[Any], Any]:
+        """Canonical messages as Gemini contents: leading system/developer messages become the
+        system instruction, later ones user text; same-role neighbours share one content (a
+        reply and the calls after it are one model turn; results and the user text after them
+        one user turn); calls keep their ids, so responses pair by id. Gemini needs a user turn
+        first: a conversation that opens with the model (a scheduled run) gets a user turn
+        with ``OPENING_TEXT`` before it."""
+        system_parts: list[dict[str, Any]] = []
+        contents: list[dict[str, Any]] = []
+        names: dict[str, str] = {}
+        i = 0
+        while i < len(messages) and messages[i].get("role") in ("system", "developer"):
+            system_parts.append({"text": _canonical_text(messages[i].get("content"))})
+            i += 1
+        for m in messages[i:]:
+            role = m.get("role")
+            if role in ("system", "developer"):
+                native, parts = "user", [{"text": _canonical_text(m.get("content"))}]
+            elif role == "user":
+                native, parts = "user", _user_parts(m.get("content"))
+            elif role == "assistant":
+                native, parts = "model", _model_parts(m, names)
+            elif role == "tool":
+                native, parts = "user", [_response_part(m, names)]
+            else:
+                raise InvalidMessageError(f"unknown canonical role {role!r}", reason="role")
+            if not contents and native != "user":
+                contents.append({"role": "user", "parts": [{"text": OPENING_TEXT}]})
+            if contents and contents[-1]["role"] == native:
+                contents[-1]["parts"].extend(parts)
+            else:
+                contents.append({"role": native, "parts": parts or [{"text": ""}]})
+        return contents, ({"parts": system_parts} if system_parts else None)
+
+
+def _tool_view(obj: Any, where: str) -> Mapping[str, Any]:
+    if isinstance(obj, Mapping):
+        return obj
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        try:
+            data = dump(mode="json", exclude_none=True)
+        except Exception as e:
+            raise _tool_error(f"{where} cannot be read ({e})") from None
+        if isinstance(data, Mapping):
+            return data
+    raise _tool_error(f"{where} must be an object, got {type(obj).__name__}")
+
+
+def _tool_error(reason: str) -> InvalidMessageError:
+    return InvalidMessageError(reason, index=None, reason=reason)
+
+
+def _function(name: str, description: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": dict(parameters)},
+    }
+
+
+def _canonical_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    return ""
+
+
+def _data_url(url: str) -> tuple[str, str] | None:
+    if not url.startswith("data:") or ";base64," not in url:
+        return None
+    head, data = url[5:].split(";base64,", 1)
+    return head, data
+
+
+def _user_parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"text": content}]
+    parts: list[dict[str, Any]] = []
+    for p in content or []:
+        kind = p.get("type")
+        if kind == "text":
+            parts.append({"text": p.get("text", "")})
+        elif kind == "image_url":
+            url = p["image_url"]["url"]
+            inline = _data_url(url)
+            if inline:
+                parts.append({"inlineData": {"mimeType": inline[0], "data": inline[1]}})
+            else:
+                parts.append({"fileData": {"mimeType": "image/jpeg", "fileUri": url}})
+        elif kind == "input_audio":
+            audio = p["input_audio"]
+            mime = f"audio/{audio.get('format', 'wav')}"
+            parts.append({"inlineData": {"mimeType": mime, "data": audio.get("data", "")}})
+        elif kind == "file":
+            file = p["file"]
+            inline = _data_url(file.get("file_data", ""))
+            if inline:
+                parts.append({"inlineData": {"mimeType": inline[0], "data": inline[1]}})
+            else:
+                uri = file.get("file_id", "")
+                parts.append({"fileData": {"mimeType": "application/octet-stream", "fileUri": uri}})
+    return parts
+
+
+def _model_parts(m: Mapping[str, Any], names: dict[str, str]) -> list[dict[str, Any]]:
+    content = m.get("content")
+    parts: list[dict[str, Any]] = []
+    if isinstance(content, str):
+        parts.append({"text": content})
+    elif isinstance(content, list):
+        parts.extend({"text": p.get("text", p.get("refusal", ""))} for p in content)
+    for call in m.get("tool_calls") or ():
+        function = call.get("function") or call.get("custom") or {}
+        raw = function.get("arguments", function.get("input", ""))
+        try:
+            args = json.loads(raw)
+        except (TypeError, ValueError):
+            args = None
+        if not isinstance(args, dict):
+            args = {"arguments": raw}
+        names[call["id"]] = function.get("name", "")
+        parts.append({"functionCall": {"name": names[call["id"]], "args": args, "id": call["id"]}})
+    return parts
+
+
+def _response_part(m: Mapping[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    call_id = m.get("tool_call_id", "")
+    text = _canonical_text(m.get("content"))
+    response = {"error": text} if _looks_like_error(text) else {"output": text}
+    name = names.get(call_id) or m.get("name") or "tool"
+    return {"functionResponse": {"name": name, "id": call_id, "response": response}}
+
+
+#: The adapter ``ringbound.providers.adapter("gemini")`` returns.
+ADAPTER = GeminiAdapter()
