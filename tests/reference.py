@@ -1,11 +1,7 @@
 """A pure-Python reference of the assembly plan (``rust/src/plan.rs``, ``units.rs``, ``ledger.rs``):
 units, protection, the stage loop, the side-effect ledger and its note, written to be read, not
 to be fast. Token counts per message come from ``rb.count_tokens([m]) - 3``: the tokenizer is
-tested elsewhere, this oracle checks the plan.
-
-One deliberate departure from plan.rs: the ledger records every distinct dropped call (see
-``Ledger``), where plan.rs keeps one entry per (tool, call id) and so loses a second call that
-reuses an id; DESIGN §4.9 wants every dropped side-effecting call in the note."""
+tested elsewhere, this oracle checks the plan."""
 
 from __future__ import annotations
 
@@ -275,6 +271,12 @@ def parse_note(msg: Message) -> list[Entry] | None:
     return None if any(e is None for e in entries) else entries  # type: ignore[return-value]
 
 
+def identity(entry: Entry) -> str:
+    """What makes two ledger entries one: everything they say (their line). Call ids recur
+    across turns, so two calls under one id are two entries unless they agree in every field."""
+    return entry.line()
+
+
 def side_effect_entries(work: Work, ring: Unit, cfg: rb.AssemblyConfig) -> list[Entry]:
     """Entries for the side-effecting calls of a ring, with how each ended."""
     out = []
@@ -304,8 +306,8 @@ def side_effect_entries(work: Work, ring: Unit, cfg: rb.AssemblyConfig) -> list[
 
 @dataclass
 class Ledger:
-    """The ledger while the stages run. An entry identical to a recorded one is not repeated;
-    two different calls (a reused id with other arguments, say) are two entries."""
+    """The ledger while the stages run: an entry identical to one already recorded (see
+    ``identity``) is not recorded twice."""
 
     entries: list[Entry]
     role: str
@@ -314,11 +316,14 @@ class Ledger:
     tokens: int = 0
 
     def __post_init__(self) -> None:
-        self.entries = list(dict.fromkeys(self.entries))
+        unique: dict[str, Entry] = {}
+        for e in self.entries:
+            unique.setdefault(identity(e), e)
+        self.entries = list(unique.values())
         self.tokens = self._note_tokens()
 
     def add(self, entry: Entry) -> None:
-        if entry not in self.entries:
+        if all(identity(e) != identity(entry) for e in self.entries):
             self.entries.append(entry)
             self.added.append(entry)
             self.tokens = self._note_tokens()

@@ -354,7 +354,7 @@ fn duplicate_result(id: &str, caller: usize, first: usize, second: usize) -> Pai
         Some(id),
         second,
         format!(
-            "{DUPLICATE_ID} of '{id}', in messages[{first}] and messages[{second}].borrow(). ringbound: \
+            "{DUPLICATE_ID} of '{id}', in messages[{first}] and messages[{second}]. ringbound: \
              call `{id}` of messages[{caller}] already has its result"
         ),
     )
@@ -714,7 +714,7 @@ mod tests {
             vec![user(), asst(&["call_9"]), tool("call_9"), tool("call_9")],
             DUPLICATE_ID,
             &[
-                "of 'call_9', in messages[2] and messages[3].",
+                "of 'call_9', in messages[2] and messages[3]. ringbound:",
                 "messages[1]",
             ],
         );
