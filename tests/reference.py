@@ -587,13 +587,20 @@ def plan(
         span = _span(lay, lay.units[k])
         if span is not None:
             spans[lay.units[k].kind].append(span)
+    stages = list(w.stages)
+    if len(lay.notes) > 1:
+        # Several earlier notes become one, at the first one's place; the report says so.
+        notes_cost = sum(lay.work.tokens[n] for n in lay.notes)
+        stages.insert(
+            0, ("merge_ledger_notes", len(lay.notes) - 1, max(0, notes_cost - w.ledger.tokens))
+        )
     return Plan(
         items=emit(lay, w, cfg),
         tokens_before=before + FRAMING + tools_cost,
         tokens_after=w.total,
         dropped_rings=spans["ring"],
         dropped_turns=spans["plain"],
-        stages=w.stages,
+        stages=stages,
         repairs=repairs,
         ledger_added=w.ledger.added,
         ledger_entries=len(w.ledger.entries),

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import ringbound as rb
+from ringbound import _core
 
 REPO = Path(__file__).resolve().parent.parent
 BUCKETS = {"prefix", "middle", "suffix", "tools", "insertions", "framing"}
@@ -356,3 +357,47 @@ def test_public_surface() -> None:
     ):
         assert issubclass(cls, rb.RingboundError)
     assert issubclass(rb.RingboundError, Exception)
+
+
+def test_several_earlier_ledger_notes_become_one_and_the_report_says_so() -> None:
+    """Two notes an earlier assembly wrote (say, two histories spliced together) merge into
+    one note at the first one's place, with every entry, reported as a stage."""
+
+    def note_for(call_id: str) -> dict[str, Any]:
+        call = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": "send_email", "arguments": '{"to": "ana@example.com"}'},
+        }
+        session = [
+            {"role": "system", "content": "rules"},
+            {"role": "user", "content": "goal"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call_id, "content": "sent " * 50},
+            {"role": "user", "content": "next"},
+        ]
+        cfg = rb.AssemblyConfig(
+            model_input_limit=90,
+            output_reserve_tokens=0,
+            safety_margin_tokens=0,
+            recent_tool_rings=0,
+            side_effect_tools=["send_email"],
+        )
+        out = rb.Assembler(cfg).assemble(session).messages
+        return next(m for m in out if str(m["content"]).startswith(_core.LEDGER_MARKER))
+
+    first, second = note_for("c1"), note_for("c2")
+    messages = [
+        {"role": "system", "content": "rules"},
+        {"role": "user", "content": "goal"},
+        first,
+        {"role": "assistant", "content": "working"},
+        second,
+        {"role": "user", "content": "go on"},
+    ]
+    res = rb.Assembler(rb.AssemblyConfig()).assemble(messages)
+    notes = [m for m in res.messages if str(m["content"]).startswith(_core.LEDGER_MARKER)]
+    assert len(notes) == 1 and res.messages.index(notes[0]) == 2
+    assert 'call_id="c1"' in notes[0]["content"] and 'call_id="c2"' in notes[0]["content"]
+    assert [s.stage for s in res.report.stages] == ["merge_ledger_notes"]
+    assert res.report.stages[0].units == 1

@@ -17,7 +17,8 @@ class StageRecord:
 
     Attributes:
         stage: Stage name (``drop_rings``, ``drop_plain_turns``, ``drop_error_rings``,
-            ``drop_tools_schema``).
+            ``drop_tools_schema``; ``merge_ledger_notes`` when the input held several ledger
+            notes, which become one at the first one's place).
         units: Units (rings, turns, or the schema) it removed.
         tokens_saved: Tokens the request shrank by in this stage, ledger growth included.
     """

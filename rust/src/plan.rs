@@ -567,11 +567,23 @@ pub fn plan(
         dropped,
         ledger: ledger_state,
         tools_tokens,
-        stages: stage_reports,
+        stages: mut stage_reports,
         messages_kept,
         ..
     } = outcome;
     let tools_dropped = tools_tokens == 0 && req.tools_tokens > 0;
+    if notes.len() > 1 {
+        // Several earlier notes become the one note at the first one's place: say so.
+        let notes_tokens: u64 = notes.iter().map(|&w| work.tokens(w)).sum();
+        stage_reports.insert(
+            0,
+            StageReport {
+                stage: "merge_ledger_notes",
+                units: notes.len() - 1,
+                tokens_saved: notes_tokens.saturating_sub(ledger_state.tokens),
+            },
+        );
+    }
 
     let mut buckets = BucketTokens {
         tools: tools_tokens,
