@@ -19,7 +19,16 @@ from typing import Any
 
 from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
 from ..errors import InvalidMessageError, PairingIssue
-from .base import Canonical, PlanItem, Rendered, join_system_note, kept_native, split_system_note
+from .base import (
+    Canonical,
+    PlanItem,
+    Rendered,
+    UnreadableObject,
+    as_mapping,
+    join_system_note,
+    kept_native,
+    split_system_note,
+)
 
 __all__ = ["ADAPTER", "AnthropicAdapter"]
 
@@ -91,13 +100,13 @@ def _type_name(v: Any) -> str:
 
 def _plain(obj: Any) -> dict[str, Any] | None:
     """A dict view of a message or block (SDK pydantic objects through ``model_dump``)."""
-    if isinstance(obj, Mapping):
-        return obj if isinstance(obj, dict) else dict(obj)
-    dump = getattr(obj, "model_dump", None)
-    if callable(dump):
-        out = dump(mode="json", exclude_none=True)
-        return out if isinstance(out, dict) else None
-    return None
+    try:
+        data = as_mapping(obj)
+    except UnreadableObject:
+        return None
+    if data is None:
+        return None
+    return data if isinstance(data, dict) else dict(data)
 
 
 def _need_str(i: int, d: Mapping[str, Any], key: str, where: str, *, empty: bool = True) -> str:

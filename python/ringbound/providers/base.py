@@ -8,7 +8,7 @@ quote that provider's wording (``validate``), and turns the core's plan back int
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -20,6 +20,8 @@ __all__ = [
     "Canonical",
     "PlanItem",
     "Rendered",
+    "UnreadableObject",
+    "as_mapping",
     "join_system_note",
     "kept_native",
     "split_system_note",
@@ -105,6 +107,29 @@ class Adapter(Protocol):
         """Canonical (OpenAI Chat) messages in this provider's shape: ``(messages, system)``.
         Used to convert sessions between providers; pairing and content are kept."""
         ...
+
+
+class UnreadableObject(ValueError):
+    """An SDK object whose ``model_dump`` failed; the message says why."""
+
+
+def as_mapping(obj: Any) -> Mapping[str, Any] | None:
+    """A native message, item or block as a mapping: itself when it is one, an SDK (pydantic)
+    object through ``model_dump`` as the SDK would send it, None when it is neither.
+
+    Raises:
+        UnreadableObject: ``model_dump`` raised.
+    """
+    if isinstance(obj, Mapping):
+        return obj
+    dump = getattr(obj, "model_dump", None)
+    if not callable(dump):
+        return None
+    try:
+        data = dump(mode="json", exclude_none=True)
+    except Exception as e:  # whatever the SDK raises, the object is bad input
+        raise UnreadableObject(f"cannot be read ({type(e).__name__}: {e})") from None
+    return data if isinstance(data, Mapping) else None
 
 
 def kept_native(items: Sequence[PlanItem], canonical: Canonical) -> list[int]:

@@ -14,7 +14,15 @@ from typing import Any
 
 from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
 from ..errors import InvalidMessageError, PairingIssue
-from .base import Canonical, PlanItem, Rendered, join_system_note, split_system_note
+from .base import (
+    Canonical,
+    PlanItem,
+    Rendered,
+    UnreadableObject,
+    as_mapping,
+    join_system_note,
+    split_system_note,
+)
 
 __all__ = [
     "ADAPTER",
@@ -125,17 +133,13 @@ class _GeminiCanonical(Canonical):
 
 def _view(obj: Any, where: str, index: int | None) -> Mapping[str, Any]:
     """A read-only mapping of a content, part or blob (SDK objects through ``model_dump``)."""
-    if isinstance(obj, Mapping):
-        return obj
-    dump = getattr(obj, "model_dump", None)
-    if callable(dump):
-        try:
-            data = dump(mode="json", exclude_none=True)
-        except Exception as e:  # an SDK object that cannot be dumped is bad input
-            raise _invalid(index, f"{where} cannot be read ({e})") from None
-        if isinstance(data, Mapping):
-            return data
-    raise _invalid(index, f"{where} must be an object, got {type(obj).__name__}")
+    try:
+        data = as_mapping(obj)
+    except UnreadableObject as e:
+        raise _invalid(index, f"{where} {e}") from None
+    if data is None:
+        raise _invalid(index, f"{where} must be an object, got {type(obj).__name__}")
+    return data
 
 
 def _invalid(index: int | None, reason: str) -> InvalidMessageError:
@@ -925,17 +929,13 @@ class GeminiAdapter:
 
 
 def _tool_view(obj: Any, where: str) -> Mapping[str, Any]:
-    if isinstance(obj, Mapping):
-        return obj
-    dump = getattr(obj, "model_dump", None)
-    if callable(dump):
-        try:
-            data = dump(mode="json", exclude_none=True)
-        except Exception as e:
-            raise _tool_error(f"{where} cannot be read ({e})") from None
-        if isinstance(data, Mapping):
-            return data
-    raise _tool_error(f"{where} must be an object, got {type(obj).__name__}")
+    try:
+        data = as_mapping(obj)
+    except UnreadableObject as e:
+        raise _tool_error(f"{where} {e}") from None
+    if data is None:
+        raise _tool_error(f"{where} must be an object, got {type(obj).__name__}")
+    return data
 
 
 def _tool_error(reason: str) -> InvalidMessageError:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._core import SYNTHESIZED_RESULT_TEXT
 from ..errors import InvalidMessageError, PairingIssue
-from .base import Canonical, PlanItem, Rendered
+from .base import Canonical, PlanItem, Rendered, UnreadableObject, as_mapping
 
 __all__ = ["ADAPTER", "OpenAIResponses"]
 
@@ -127,17 +127,13 @@ def _invalid(i: int, reason: str) -> InvalidMessageError:
 
 
 def _as_dict(i: int, raw: Any) -> dict[str, Any]:
-    if isinstance(raw, dict):
-        return raw
-    dump = getattr(raw, "model_dump", None)
-    if callable(dump):
-        try:
-            data = dump(mode="json", exclude_none=True)
-        except Exception as e:  # an SDK object that cannot dump itself is bad input
-            raise _invalid(i, f"cannot be read ({type(e).__name__}: {e})") from None
-        if isinstance(data, dict):
-            return data
-    raise _invalid(i, f"an input item must be an object, got {_type_name(raw)}")
+    try:
+        data = as_mapping(raw)
+    except UnreadableObject as e:
+        raise _invalid(i, str(e)) from None
+    if data is None:
+        raise _invalid(i, f"an input item must be an object, got {_type_name(raw)}")
+    return data if isinstance(data, dict) else dict(data)
 
 
 def _get(obj: dict[str, Any], key: str) -> Any:
@@ -880,11 +876,12 @@ def _call_families(messages: Sequence[Any]) -> dict[str, _Family]:
 
 
 def _tool_dict(i: int, raw: Any) -> dict[str, Any]:
-    dump = getattr(raw, "model_dump", None)
-    if callable(dump):
-        data = dump(mode="json", exclude_none=True)
-        if isinstance(data, dict):
-            return data
+    try:
+        data = as_mapping(raw)
+    except UnreadableObject:
+        data = None
+    if data is not None:
+        return data if isinstance(data, dict) else dict(data)
     raise InvalidMessageError(
         f"tools[{i}]: a tool must be an object, got {_type_name(raw)}",
         index=None,
