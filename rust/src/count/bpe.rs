@@ -1,14 +1,27 @@
 //! The `bpe-openai` backend (GitHub's `bpe` crate): the same pre-tokenization as tiktoken, then a
 //! backtracking encoder that counts in linear time, even on one long run of a single character.
+//! Its one slow shape — runs of about a hundred to a few hundred identical punctuation or
+//! whitespace characters, as in padded logs and ASCII tables (1-3 MB/s) — is counted by
+//! `tiktoken-rs` instead, which handles such short runs at several times the speed; the two
+//! are exact and equal, so the choice never changes a count.
 
 use bpe_openai::Tokenizer;
 
-use super::{Counter, Encoding};
+use super::{tiktoken, Counter, Encoding};
 
-struct BpeOpenai(fn() -> &'static Tokenizer);
+struct BpeOpenai {
+    encoding: Encoding,
+    tokenizer: fn() -> &'static Tokenizer,
+}
 
-static O200K_BASE: BpeOpenai = BpeOpenai(bpe_openai::o200k_base);
-static CL100K_BASE: BpeOpenai = BpeOpenai(bpe_openai::cl100k_base);
+static O200K_BASE: BpeOpenai = BpeOpenai {
+    encoding: Encoding::O200kBase,
+    tokenizer: bpe_openai::o200k_base,
+};
+static CL100K_BASE: BpeOpenai = BpeOpenai {
+    encoding: Encoding::Cl100kBase,
+    tokenizer: bpe_openai::cl100k_base,
+};
 
 pub(super) fn counter(encoding: Encoding) -> &'static dyn Counter {
     match encoding {
@@ -17,9 +30,99 @@ pub(super) fn counter(encoding: Encoding) -> &'static dyn Counter {
     }
 }
 
+/// `bpe-openai` itself, whatever the text's shape (the tiktoken backend's own guard uses it).
+pub(super) fn count_direct(encoding: Encoding, text: &str) -> usize {
+    // The tokenizer has no special tokens: `<|endoftext|>` is counted as ordinary text.
+    let tokenizer = match encoding {
+        Encoding::O200kBase => bpe_openai::o200k_base(),
+        Encoding::Cl100kBase => bpe_openai::cl100k_base(),
+    };
+    tokenizer.count(text)
+}
+
+/// Shortest run of one punctuation or whitespace byte that slows `bpe-openai` down.
+const SLOW_RUN: usize = 64;
+/// From this length on, a run is better left to `bpe-openai`: `tiktoken-rs` merges a piece in
+/// time quadratic in its length.
+const LONG_RUN: usize = 4096;
+
+/// Whether `text` has the shape `bpe-openai` is slow on: runs of one non-alphanumeric ASCII
+/// byte at least `SLOW_RUN` long make up an eighth of it or more (a few such runs in prose
+/// cost little, and `bpe-openai` is the faster backend on the rest), and no run of any byte is
+/// `LONG_RUN` long.
+fn slow_shape(text: &str) -> bool {
+    let b = text.as_bytes();
+    if b.len() < SLOW_RUN {
+        return false;
+    }
+    let (mut in_slow_runs, mut run) = (0usize, 1usize);
+    let mut close = |run: usize, byte: u8| {
+        if run >= SLOW_RUN && byte.is_ascii() && !byte.is_ascii_alphanumeric() {
+            in_slow_runs += run;
+        }
+    };
+    for i in 1..b.len() {
+        if b[i] == b[i - 1] {
+            run += 1;
+            if run >= LONG_RUN {
+                return false;
+            }
+        } else {
+            close(run, b[i - 1]);
+            run = 1;
+        }
+    }
+    close(run, b[b.len() - 1]);
+    in_slow_runs * 8 >= b.len()
+}
+
 impl Counter for BpeOpenai {
     fn count(&self, text: &str) -> usize {
-        // The tokenizer has no special tokens: `<|endoftext|>` is counted as ordinary text.
-        (self.0)().count(text)
+        if slow_shape(text) {
+            return tiktoken::counter(self.encoding).count(text);
+        }
+        (self.tokenizer)().count(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_shapes_are_recognized() {
+        assert!(slow_shape(&format!("x{}y", "-".repeat(200))));
+        assert!(slow_shape(&format!("a{}b", " ".repeat(64))));
+        assert!(!slow_shape(&format!("a{}b", " ".repeat(63))));
+        let prose_with_a_rule = format!("{}{}{}", "words ".repeat(500), "-".repeat(80), "end");
+        assert!(
+            !slow_shape(&prose_with_a_rule),
+            "a few runs in prose stay with bpe-openai"
+        );
+        assert!(
+            !slow_shape(&"a".repeat(1000)),
+            "letters are fast in bpe-openai"
+        );
+        assert!(!slow_shape(&format!(
+            "{}{}",
+            "-".repeat(200),
+            "=".repeat(5000)
+        )));
+        assert!(!slow_shape("short"));
+    }
+
+    #[test]
+    fn routing_never_changes_a_count() {
+        let texts = [
+            ("x".to_owned() + &"-".repeat(491)).repeat(50),
+            format!("| a{}| b |\n", " ".repeat(150)).repeat(40),
+            "=".repeat(5000),
+            "prose without runs, just words.".repeat(30),
+        ];
+        for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            for t in &texts {
+                assert_eq!(counter(enc).count(t), count_direct(enc, t), "{enc:?}");
+            }
+        }
     }
 }

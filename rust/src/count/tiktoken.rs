@@ -35,7 +35,7 @@ pub(super) fn counter(encoding: Encoding) -> &'static dyn Counter {
 impl Counter for Tiktoken {
     fn count(&self, text: &str) -> usize {
         if text.len() >= WHITESPACE_RUN_LIMIT && has_whitespace_run(text, WHITESPACE_RUN_LIMIT) {
-            return bpe::counter(self.encoding).count(text);
+            return bpe::count_direct(self.encoding, text);
         }
         // `count_ordinary` never treats `<|endoftext|>` and the like as special tokens.
         (self.bpe)().count_ordinary(text)
