@@ -69,6 +69,16 @@ class Counting:
         )
 
 
+def _as_planned(items: Sequence[Any], rendered: Rendered, system: Any) -> bool:
+    """Whether the rendering is exactly what the core counted: only kept items (no insertion,
+    no merge) and the caller's own system. Then there is nothing to recount."""
+    return (
+        rendered.merged == 0
+        and rendered.system is system
+        and all(isinstance(item, int) for item in items)
+    )
+
+
 #: Times a plan is tightened when its rendering costs more than the plan counted.
 _MAX_TIGHTENINGS = 3
 
@@ -120,6 +130,9 @@ def plan_native(
                 e.index = canonical.spans[e.index][0] if canonical.spans[e.index][0] >= 0 else None
             raise
         rendered = adapter.render(messages, items, canonical, system=system)
+        if _as_planned(items, rendered, system):
+            actual = raw["tokens_after"]
+            break
         kept_tools = None if raw["tools_dropped"] else tools_payload
         actual = counting.count(
             adapter.to_canonical(rendered.messages, system=rendered.system), kept_tools
