@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import ringbound as rb
+from ringbound.demo import AIRLINE_SIDE_EFFECT_TOOLS
 
 try:
     from mistral_common.protocol.instruct.request import ChatCompletionRequest
@@ -33,14 +34,6 @@ except ImportError:
     SERVING = None
 
 FRACTIONS = (0.25, 0.5, 0.75)
-AIRLINE = (
-    "book_reservation",
-    "cancel_reservation",
-    "send_certificate",
-    "update_reservation_baggages",
-    "update_reservation_flights",
-    "update_reservation_passengers",
-)
 OPENHANDS = ("execute_bash", "str_replace_editor")
 SWE_AGENT = ("bash", "create", "edit", "insert", "submit")
 SWE_AGENT_EXTRA_KEYS = ("thought", "action", "agent", "message_type")
@@ -85,7 +78,7 @@ def sessions(corpus: Path) -> dict[str, list[Run]]:
     agent = [json.loads(p.read_bytes())["history"] for p in trajs]
     repair = {"on_pairing_error": "synthesize_error_results"}
     return {
-        "tau-bench": [(s["traj"], None, AIRLINE, {}) for s in tau],
+        "tau-bench": [(s["traj"], None, AIRLINE_SIDE_EFFECT_TOOLS, {}) for s in tau],
         "swe-gym repaired": [
             (s["messages"], without_null_parameters(s["tools"]), OPENHANDS, repair) for s in gym
         ],

@@ -35,19 +35,11 @@ from mistral_common.protocol.instruct.request import ChatCompletionRequest
 from mistral_common.protocol.instruct.validator import MistralRequestValidatorV13, ValidationMode
 
 import ringbound as rb
+from ringbound.demo import AIRLINE_SIDE_EFFECT_TOOLS
 
 REPO = Path(__file__).resolve().parent.parent
 FRACTIONS = (0.25, 0.5, 0.75)
 
-#: The airline tools that change a booking or move money.
-AIRLINE_SIDE_EFFECTS = (
-    "book_reservation",
-    "cancel_reservation",
-    "send_certificate",
-    "update_reservation_baggages",
-    "update_reservation_flights",
-    "update_reservation_passengers",
-)
 #: OpenHands: ``str_replace_editor`` creates and edits files, ``execute_bash`` runs anything.
 #: ``finish`` only ends the run (it is the unanswered trailing call of every session).
 SWE_GYM_SIDE_EFFECTS = ("execute_bash", "str_replace_editor")
@@ -250,7 +242,7 @@ def outcomes(corpus: Path) -> dict[str, list[Outcome]]:
     tau = runs["tau-bench"] = []
     for s in tau_bench(corpus):
         name = f"tau-bench task {s['task_id']} trial {s['trial']}"
-        tau += assemble_at_fractions("tau-bench", name, s["traj"], None, AIRLINE_SIDE_EFFECTS)
+        tau += assemble_at_fractions("tau-bench", name, s["traj"], None, AIRLINE_SIDE_EFFECT_TOOLS)
     repaired = runs["swe-gym repaired"] = []
     cut = runs["swe-gym cut"] = []
     for s in swe_gym(corpus):
