@@ -23,13 +23,33 @@ pub struct LedgerEntry {
     pub args: Value,
     /// `ok`, `error`, or `not_completed` for a call whose result was synthesized.
     pub status: String,
+    /// The key the execution layer deduplicates the effect by, when there is one.
+    pub idempotency_key: Option<String>,
+    /// What the effect created or changed (an order id, a message id), when known.
+    pub resource_id: Option<String>,
+    /// The conversation turn (1 = the first user message) the call was made in.
+    pub turn: Option<u32>,
 }
+
+/// Argument names read as the call's idempotency key.
+const IDEMPOTENCY_ARGS: [&str; 2] = ["idempotency_key", "idempotencyKey"];
 
 impl LedgerEntry {
     /// The entry for a dropped call, from its arguments and how it ended. `fields` limits the
     /// arguments recorded (config `ledger_fields`); otherwise every argument is kept, cut short.
-    pub fn from_call(call: &ToolCall, status: &str, fields: Option<&[String]>) -> Self {
-        let args = match serde_json::from_str::<Value>(&call.arguments) {
+    pub fn from_call(
+        call: &ToolCall,
+        status: &str,
+        fields: Option<&[String]>,
+        turn: Option<u32>,
+    ) -> Self {
+        let parsed = serde_json::from_str::<Value>(&call.arguments);
+        let idempotency_key = parsed.as_ref().ok().and_then(|v| {
+            IDEMPOTENCY_ARGS
+                .iter()
+                .find_map(|k| v.get(k)?.as_str().map(str::to_owned))
+        });
+        let args = match parsed {
             Ok(Value::Object(obj)) => Value::Object(
                 obj.into_iter()
                     .filter(|(k, _)| fields.is_none_or(|f| f.iter().any(|name| name == k)))
@@ -44,6 +64,9 @@ impl LedgerEntry {
             call_id: call.id.clone(),
             args,
             status: status.to_owned(),
+            idempotency_key,
+            resource_id: None,
+            turn,
         }
     }
 
@@ -75,11 +98,23 @@ impl LedgerEntry {
         } else {
             "unknown".to_owned()
         };
-        format!(
+        let mut line = format!(
             "- {tool} [{status}] call_id={} args={}",
             Value::String(self.call_id.clone()),
             self.args
-        )
+        );
+        for (name, value) in [
+            ("idempotency_key", &self.idempotency_key),
+            ("resource_id", &self.resource_id),
+        ] {
+            if let Some(v) = value {
+                line.push_str(&format!(" {name}={}", Value::String(v.clone())));
+            }
+        }
+        if let Some(turn) = self.turn {
+            line.push_str(&format!(" turn={turn}"));
+        }
+        line
     }
 
     fn from_line(line: &str) -> Option<Self> {
@@ -94,7 +129,26 @@ impl LedgerEntry {
         let rest = rest.trim_start().strip_prefix('[')?;
         let (status, rest) = rest.split_once("] call_id=")?;
         let (call_id, rest) = next_json(rest)?;
-        let (args, rest) = next_json(rest.strip_prefix(" args=")?)?;
+        let (args, mut rest) = next_json(rest.strip_prefix(" args=")?)?;
+        let mut optional = |name: &str| -> Option<Option<String>> {
+            match rest.strip_prefix(&format!(" {name}=")) {
+                None => Some(None),
+                Some(after) => {
+                    let (value, after) = next_json(after)?;
+                    rest = after;
+                    Some(Some(value.as_str()?.to_owned()))
+                }
+            }
+        };
+        let idempotency_key = optional("idempotency_key")?;
+        let resource_id = optional("resource_id")?;
+        let turn = match rest.strip_prefix(" turn=") {
+            None => None,
+            Some(n) => {
+                rest = "";
+                Some(n.parse().ok()?)
+            }
+        };
         if !rest.is_empty() {
             return None;
         }
@@ -103,6 +157,9 @@ impl LedgerEntry {
             call_id: call_id.as_str()?.to_owned(),
             args,
             status: status.to_owned(),
+            idempotency_key,
+            resource_id,
+            turn,
         })
     }
 }
@@ -174,22 +231,28 @@ mod tests {
                 &call("send_email", "call_1", r#"{"to":"a@b.c","body":"hi"}"#),
                 "ok",
                 None,
+                Some(2),
             ),
-            LedgerEntry::from_call(&call("refund", "call_2", "not json"), "error", None),
-            LedgerEntry::from_call(&call("odd name \"q\"", "id] x=\"", "[1, 2]"), "ok", None),
+            LedgerEntry::from_call(&call("refund", "call_2", "not json"), "error", None, None),
+            LedgerEntry::from_call(
+                &call("odd name \"q\"", "id] x=\"", "[1, 2]"),
+                "ok",
+                None,
+                Some(7),
+            ),
         ];
         let text = render(&entries).unwrap();
-        assert!(
-            text.contains(r#"- send_email [ok] call_id="call_1" args={"body":"hi","to":"a@b.c"}"#)
-        );
+        assert!(text.contains(
+            r#"- send_email [ok] call_id="call_1" args={"body":"hi","to":"a@b.c"} turn=2"#
+        ));
         let msg = Message::text(Role::System, &text);
         assert_eq!(parse(&msg).unwrap(), entries);
     }
 
     #[test]
     fn rendering_is_canonical() {
-        let a = LedgerEntry::from_call(&call("t", "c", r#"{"b":1,"a":2}"#), "ok", None);
-        let b = LedgerEntry::from_call(&call("t", "c", r#"{"a":2,"b":1}"#), "ok", None);
+        let a = LedgerEntry::from_call(&call("t", "c", r#"{"b":1,"a":2}"#), "ok", None, None);
+        let b = LedgerEntry::from_call(&call("t", "c", r#"{"a":2,"b":1}"#), "ok", None, None);
         assert_eq!(render(&[a]), render(&[b]));
     }
 
@@ -197,11 +260,26 @@ mod tests {
     fn fields_select_and_long_values_are_cut() {
         let long = "x".repeat(500);
         let args = format!(r#"{{"to":"a@b.c","body":"{long}","cc":"d"}}"#);
-        let only_to = LedgerEntry::from_call(&call("send", "c", &args), "ok", Some(&["to".into()]));
+        let only_to =
+            LedgerEntry::from_call(&call("send", "c", &args), "ok", Some(&["to".into()]), None);
         assert_eq!(only_to.args, serde_json::json!({"to": "a@b.c"}));
-        let all = LedgerEntry::from_call(&call("send", "c", &args), "ok", None);
+        let all = LedgerEntry::from_call(&call("send", "c", &args), "ok", None, None);
         let body = all.args["body"].as_str().unwrap();
         assert_eq!(body.chars().count(), MAX_ARG_CHARS + 1);
+    }
+
+    #[test]
+    fn idempotency_key_and_resource_round_trip() {
+        let mut e = LedgerEntry::from_call(
+            &call("pay", "c9", r#"{"amount":5,"idempotency_key":"k-1 \"x\""}"#),
+            "ok",
+            None,
+            Some(3),
+        );
+        assert_eq!(e.idempotency_key.as_deref(), Some("k-1 \"x\""));
+        e.resource_id = Some("order 42".into());
+        let msg = Message::text(Role::Developer, &render(std::slice::from_ref(&e)).unwrap());
+        assert_eq!(parse(&msg).unwrap(), vec![e]);
     }
 
     #[test]

@@ -11,6 +11,8 @@ pub mod pairing;
 pub mod plan;
 pub mod providers;
 pub mod request;
+pub mod rewrite;
+pub mod summary;
 pub mod units;
 pub mod view;
 

@@ -10,6 +10,7 @@ use crate::cache::{self, CountCache};
 use crate::count::image_price::ImageFormula;
 use crate::count::{Backend, Encoding};
 use crate::error::{BucketTokens, CoreError};
+use crate::ledger::LedgerEntry;
 use crate::pairing::{self, PairingIssue};
 use crate::plan::{self, Item, Layout, PlanConfig, Stage};
 use crate::request::{load_openai_chat, Limits, Scheme};
@@ -117,6 +118,35 @@ fn scheme(
     })
 }
 
+/// A ledger entry the execution layer recorded: (tool, call id, arguments as JSON, status,
+/// idempotency key, resource id, turn).
+type RecordedEntry = (
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<u32>,
+);
+
+fn recorded_entry(entry: RecordedEntry) -> Result<LedgerEntry, CoreError> {
+    let (tool, call_id, args, status, idempotency_key, resource_id, turn) = entry;
+    let args = serde_json::from_str(&args).map_err(|e| CoreError::Config {
+        key: "ledger".into(),
+        reason: format!("arguments of {tool} ({call_id}) are not JSON: {e}"),
+    })?;
+    Ok(LedgerEntry {
+        tool,
+        call_id,
+        args,
+        status,
+        idempotency_key,
+        resource_id,
+        turn,
+    })
+}
+
 /// The core half of an `AssemblyConfig`, built once per `Assembler`.
 #[pyclass(frozen, module = "ringbound._core")]
 pub struct CoreConfig {
@@ -133,7 +163,7 @@ impl CoreConfig {
         pin_side_effect_ledger, pin_security_system_prompt, short_error_result_tokens,
         max_held_error_rings, side_effect_tools, ledger_fields, stages, drop_tools_schema,
         synthesize_missing_results, encoding, tokenizer_backend, max_messages, max_request_bytes,
-        image_formula="openai", token_ratio=1.0))]
+        image_formula="openai", token_ratio=1.0, max_tool_result_tokens=4000))]
     fn new(
         py: Python<'_>,
         budget: u64,
@@ -155,6 +185,7 @@ impl CoreConfig {
         max_request_bytes: usize,
         image_formula: &str,
         token_ratio: f64,
+        max_tool_result_tokens: u64,
     ) -> PyResult<Self> {
         let stages = stages
             .iter()
@@ -162,7 +193,8 @@ impl CoreConfig {
                 Stage::from_name(name).ok_or_else(|| CoreError::Config {
                     key: "stages".into(),
                     reason: format!(
-                        "'{name}' is not one of drop_rings, drop_plain_turns, drop_error_rings"
+                        "'{name}' is not one of {}",
+                        Stage::DEFAULT_ORDER.map(Stage::name).join(", ")
                     ),
                 })
             })
@@ -183,6 +215,9 @@ impl CoreConfig {
                 stages,
                 drop_tools_schema,
                 synthesize_missing_results,
+                max_tool_result_tokens,
+                summary_reserve: None,
+                recorded_ledger: Vec::new(),
             },
             scheme: scheme(encoding, tokenizer_backend, image_formula, token_ratio)
                 .map_err(|e| to_py(py, e))?,
@@ -237,7 +272,7 @@ fn chosen(cache: Option<&PyCountCache>) -> &CountCache {
 /// caller's message at that index), `("synthesized", call_id)` or `("ledger", text, role)`;
 /// given the caller's `messages`, the items are the request itself instead.
 #[pyfunction]
-#[pyo3(signature = (messages_json, tools_json, config, pinned, cache=None, groups=None, binds_next=None, messages=None))]
+#[pyo3(signature = (messages_json, tools_json, config, pinned, cache=None, groups=None, binds_next=None, messages=None, summary_reserve=None, recorded=None))]
 #[allow(clippy::too_many_arguments)]
 fn plan_openai_chat<'py>(
     py: Python<'py>,
@@ -249,8 +284,25 @@ fn plan_openai_chat<'py>(
     groups: Option<Vec<usize>>,
     binds_next: Option<Vec<bool>>,
     messages: Option<Bound<'py, PyAny>>,
+    summary_reserve: Option<u64>,
+    recorded: Option<Vec<RecordedEntry>>,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
     let cache = chosen(cache);
+    let per_call;
+    let plan_config = if summary_reserve.is_none() && recorded.is_none() {
+        &config.plan
+    } else {
+        let mut cfg = config.plan.clone();
+        cfg.summary_reserve = summary_reserve;
+        cfg.recorded_ledger = recorded
+            .unwrap_or_default()
+            .into_iter()
+            .map(recorded_entry)
+            .collect::<Result<_, _>>()
+            .map_err(|e| to_py(py, e))?;
+        per_call = cfg;
+        &per_call
+    };
     let layout = groups.map(|groups| Layout {
         binds_next: binds_next.unwrap_or_else(|| vec![false; groups.len()]),
         groups,
@@ -263,7 +315,7 @@ fn plan_openai_chat<'py>(
             config.limits,
             cache,
         )?;
-        plan::plan(&req, &config.plan, &pinned, layout.as_ref())
+        plan::plan(&req, plan_config, &pinned, layout.as_ref())
     });
     let plan = result.map_err(|e| to_py(py, e))?;
 
@@ -286,6 +338,17 @@ fn plan_openai_chat<'py>(
                     Item::LedgerNote { text, role } => {
                         items.append(chat.call_method1("ledger_note", (text, role.as_str()))?)?
                     }
+                    // The caller writes the summary into its place.
+                    Item::Summary { role } => items.append(("summary", "", role.as_str()))?,
+                    Item::Rewrite { index, kind, text } => {
+                        let original = match list {
+                            Some(list) => list.get_item(*index)?,
+                            None => messages.get_item(*index)?,
+                        };
+                        items.append(
+                            chat.call_method1("rewritten", (original, kind.name(), text))?,
+                        )?
+                    }
                 }
             }
         }
@@ -298,6 +361,10 @@ fn plan_openai_chat<'py>(
                     }
                     Item::LedgerNote { text, role } => {
                         items.append(("ledger", text, role.as_str()))?
+                    }
+                    Item::Summary { role } => items.append(("summary", "", role.as_str()))?,
+                    Item::Rewrite { index, kind, text } => {
+                        items.append(("rewrite", index, kind.name(), text))?
                     }
                 }
             }
@@ -321,8 +388,22 @@ fn plan_openai_chat<'py>(
     report.set_item("repairs", plan.repairs.clone())?;
     let added = PyList::empty(py);
     for e in &plan.ledger_added {
-        added.append((&e.tool, &e.call_id, e.args.to_string(), &e.status))?;
+        added.append((
+            &e.tool,
+            &e.call_id,
+            e.args.to_string(),
+            &e.status,
+            &e.idempotency_key,
+            &e.resource_id,
+            e.turn,
+        ))?;
     }
+    let rewrites = PyList::empty(py);
+    for r in &plan.rewrites {
+        rewrites.append((r.index, r.kind.name(), r.tokens_saved))?;
+    }
+    report.set_item("rewrites", rewrites)?;
+    report.set_item("summary_notes", plan.summary_notes.clone())?;
     report.set_item("ledger_added", added)?;
     report.set_item("ledger_entries", plan.ledger_entries)?;
     report.set_item("bucket_tokens", bucket_dict(py, &plan.buckets)?)?;
@@ -375,6 +456,26 @@ fn count_text(
     Ok(py.detach(|| scheme.counter().count(text)))
 }
 
+/// The longest prefix (or suffix) of `text` within `max_tokens`, cut on a char boundary.
+#[pyfunction]
+#[pyo3(signature = (text, max_tokens, encoding = "o200k_base", from_end = false))]
+fn cut_text(
+    py: Python<'_>,
+    text: &str,
+    max_tokens: usize,
+    encoding: &str,
+    from_end: bool,
+) -> PyResult<String> {
+    let scheme = scheme(encoding, None, "openai", 1.0).map_err(|e| to_py(py, e))?;
+    Ok(py.detach(|| crate::rewrite::cut(text, max_tokens, scheme.counter(), from_end).to_owned()))
+}
+
+/// The id a recovery anchor gives a tool result's full text.
+#[pyfunction]
+fn content_id(text: &str) -> String {
+    crate::rewrite::content_id(text)
+}
+
 /// Pairing issues of OpenAI Chat messages as `(kind, call_id, index, message)` tuples.
 #[pyfunction]
 fn validate_openai_chat<'py>(
@@ -416,11 +517,15 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("SYNTHESIZED_RESULT_TEXT", plan::SYNTHESIZED_RESULT_TEXT)?;
     m.add("LEDGER_MARKER", crate::ledger::MARKER)?;
+    m.add("SUMMARY_MARKER", crate::summary::MARKER)?;
+    m.add("MEDIA_PLACEHOLDER", crate::rewrite::MEDIA_PLACEHOLDER)?;
     m.add_class::<CoreConfig>()?;
     m.add_class::<PyCountCache>()?;
     m.add_function(wrap_pyfunction!(plan_openai_chat, m)?)?;
     m.add_function(wrap_pyfunction!(count_openai_chat, m)?)?;
     m.add_function(wrap_pyfunction!(count_text, m)?)?;
+    m.add_function(wrap_pyfunction!(cut_text, m)?)?;
+    m.add_function(wrap_pyfunction!(content_id, m)?)?;
     m.add_function(wrap_pyfunction!(validate_openai_chat, m)?)?;
     m.add_function(wrap_pyfunction!(cache_len, m)?)?;
     m.add_function(wrap_pyfunction!(cache_clear, m)?)?;

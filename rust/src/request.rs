@@ -3,6 +3,7 @@
 //! checked before any work that grows with the input, so an oversized request is refused in
 //! microseconds.
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use crate::cache::{CountCache, Entry};
@@ -15,6 +16,7 @@ use crate::json_array;
 use crate::ledger;
 use crate::plan::SYNTHESIZED_RESULT_TEXT;
 use crate::providers::openai_chat;
+use crate::summary;
 use crate::view::{Message, Role};
 
 /// How tokens are counted: which encoding, by which exact backend, images priced by whose
@@ -97,6 +99,7 @@ pub struct Request<'a> {
 /// The cached form of a parsed message: texts the plan never reads are left out.
 fn skeleton(full: &Message) -> Message {
     let keep = ledger::parse(full).is_some()
+        || summary::is_note(full)
         || (full.role == Role::Tool
             && full.texts.len() == 1
             && full.texts[0] == SYNTHESIZED_RESULT_TEXT);
@@ -169,6 +172,19 @@ impl<'a> Request<'a> {
                 }),
         });
         self.scheme.scale(exact)
+    }
+
+    /// Message `i` with every text, for a stage that rewrites it (the cache keeps only what
+    /// planning reads, so a message taken from it is parsed again).
+    pub fn full(&self, i: usize) -> Cow<'_, Message> {
+        match &self.sources[i] {
+            Source::Parsed(full) => Cow::Borrowed(full),
+            Source::Entry => Cow::Borrowed(&self.entries[i].message),
+            Source::Raw(raw) => serde_json::from_slice(raw)
+                .ok()
+                .and_then(|v| openai_chat::parse_message(i, &v, raw.len()).ok())
+                .map_or(Cow::Borrowed(&self.entries[i].message), Cow::Owned),
+        }
     }
 
     /// Tokens of a message the plan inserts (a synthesized result, the ledger note).

@@ -10,16 +10,30 @@ use crate::error::{BucketTokens, CoreError};
 use crate::ledger::{self, LedgerEntry};
 use crate::pairing;
 use crate::request::Request;
+use crate::rewrite::RewriteKind;
+use crate::summary;
 use crate::units::{units, units_glued, Unit, UnitKind};
+
+mod cheap;
 use crate::view::{Message, Role};
+use cheap::CheapStages;
 
 /// The fixed text of a result synthesized for a call that has none: it states the fact and
 /// nothing else (no guess at what the tool would have said).
 pub const SYNTHESIZED_RESULT_TEXT: &str = "Tool call was not completed (no result recorded).";
 
-/// A drop stage. Each runs only while the request is over budget, oldest unit first.
+/// A stage. Each runs only while the request is over budget, oldest unit first. The first
+/// three rewrite a middle message and keep it; the others drop whole units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Stage {
+    /// An older result of a read (same tool, same arguments) whose newer result is still in
+    /// the view becomes a one-line stub.
+    DedupeSupersededReads,
+    /// A tool result over `max_tool_result_tokens` keeps its head and tail and an anchor to
+    /// recover the rest.
+    TruncateOversizedResults,
+    /// Images become a placeholder text.
+    DegradeMedia,
     /// Whole tool rings of the middle, except short error rings held back for later.
     DropRings,
     /// Plain middle turns, first in first out.
@@ -34,20 +48,32 @@ impl Stage {
             Stage::DropRings => "drop_rings",
             Stage::DropPlainTurns => "drop_plain_turns",
             Stage::DropErrorRings => "drop_error_rings",
+            Stage::DedupeSupersededReads => "dedupe_superseded_reads",
+            Stage::TruncateOversizedResults => "truncate_oversized_results",
+            Stage::DegradeMedia => "degrade_media",
         }
     }
 
     pub fn from_name(name: &str) -> Option<Stage> {
-        [
-            Stage::DropRings,
-            Stage::DropPlainTurns,
-            Stage::DropErrorRings,
-        ]
-        .into_iter()
-        .find(|s| s.name() == name)
+        Stage::DEFAULT_ORDER.into_iter().find(|s| s.name() == name)
     }
 
-    pub const DEFAULT_ORDER: [Stage; 3] = [
+    /// Whether the stage rewrites messages rather than dropping units.
+    pub fn rewrites(self) -> Option<RewriteKind> {
+        match self {
+            Stage::DedupeSupersededReads => Some(RewriteKind::Deduped),
+            Stage::TruncateOversizedResults => Some(RewriteKind::Truncated),
+            Stage::DegradeMedia => Some(RewriteKind::Media),
+            _ => None,
+        }
+    }
+
+    /// Cheapest loss first: a duplicate read loses nothing, a cut result keeps its ends and a
+    /// way back, an image placeholder keeps the text; only then whole units go.
+    pub const DEFAULT_ORDER: [Stage; 6] = [
+        Stage::DedupeSupersededReads,
+        Stage::TruncateOversizedResults,
+        Stage::DegradeMedia,
         Stage::DropRings,
         Stage::DropPlainTurns,
         Stage::DropErrorRings,
@@ -77,6 +103,13 @@ pub struct PlanConfig {
     pub drop_tools_schema: bool,
     /// Repair calls that have no result with a synthesized error result (never other issues).
     pub synthesize_missing_results: bool,
+    /// Middle tool results over this many tokens are cut by `TruncateOversizedResults`.
+    pub max_tool_result_tokens: u64,
+    /// Room to keep for a summary note the caller will write: earlier summary notes are then
+    /// left out (the new one replaces them) and `Item::Summary` marks the place.
+    pub summary_reserve: Option<u64>,
+    /// Entries the execution layer recorded, rendered in the note whatever was dropped.
+    pub recorded_ledger: Vec<LedgerEntry>,
 }
 
 /// How canonical messages map onto a provider's native items, for providers whose items do not
@@ -115,6 +148,14 @@ pub enum Item {
     SynthesizedResult { call_id: String },
     /// The side-effect ledger note, as an instruction message of `role`.
     LedgerNote { text: String, role: Role },
+    /// Where the summary note goes (its room is reserved: `PlanConfig::summary_reserve`).
+    Summary { role: Role },
+    /// The caller's message at this index with its content rewritten by a cheap stage.
+    Rewrite {
+        index: usize,
+        kind: RewriteKind,
+        text: String,
+    },
 }
 
 /// A run of the caller's messages, `start..end`.
@@ -122,6 +163,14 @@ pub enum Item {
 pub struct Span {
     pub start: usize,
     pub end: usize,
+}
+
+/// One message a cheap stage rewrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RewriteReport {
+    pub index: usize,
+    pub kind: RewriteKind,
+    pub tokens_saved: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,9 +200,14 @@ pub struct Plan {
     pub ledger_entries: usize,
     pub buckets: BucketTokens,
     pub tools_dropped: bool,
+    /// Messages kept with rewritten content, in order.
+    pub rewrites: Vec<RewriteReport>,
+    /// Indices of the summary notes earlier assemblies wrote.
+    pub summary_notes: Vec<usize>,
 }
 
 /// Where a message of the working view comes from.
+#[derive(Clone, Copy)]
 enum Source {
     Original(usize),
     Synthesized,
@@ -173,6 +227,14 @@ impl Work<'_, '_> {
         match self.source[w] {
             Source::Original(i) => u64::from(self.req.tokens(i)),
             Source::Synthesized => self.synthesized_tokens[w],
+        }
+    }
+
+    /// Message `w` with every text.
+    fn full(&self, w: usize) -> std::borrow::Cow<'_, Message> {
+        match self.source[w] {
+            Source::Original(i) => self.req.full(i),
+            Source::Synthesized => std::borrow::Cow::Borrowed(self.msgs[w]),
         }
     }
 
@@ -216,9 +278,13 @@ fn build_work<'r, 'a>(
     work
 }
 
-/// Where one walk of the drop sequence ended.
+/// Where one walk of the stages ended.
 struct Outcome {
     dropped: Vec<bool>,
+    /// Tokens of each unit now, after the rewrites of its messages.
+    unit_now: Vec<u64>,
+    /// Per message: the rewrite applied and the tokens it saved.
+    rewritten: Vec<Option<(RewriteKind, u64)>>,
     ledger: LedgerState,
     messages_kept: u64,
     tools_tokens: u64,
@@ -235,6 +301,9 @@ struct LedgerState {
     /// adjacency), so an effect is identified by tool, id and arguments together.
     seen: HashSet<String>,
     added: Vec<LedgerEntry>,
+    /// (tool, call id) of entries the execution layer recorded: it knows the effect better
+    /// than a dropped ring does, so no second entry is derived for the same call.
+    recorded: HashSet<(String, String)>,
     role: Role,
     tokens: u64,
 }
@@ -245,6 +314,12 @@ impl LedgerState {
     }
 
     fn add(&mut self, entry: LedgerEntry, req: &Request) {
+        if self
+            .recorded
+            .contains(&(entry.tool.clone(), entry.call_id.clone()))
+        {
+            return;
+        }
         if self.seen.insert(entry.identity()) {
             self.entries.push(entry.clone());
             self.added.push(entry);
@@ -302,6 +377,7 @@ pub fn plan(
         entries: Vec::new(),
         seen: HashSet::new(),
         added: Vec::new(),
+        recorded: HashSet::new(),
         role: work
             .msgs
             .iter()
@@ -323,13 +399,32 @@ pub fn plan(
         if let Some(&first) = notes.first() {
             ledger_state.role = work.msgs[first].role;
         }
+        for e in &cfg.recorded_ledger {
+            ledger_state
+                .recorded
+                .insert((e.tool.clone(), e.call_id.clone()));
+            if ledger_state.seen.insert(e.identity()) {
+                ledger_state.entries.push(e.clone());
+            }
+        }
         ledger_state.tokens =
             LedgerState::note_tokens(&ledger_state.entries, ledger_state.role, req);
     }
+    // Summary notes an earlier assembly wrote stay where they are, unless a new summary
+    // replaces them: then they leave the count, and the reserve stands in for them.
+    let summaries: Vec<usize> = (0..len)
+        .filter(|&w| !notes.contains(&w) && summary::is_note(work.msgs[w]))
+        .collect();
+    let reserve = cfg.summary_reserve.unwrap_or(0);
     let is_note: Vec<bool> = {
         let mut v = vec![false; len];
         for &w in &notes {
             v[w] = true;
+        }
+        if cfg.summary_reserve.is_some() {
+            for &w in &summaries {
+                v[w] = true;
+            }
         }
         v
     };
@@ -343,7 +438,7 @@ pub fn plan(
     let first_user = work.msgs.iter().position(|m| m.role == Role::User);
     let mut pin = vec![false; len];
     pin[..prefix_end].fill(true);
-    for &w in &notes {
+    for &w in notes.iter().chain(&summaries) {
         pin[w] = true;
     }
     if cfg.pin_first_user_message {
@@ -438,12 +533,20 @@ pub fn plan(
                 .filter(|k| all_units[*k].kind == UnitKind::Plain)
                 .collect(),
             Stage::DropErrorRings => held.clone(),
+            _ => Vec::new(),
         }
     };
 
+    let mut unit_of = vec![0usize; len];
+    for (k, u) in all_units.iter().enumerate() {
+        unit_of[u.start..u.end].fill(k);
+    }
+    let cheap = CheapStages::find(&work, cfg, &unit_of, &protected, &is_note);
+    let action = |kind: RewriteKind, w: usize| cheap.action(kind, w, &work, cfg);
+
     let framing = u64::from(REPLY_PRIMING);
     let total = |messages_kept: u64, ledger: &LedgerState, tools: u64| {
-        messages_kept + ledger.tokens + framing + tools
+        messages_kept + ledger.tokens + framing + tools + reserve
     };
 
     // Tokens of each unit. Exact counts are needed only where the decision can fall: walking
@@ -458,21 +561,26 @@ pub fn plan(
             .filter(|k| seen.insert(*k))
             .collect()
     };
-    let values = |lazy: bool| -> Vec<u64> {
+    // A cheap stage may shrink a unit before the drops reach it, so the walk back sums what
+    // each unit could shrink to (its messages that a cheap stage could rewrite taken as 0).
+    // Certainly dropped units are not worth rewriting either: `certain` marks them.
+    let values = |lazy: bool| -> (Vec<u64>, Vec<bool>) {
         let in_sequence: HashSet<usize> = sequence.iter().copied().collect();
         let mut value = vec![0u64; all_units.len()];
-        let mut fixed = framing;
+        let mut is_certain = vec![false; all_units.len()];
+        let mut fixed = framing + reserve;
         for (k, u) in all_units.iter().enumerate() {
             if !in_sequence.contains(&k) {
                 value[k] = unit_tokens(u);
-                fixed += value[k];
+                fixed += value[k] - cheap.shrinkable(u, |w| work.tokens(w));
             }
         }
         let mut tail = 0u64;
         let mut certain = 0;
         for (j, &k) in sequence.iter().enumerate().rev() {
-            value[k] = unit_tokens(&all_units[k]);
-            tail += value[k];
+            let u = &all_units[k];
+            value[k] = unit_tokens(u);
+            tail += value[k] - cheap.shrinkable(u, |w| work.tokens(w));
             if lazy && fixed + tail > cfg.budget {
                 certain = j;
                 break;
@@ -480,14 +588,18 @@ pub fn plan(
         }
         for &k in &sequence[..certain] {
             value[k] = unit_bound(&all_units[k]);
+            is_certain[k] = true;
         }
-        value
+        (value, is_certain)
     };
-    let mut unit_value = values(true);
+    let (mut unit_value, mut certain) = values(true);
     let messages_total: u64 = unit_value.iter().sum();
     // As given: repairs are not part of the input, earlier ledger notes are.
     let synthesized_total: u64 = work.synthesized_tokens.iter().sum();
-    let notes_total: u64 = notes.iter().map(|&w| work.tokens(w)).sum();
+    let notes_total: u64 = (0..len)
+        .filter(|&w| is_note[w])
+        .map(|w| work.tokens(w))
+        .sum();
     let tokens_before =
         messages_total - synthesized_total + notes_total + framing + req.tools_tokens;
     let tokens_before_exact = (0..len).all(|w| match work.source[w] {
@@ -499,9 +611,11 @@ pub fn plan(
     // can grow by more than a small ring saves, so the total is not monotone along the
     // sequence: `least` remembers the smallest total seen, the budget that a failed run
     // reports as needed.
-    let run = |budget: u64, unit_value: &[u64]| -> Outcome {
+    let run = |budget: u64, unit_value: &[u64], certain: &[bool]| -> Outcome {
         let mut out = Outcome {
             dropped: vec![false; all_units.len()],
+            unit_now: unit_value.to_vec(),
+            rewritten: vec![None; len],
             ledger: ledger_state.clone(),
             messages_kept: unit_value.iter().sum(),
             tools_tokens: req.tools_tokens,
@@ -516,6 +630,29 @@ pub fn plan(
             }
             let before = now(&out);
             let mut count = 0;
+            // What rewrites had saved in units this stage then dropped: the stage's saving is
+            // the units' full size, as if they had never been rewritten.
+            let mut restored = 0;
+            if let Some(kind) = stage.rewrites() {
+                for &w in cheap.candidates(kind) {
+                    if now(&out) <= budget {
+                        break;
+                    }
+                    let k = unit_of[w];
+                    if out.dropped[k] || certain[k] || out.rewritten[w].is_some() {
+                        continue;
+                    }
+                    let Some(act) = action(kind, w) else {
+                        continue;
+                    };
+                    let saved = work.tokens(w) - act.tokens;
+                    out.rewritten[w] = Some((kind, saved));
+                    out.unit_now[k] -= saved;
+                    out.messages_kept -= saved;
+                    count += 1;
+                    out.least = out.least.min(now(&out));
+                }
+            }
             for k in candidates(stage) {
                 if now(&out) <= budget {
                     break;
@@ -526,9 +663,11 @@ pub fn plan(
                 let u = &all_units[k];
                 out.dropped[k] = true;
                 count += 1;
-                out.messages_kept -= unit_value[k];
+                out.messages_kept -= out.unit_now[k];
+                restored += unit_value[k] - out.unit_now[k];
                 if u.kind == UnitKind::Ring && cfg.pin_side_effect_ledger {
-                    for entry in side_effects(&work.msgs[u.start..u.end], cfg) {
+                    let turn = u32::try_from(users.partition_point(|&w| w < u.start)).ok();
+                    for entry in side_effects(&work.msgs[u.start..u.end], cfg, turn) {
                         out.ledger.add(entry, req);
                     }
                 }
@@ -538,7 +677,7 @@ pub fn plan(
                 out.stages.push(StageReport {
                     stage: stage.name(),
                     units: count,
-                    tokens_saved: before.saturating_sub(now(&out)),
+                    tokens_saved: (before + restored).saturating_sub(now(&out)),
                 });
             }
         }
@@ -554,23 +693,39 @@ pub fn plan(
         out
     };
 
-    let mut outcome = run(cfg.budget, &unit_value);
+    let mut outcome = run(cfg.budget, &unit_value, &certain);
     let fits = total(outcome.messages_kept, &outcome.ledger, outcome.tools_tokens) <= cfg.budget;
     if !fits {
         // Describe the smallest request the policy allows, not wherever the sequence ended:
         // count everything exactly (a failure is rare) and walk again to that point.
-        unit_value = values(false);
-        let least = run(cfg.budget, &unit_value).least;
-        outcome = run(least, &unit_value);
+        (unit_value, certain) = values(false);
+        let least = run(cfg.budget, &unit_value, &certain).least;
+        outcome = run(least, &unit_value, &certain);
     }
     let Outcome {
         dropped,
+        unit_now,
+        rewritten,
         ledger: ledger_state,
         tools_tokens,
         stages: mut stage_reports,
         messages_kept,
         ..
     } = outcome;
+    // Rewrites of units dropped later count for the drop, not for the cheap stage.
+    let kept_rewrites: Vec<(usize, RewriteKind, u64)> = (0..len)
+        .filter(|&w| !dropped[unit_of[w]])
+        .filter_map(|w| rewritten[w].map(|(kind, saved)| (w, kind, saved)))
+        .collect();
+    stage_reports.retain_mut(|report| {
+        let Some(kind) = Stage::from_name(report.stage).and_then(Stage::rewrites) else {
+            return true;
+        };
+        let mine = kept_rewrites.iter().filter(|r| r.1 == kind);
+        report.units = mine.clone().count();
+        report.tokens_saved = mine.map(|r| r.2).sum();
+        report.units > 0
+    });
     let tools_dropped = tools_tokens == 0 && req.tools_tokens > 0;
     if notes.len() > 1 {
         // Several earlier notes become the one note at the first one's place: say so.
@@ -587,7 +742,7 @@ pub fn plan(
 
     let mut buckets = BucketTokens {
         tools: tools_tokens,
-        insertions: ledger_state.tokens,
+        insertions: ledger_state.tokens + reserve,
         framing,
         ..BucketTokens::default()
     };
@@ -595,7 +750,7 @@ pub fn plan(
         if dropped[k] {
             continue;
         }
-        let t = unit_value[k];
+        let t = unit_now[k];
         if u.start >= suffix_start {
             buckets.suffix += t;
         } else if protected[k] {
@@ -613,17 +768,30 @@ pub fn plan(
         });
     }
 
+    let rewrites: HashMap<usize, (RewriteKind, String)> = kept_rewrites
+        .iter()
+        .filter_map(|&(w, kind, _)| Some((w, (kind, action(kind, w)?.text.clone()))))
+        .collect();
     let items = emit(
         &work,
         &all_units,
         &dropped,
-        &notes,
+        &Notes {
+            ledger: &notes,
+            skipped: &is_note,
+            rewrites: &rewrites,
+            summary: cfg.summary_reserve.is_some(),
+        },
         &ledger_state,
         req,
         cfg,
         first_user,
         prefix_end,
     );
+    let original = |w: usize| match work.source[w] {
+        Source::Original(i) => i,
+        Source::Synthesized => unreachable!("only the caller's messages are rewritten"),
+    };
     let spans = |kind: UnitKind| -> Vec<Span> {
         all_units
             .iter()
@@ -646,6 +814,21 @@ pub fn plan(
         buckets,
         tools_dropped,
         items,
+        rewrites: kept_rewrites
+            .iter()
+            .map(|&(w, kind, tokens_saved)| RewriteReport {
+                index: original(w),
+                kind,
+                tokens_saved,
+            })
+            .collect(),
+        summary_notes: summaries
+            .iter()
+            .filter_map(|&w| match work.source[w] {
+                Source::Original(i) => Some(i),
+                Source::Synthesized => None,
+            })
+            .collect(),
     };
     check_output(&plan, &synthesized, req)?;
     Ok(plan)
@@ -666,7 +849,7 @@ fn suffix_start(all_units: &[Unit], cfg: &PlanConfig) -> usize {
 }
 
 /// Ledger entries for the side-effecting calls of a dropped ring.
-fn side_effects(ring: &[&Message], cfg: &PlanConfig) -> Vec<LedgerEntry> {
+fn side_effects(ring: &[&Message], cfg: &PlanConfig, turn: Option<u32>) -> Vec<LedgerEntry> {
     // A ring may carry glued messages around its call (a reasoning item, text after the
     // results), so the calls and results are found by role, not by position.
     let results: Vec<&Message> = ring
@@ -688,7 +871,12 @@ fn side_effects(ring: &[&Message], cfg: &PlanConfig) -> Vec<LedgerEntry> {
                 Some(r) if r.is_error => "error",
                 _ => "ok",
             };
-            LedgerEntry::from_call(c, status, cfg.ledger_fields.get(&c.name).map(Vec::as_slice))
+            LedgerEntry::from_call(
+                c,
+                status,
+                cfg.ledger_fields.get(&c.name).map(Vec::as_slice),
+                turn,
+            )
         })
         .collect()
 }
@@ -706,18 +894,30 @@ fn original_span(work: &Work<'_, '_>, u: &Unit) -> Option<Span> {
     })
 }
 
+/// What `emit` places besides kept messages.
+struct Notes<'n> {
+    /// Ledger notes of the input (merged into one at the first one's place).
+    ledger: &'n [usize],
+    /// Messages the plan does not keep as such: ledger notes, replaced summary notes.
+    skipped: &'n [bool],
+    rewrites: &'n HashMap<usize, (RewriteKind, String)>,
+    /// Whether a summary note follows the ledger note.
+    summary: bool,
+}
+
 #[allow(clippy::too_many_arguments)]
 fn emit(
     work: &Work<'_, '_>,
     all_units: &[Unit],
     dropped: &[bool],
-    notes: &[usize],
+    placed: &Notes<'_>,
     ledger_state: &LedgerState,
     req: &Request,
     cfg: &PlanConfig,
     first_user: Option<usize>,
     prefix_end: usize,
 ) -> Vec<Item> {
+    let notes = placed.ledger;
     let text = ledger::render(&ledger_state.entries);
     // An unchanged note is the caller's own object again, byte for byte.
     let note_item = |w: Option<usize>| -> Option<Item> {
@@ -741,18 +941,27 @@ fn emit(
         (None, true, Some(u)) if u + 1 < work.msgs.len() => u + 1,
         _ => prefix_end,
     };
-    let mut items = Vec::with_capacity(work.msgs.len() + 1);
+    let summary = placed.summary.then_some(Item::Summary {
+        role: ledger_state.role,
+    });
+    let mut items = Vec::with_capacity(work.msgs.len() + 2);
     for (k, u) in all_units.iter().enumerate() {
         for w in u.start..u.end {
             if w == anchor {
                 items.extend(note_item(notes.first().copied()));
+                items.extend(summary.clone());
             }
-            if dropped[k] || notes.contains(&w) {
+            if dropped[k] || placed.skipped[w] {
                 continue;
             }
-            items.push(match work.source[w] {
-                Source::Original(i) => Item::Keep(i),
-                Source::Synthesized => Item::SynthesizedResult {
+            items.push(match (work.source[w], placed.rewrites.get(&w)) {
+                (Source::Original(index), Some((kind, text))) => Item::Rewrite {
+                    index,
+                    kind: *kind,
+                    text: text.clone(),
+                },
+                (Source::Original(i), None) => Item::Keep(i),
+                (Source::Synthesized, _) => Item::SynthesizedResult {
                     call_id: work.msgs[w].tool_call_id.clone().unwrap_or_default(),
                 },
             });
@@ -760,6 +969,7 @@ fn emit(
     }
     if anchor >= work.msgs.len() {
         items.extend(note_item(None));
+        items.extend(summary);
     }
     items
 }
@@ -775,9 +985,9 @@ fn check_output(plan: &Plan, synthesized: &[Message], req: &Request) -> Result<(
         .items
         .iter()
         .filter_map(|item| match item {
-            Item::Keep(i) => Some(req.message(*i)),
+            Item::Keep(i) | Item::Rewrite { index: i, .. } => Some(req.message(*i)),
             Item::SynthesizedResult { call_id } => by_call.get(call_id.as_str()).copied(),
-            Item::LedgerNote { .. } => None,
+            Item::LedgerNote { .. } | Item::Summary { .. } => None,
         })
         .collect();
     let issues = pairing::validate(&out);
@@ -793,6 +1003,7 @@ mod tests {
     use super::*;
     use crate::count::{Encoding, DEFAULT_BACKEND};
     use crate::request::Scheme;
+    use crate::rewrite;
     use crate::view::ToolCall;
     use proptest::prelude::*;
 
@@ -818,6 +1029,9 @@ mod tests {
             stages: Stage::DEFAULT_ORDER.to_vec(),
             drop_tools_schema: false,
             synthesize_missing_results: false,
+            max_tool_result_tokens: 4000,
+            summary_reserve: None,
+            recorded_ledger: Vec::new(),
         }
     }
 
@@ -826,7 +1040,7 @@ mod tests {
             Message::assistant_calls(vec![ToolCall {
                 id: id.into(),
                 name: tool.into(),
-                arguments: r#"{"x":1}"#.into(),
+                arguments: format!(r#"{{"x":"{id}"}}"#),
             }]),
             Message::tool_result(id, result, error),
         ]
@@ -956,6 +1170,141 @@ mod tests {
                 call_id: "late".into()
             })
         );
+    }
+
+    fn read(id: &str, args: &str, result: &str) -> Vec<Message> {
+        vec![
+            Message::assistant_calls(vec![ToolCall {
+                id: id.into(),
+                name: "read".into(),
+                arguments: args.into(),
+            }]),
+            Message::tool_result(id, result, false),
+        ]
+    }
+
+    fn framed(middle: Vec<Vec<Message>>) -> Vec<Message> {
+        let mut msgs = vec![
+            Message::text(Role::System, "rules"),
+            Message::text(Role::User, "goal"),
+        ];
+        msgs.extend(middle.into_iter().flatten());
+        msgs.extend(ring("last", "read", "recent", false));
+        msgs.push(Message::text(Role::User, "next"));
+        msgs
+    }
+
+    fn rewrites(plan: &Plan) -> Vec<(usize, RewriteKind)> {
+        plan.items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Rewrite { index, kind, .. } => Some((*index, *kind)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn superseded_read_becomes_a_stub_before_anything_is_dropped() {
+        let body = "file contents ".repeat(100);
+        let req = request(framed(vec![
+            read("r1", r#"{"path":"a.py"}"#, &body),
+            read("r2", r#"{"path":"b.py"}"#, &body),
+            read("r3", r#"{ "path": "a.py" }"#, &body),
+        ]));
+        let full = plan(&req, &cfg(100_000), &[], None).unwrap().tokens_after;
+        let p = plan(&req, &cfg(full - 10), &[], None).unwrap();
+        assert_eq!(rewrites(&p), vec![(3, RewriteKind::Deduped)]);
+        assert!(p.dropped_rings.is_empty());
+        assert_eq!(p.stages[0].stage, "dedupe_superseded_reads");
+        assert_eq!(p.rewrites[0].tokens_saved, p.stages[0].tokens_saved);
+        assert_eq!(p.tokens_after + p.stages[0].tokens_saved, full);
+    }
+
+    #[test]
+    fn oversized_result_is_cut_with_an_anchor() {
+        let big = (0..2000).map(|i| format!("row {i}\n")).collect::<String>();
+        let req = request(framed(vec![
+            read("r1", r#"{"p":1}"#, &big),
+            read("r2", r#"{"p":2}"#, "small"),
+        ]));
+        let mut c = cfg(100_000);
+        let full = plan(&req, &c, &[], None).unwrap().tokens_after;
+        c.budget = full - 100;
+        c.max_tool_result_tokens = 300;
+        let p = plan(&req, &c, &[], None).unwrap();
+        assert_eq!(rewrites(&p), vec![(3, RewriteKind::Truncated)]);
+        let Some(Item::Rewrite { text, .. }) =
+            p.items.iter().find(|i| matches!(i, Item::Rewrite { .. }))
+        else {
+            unreachable!()
+        };
+        assert!(text.starts_with("row 0\n") && text.contains("expand_message"));
+        assert!(text.contains(&rewrite::content_id(&big)));
+        assert!(p.dropped_rings.is_empty());
+    }
+
+    #[test]
+    fn a_rewritten_unit_that_is_dropped_reports_the_drop_only() {
+        let body = "file contents ".repeat(100);
+        let req = request(framed(vec![
+            read("r1", r#"{"path":"a.py"}"#, &body),
+            read("r2", r#"{"path":"a.py"}"#, &body),
+        ]));
+        let p = plan(&req, &cfg(60), &[], None).unwrap();
+        assert!(rewrites(&p).is_empty());
+        let stages: Vec<_> = p.stages.iter().map(|s| s.stage).collect();
+        assert_eq!(stages, vec!["drop_rings"]);
+        assert_eq!(p.tokens_after + p.stages[0].tokens_saved, p.tokens_before);
+    }
+
+    #[test]
+    fn summary_room_is_reserved_and_earlier_summaries_are_replaced() {
+        let mut msgs = session(4);
+        msgs.insert(
+            2,
+            Message::text(Role::System, &format!("{}\nearlier", summary::MARKER)),
+        );
+        let req = request(msgs);
+        let mut c = cfg(100_000);
+        let kept_all = plan(&req, &c, &[], None).unwrap();
+        assert_eq!(kept_all.summary_notes, vec![2]);
+        assert!(
+            kept(&kept_all).contains(&2),
+            "kept while nothing replaces it"
+        );
+        c.summary_reserve = Some(50);
+        let p = plan(&req, &c, &[], None).unwrap();
+        assert!(!kept(&p).contains(&2));
+        assert_eq!(p.items[2], Item::Summary { role: Role::System });
+        assert_eq!(p.buckets.insertions, 50);
+    }
+
+    #[test]
+    fn recorded_entries_are_rendered_and_not_derived_twice() {
+        let req = request(session(4));
+        let mut c = cfg(100_000);
+        let recorded = LedgerEntry {
+            tool: "send".into(),
+            call_id: "c0".into(),
+            args: serde_json::json!({}),
+            status: "ok".into(),
+            idempotency_key: Some("k1".into()),
+            resource_id: Some("msg-9".into()),
+            turn: Some(1),
+        };
+        c.recorded_ledger = vec![recorded.clone()];
+        let p = plan(&req, &c, &[], None).unwrap();
+        assert_eq!(p.ledger_entries, 1, "rendered though nothing was dropped");
+        let full = p.tokens_after;
+        c.budget = full - 100;
+        let p = plan(&req, &c, &[], None).unwrap();
+        assert_eq!(p.dropped_rings[0], Span { start: 2, end: 4 });
+        assert!(
+            p.ledger_added.is_empty(),
+            "the recorded entry stands for ring c0"
+        );
+        assert_eq!(p.ledger_entries, 1);
     }
 
     proptest! {

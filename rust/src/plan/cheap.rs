@@ -1,0 +1,182 @@
+//! Which middle messages the cheap stages may rewrite, and what each rewrite costs. Finding
+//! candidates reads only what the cache keeps (roles, calls, sizes); a rewrite's text and
+//! count are made the first time the stage loop reaches it, once per assembly.
+
+use std::cell::OnceCell;
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use super::{PlanConfig, Source, Work};
+use crate::rewrite::{self, RewriteKind, MEDIA_PLACEHOLDER};
+use crate::units::Unit;
+use crate::view::Role;
+
+/// A rewrite of one message: its new content and the message's tokens after it.
+pub(super) struct Action {
+    pub text: String,
+    pub tokens: u64,
+}
+
+const KINDS: [RewriteKind; 3] = [
+    RewriteKind::Deduped,
+    RewriteKind::Truncated,
+    RewriteKind::Media,
+];
+
+fn slot(kind: RewriteKind) -> usize {
+    KINDS.iter().position(|k| *k == kind).unwrap_or(0)
+}
+
+pub(super) struct CheapStages {
+    /// Candidates per kind, oldest first.
+    candidates: [Vec<usize>; 3],
+    /// Messages some cheap stage may rewrite.
+    shrinkable: Vec<bool>,
+    /// For a superseded read: its tool's name.
+    read_tool: HashMap<usize, String>,
+    actions: Vec<[OnceCell<Option<Action>>; 3]>,
+}
+
+impl CheapStages {
+    /// Candidates of the enabled cheap stages among the middle's own messages.
+    pub fn find(
+        work: &Work<'_, '_>,
+        cfg: &PlanConfig,
+        unit_of: &[usize],
+        protected: &[bool],
+        skipped: &[bool],
+    ) -> CheapStages {
+        let len = work.msgs.len();
+        let enabled: HashSet<RewriteKind> =
+            cfg.stages.iter().filter_map(|s| s.rewrites()).collect();
+        let middle = |w: usize| {
+            !protected[unit_of[w]] && !skipped[w] && matches!(work.source[w], Source::Original(_))
+        };
+        let mut candidates: [Vec<usize>; 3] = Default::default();
+        let mut read_tool = HashMap::new();
+        if enabled.contains(&RewriteKind::Deduped) {
+            for (w, tool) in superseded_reads(work, cfg, unit_of) {
+                if middle(w) {
+                    candidates[slot(RewriteKind::Deduped)].push(w);
+                    read_tool.insert(w, tool);
+                }
+            }
+        }
+        for w in (0..len).filter(|&w| middle(w)) {
+            let msg = work.msgs[w];
+            if enabled.contains(&RewriteKind::Truncated)
+                && msg.role == Role::Tool
+                && work.bound(w) > cfg.max_tool_result_tokens
+            {
+                candidates[slot(RewriteKind::Truncated)].push(w);
+            }
+            if enabled.contains(&RewriteKind::Media) && !msg.images.is_empty() {
+                candidates[slot(RewriteKind::Media)].push(w);
+            }
+        }
+        let mut shrinkable = vec![false; len];
+        for &w in candidates.iter().flatten() {
+            shrinkable[w] = true;
+        }
+        CheapStages {
+            candidates,
+            shrinkable,
+            read_tool,
+            actions: (0..len).map(|_| Default::default()).collect(),
+        }
+    }
+
+    pub fn candidates(&self, kind: RewriteKind) -> &[usize] {
+        &self.candidates[slot(kind)]
+    }
+
+    /// Tokens of unit `u` that cheap stages could remove: all of its candidates' tokens.
+    pub fn shrinkable(&self, u: &Unit, tokens: impl Fn(usize) -> u64) -> u64 {
+        (u.start..u.end)
+            .filter(|&w| self.shrinkable[w])
+            .map(tokens)
+            .sum()
+    }
+
+    /// The rewrite of message `w` by `kind`, or None when it would not make it smaller.
+    pub fn action(
+        &self,
+        kind: RewriteKind,
+        w: usize,
+        work: &Work<'_, '_>,
+        cfg: &PlanConfig,
+    ) -> Option<&Action> {
+        self.actions[w][slot(kind)]
+            .get_or_init(|| {
+                let req = work.req;
+                let old = work.tokens(w);
+                let (msg, text) = match kind {
+                    RewriteKind::Deduped => {
+                        let text = rewrite::dedupe_stub(self.read_tool.get(&w)?);
+                        (rewrite::rewritten(work.msgs[w], &text), text)
+                    }
+                    RewriteKind::Truncated => {
+                        if old <= cfg.max_tool_result_tokens {
+                            return None;
+                        }
+                        rewrite::truncated_result(
+                            &work.full(w),
+                            cfg.max_tool_result_tokens,
+                            req.counter(),
+                            |m| req.inserted_tokens(m),
+                        )?
+                    }
+                    RewriteKind::Media => (
+                        rewrite::without_media(&work.full(w)),
+                        MEDIA_PLACEHOLDER.to_owned(),
+                    ),
+                };
+                let tokens = req.inserted_tokens(&msg);
+                (tokens < old).then_some(Action { text, tokens })
+            })
+            .as_ref()
+    }
+}
+
+/// Results of reads that a later result of the same read supersedes: same tool, same
+/// arguments (compared as JSON values), the tool not side-effecting (a second payment is not
+/// a repeat of the first). Yields (message, tool name), oldest first.
+fn superseded_reads(
+    work: &Work<'_, '_>,
+    cfg: &PlanConfig,
+    unit_of: &[usize],
+) -> Vec<(usize, String)> {
+    let len = work.msgs.len();
+    // The call each result answers, looked up within its own unit.
+    let mut calls: HashMap<(usize, &str), (&str, &str)> = HashMap::new();
+    for (w, msg) in work.msgs.iter().enumerate() {
+        for c in &msg.tool_calls {
+            calls.insert(
+                (unit_of[w], c.id.as_str()),
+                (c.name.as_str(), c.arguments.as_str()),
+            );
+        }
+    }
+    let mut seen: HashSet<(String, String)> = HashSet::new();
+    let mut out = Vec::new();
+    for w in (0..len).rev() {
+        let msg = work.msgs[w];
+        let Some(id) = msg.tool_call_id.as_deref() else {
+            continue;
+        };
+        let Some(&(tool, args)) = calls.get(&(unit_of[w], id)) else {
+            continue;
+        };
+        if cfg.side_effect_tools.contains(tool) {
+            continue;
+        }
+        let args =
+            serde_json::from_str::<Value>(args).map_or_else(|_| args.to_owned(), |v| v.to_string());
+        if !seen.insert((tool.to_owned(), args)) {
+            out.push((w, tool.to_owned()));
+        }
+    }
+    out.reverse();
+    out
+}
