@@ -105,4 +105,13 @@ class ConfigError(RingboundError, ValueError):
 
 
 class SummaryError(RingboundError):
-    """The summarizer failed and the policy is ``fail_closed``."""
+    """The summarizer failed and ``on_summary_failure`` is ``fail_closed``; nothing was sent.
+
+    Attributes:
+        reason: ``timeout``, ``empty``, ``oversized``, ``not_text`` or
+            ``exception:<type>`` (never the exception's text, which may quote the history).
+    """
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason

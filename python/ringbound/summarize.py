@@ -1,0 +1,782 @@
+"""Summarization of dropped units: what a summarizer receives, the note it becomes, and the
+run of a caller's summarizer under a timeout, a window guard and a failure policy.
+
+Providers play no part here: the units arrive as canonical (OpenAI-Chat-shaped) messages
+rendered to text, and the summary leaves as text; the adapters place the note.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import dataclasses
+import inspect
+import json
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError, SummaryError
+
+__all__ = [
+    "TEMPLATE_HEADINGS",
+    "SummaryOutcome",
+    "SummaryRequest",
+    "arun",
+    "note_body",
+    "note_text",
+    "run",
+    "summary_target",
+    "template",
+    "unit_blocks",
+    "units_text",
+]
+
+#: Section headings of the structured summary, in order.
+TEMPLATE_HEADINGS = (
+    "User goal",
+    "Decisions",
+    "Tools already executed (side effects)",
+    "Open questions",
+    "Do not repeat",
+)
+DO_NOT_REPEAT = "Do not repeat completed side-effecting tools without new user intent."
+WINDOW_CUT_MARK = "[… cut to fit the summarizer's window …]"
+POLICIES = ("fallback", "fail_closed")
+
+# Reduce rounds before the joined part summaries are cut instead of summarized again.
+_MAX_REDUCE_DEPTH = 4
+_ERROR_OPENINGS = ("error", "traceback (most recent call last)", "exception")
+_UNIT_HEADER = re.compile(r"^### unit \d+$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """What a summarizer is called with.
+
+    Attributes:
+        units: The provider-native items of each unit to summarize, oldest unit first, for
+            summarizers that want the original objects. They are NOT redacted.
+        text: The same units as plain text (see ``units_text``), redacted: what most
+            summarizers should send to a model.
+        previous_summary: The body of the earlier summary this one replaces (its marker line
+            stripped), or None. Update it rather than summarizing it again from scratch.
+        target_tokens: The size to aim for; a longer answer is cut to it, and one over four
+            times it counts as a failure.
+        ledger: The side-effect ledger entries (objects with ``tool``, ``call_id``, ``args``,
+            ``status``). The ledger, not the summary, is the record of executed tools.
+        goal: The pinned first user message as text (redacted), or None.
+        provider: The provider key of the request being assembled.
+    """
+
+    units: list[list[Any]]
+    text: str
+    previous_summary: str | None
+    target_tokens: int
+    ledger: list[Any]
+    goal: str | None
+    provider: str
+
+
+@dataclass(frozen=True)
+class SummaryOutcome:
+    """What running a summarizer gave.
+
+    Attributes:
+        text: The summary body, at most the target size; None when no summary was produced.
+        failed: Whether the caller's summarizer failed (the fallback may still have given
+            ``text``).
+        reason: Why it failed: ``exception:<ExceptionType>``, ``timeout``, ``empty``,
+            ``oversized`` or ``not_text``; never the exception's own message, which may quote
+            the summarized text.
+        calls: Summarizer calls made, fallback included.
+        chunks: Pieces the input was split into to fit the summarizer's window (1 when it
+            fit whole).
+        cut: Whether the answer was longer than the target and was cut to it.
+        fallback_used: Whether ``text`` came from the fallback summarizer.
+    """
+
+    text: str | None
+    failed: bool
+    reason: str | None
+    calls: int
+    chunks: int
+    cut: bool
+    fallback_used: bool
+
+
+def summary_target(
+    summarized_tokens: int,
+    model_input_limit: int,
+    summary_max_tokens: int,
+    configured: int | None = None,
+) -> int:
+    """The summary's token target (DESIGN §2): a fifth of what it replaces, at least 2000,
+    at most 5 % of the model's window and ``summary_max_tokens`` (the upper bound wins).
+
+    Never below 1: a zero target would turn every answer into an oversized failure.
+
+    Example:
+        >>> summary_target(50_000, 128_000, 4_000)
+        4000
+    """
+    if configured is not None:
+        return configured
+    upper = min(int(0.05 * model_input_limit), summary_max_tokens)
+    return max(1, min(max(round(0.20 * summarized_tokens), 2000), upper))
+
+
+def _marker() -> str:
+    # Imported here so this module loads against a core built before the constant existed.
+    from . import _core
+
+    return _core.SUMMARY_MARKER
+
+
+def note_text(body: str, *, units: int, messages: int) -> str:
+    """The summary note: the marker line that tells readers (and later assemblies) what it
+    is, a blank line, then the body."""
+    return (
+        f"{_marker()} Machine-generated summary of {messages} earlier messages ({units} units)"
+        " that were removed to fit the context window. The side-effect ledger, not this"
+        " summary, is the record of executed tools.\n\n"
+        f"{body}"
+    )
+
+
+def note_body(text: str) -> str | None:
+    """The body of a summary note (inverse of ``note_text``); None if ``text`` is not one."""
+    if not text.startswith(_marker()):
+        return None
+    _, sep, rest = text.partition("\n")
+    if not sep:
+        return ""
+    return rest[1:] if rest.startswith("\n") else rest
+
+
+def template(
+    goal: str | None,
+    decisions: Sequence[str],
+    executed: Sequence[str],
+    open_questions: Sequence[str],
+) -> str:
+    """The structured summary: one ``## <heading>`` section per ``TEMPLATE_HEADINGS``.
+
+    Example:
+        >>> print(template("Refund order 7", ["user: order 7 arrived broken"], [], []))
+        ## User goal
+        Refund order 7
+        <BLANKLINE>
+        ## Decisions
+        - user: order 7 arrived broken
+        <BLANKLINE>
+        ## Tools already executed (side effects)
+        (none)
+        <BLANKLINE>
+        ## Open questions
+        (none)
+        <BLANKLINE>
+        ## Do not repeat
+        Do not repeat completed side-effecting tools without new user intent.
+    """
+
+    def bullets(lines: Sequence[str]) -> str:
+        return "\n".join(f"- {line}" for line in lines) if lines else "(none)"
+
+    bodies = (
+        goal.strip() if goal and goal.strip() else "(unknown)",
+        bullets(decisions),
+        bullets(executed),
+        bullets(open_questions),
+        DO_NOT_REPEAT,
+    )
+    return "\n\n".join(f"## {h}\n{b}" for h, b in zip(TEMPLATE_HEADINGS, bodies, strict=True))
+
+
+def units_text(units: Sequence[Sequence[Mapping[str, Any]]]) -> str:
+    """Canonical messages of each unit as plain text, one ``### unit <n>`` block per unit.
+
+    Each message opens a line with its role (``user: ...``, ``assistant → tool(args)``,
+    ``tool <name> [error]: ...``); its further lines are indented, so a line that opens
+    without indentation always starts a message.
+
+    Example:
+        >>> print(units_text([[{"role": "user", "content": "hi"}]]))
+        ### unit 1
+        user: hi
+    """
+    return "\n\n".join(unit_blocks(units))
+
+
+def unit_blocks(units: Sequence[Sequence[Mapping[str, Any]]]) -> list[str]:
+    """The blocks ``units_text`` joins: one text per unit, numbered from 1."""
+    return [_unit_block(n, unit) for n, unit in enumerate(units, 1)]
+
+
+def _unit_block(number: int, messages: Sequence[Mapping[str, Any]]) -> str:
+    names: dict[Any, str] = {}
+    for msg in messages:
+        for call in msg.get("tool_calls") or ():
+            names[call.get("id")] = _call_name(call)
+    lines = [f"### unit {number}"]
+    for msg in messages:
+        role = str(msg.get("role") or "unknown")
+        text = _content_text(msg.get("content"))
+        if role == "tool":
+            name = names.get(msg.get("tool_call_id")) or str(msg.get("name") or "unknown")
+            flag = " [error]" if _is_error(msg, text) else ""
+            lines.append(_indented(f"tool {name}{flag}: ", text))
+            continue
+        if text:
+            lines.append(_indented(f"{role}: ", text))
+        for call in msg.get("tool_calls") or ():
+            lines.append(_indented(f"{role} → ", f"{_call_name(call)}({_call_args(call)})"))
+    return "\n".join(lines)
+
+
+def _indented(prefix: str, text: str) -> str:
+    lines = text.splitlines() or [""]
+    while len(lines) > 1 and not lines[-1].strip():
+        lines.pop()
+    rest = [f"  {line}" if line.strip() else "" for line in lines[1:]]
+    return "\n".join([prefix + lines[0], *rest])
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, Sequence):
+        return str(content)
+    texts = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, Mapping):
+            kind = part.get("type")
+            if isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif kind in ("image_url", "image", "input_image"):
+                texts.append("[image]")
+            else:
+                texts.append(f"[{kind or 'part'}]")
+    return "\n".join(texts)
+
+
+def _call_name(call: Mapping[str, Any]) -> str:
+    fn = call.get("function") or call.get("custom") or {}
+    return str(fn.get("name") or "unknown")
+
+
+def _call_args(call: Mapping[str, Any]) -> str:
+    fn = call.get("function") or call.get("custom") or {}
+    args = fn.get("arguments", fn.get("input", ""))
+    return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+
+
+def _is_error(msg: Mapping[str, Any], text: str) -> bool:
+    # Chat Completions has no error flag: the core reads one from the text's opening, the
+    # same way (rust/src/providers/openai_chat.rs).
+    return (
+        msg.get("is_error") is True
+        or msg.get("status") == "error"
+        or text.lstrip()[:40].lower().startswith(_ERROR_OPENINGS)
+    )
+
+
+def _split_units(text: str) -> list[str]:
+    """The unit blocks of a ``units_text`` output (the whole text if it has no headers)."""
+    starts = [m.start() for m in _UNIT_HEADER.finditer(text)]
+    if not starts or starts[0] != 0:
+        starts = [0, *starts]
+    ends = [*starts[1:], len(text)]
+    # Blocks are joined with one blank line: drop exactly that, not a block's own ending.
+    return [
+        text[a:b].removesuffix("\n\n") if b < len(text) else text[a:b]
+        for a, b in zip(starts, ends, strict=True)
+    ]
+
+
+Summarizer = Callable[[SummaryRequest], Any]
+CountFn = Callable[[str], int]
+#: ``cut(text, max_tokens, *, from_end=False)``: the longest prefix (suffix) within the limit.
+CutFn = Callable[..., str]
+
+
+class _Failure(Exception):
+    """One summarizer call failed; carries the reason word, never the exception's text."""
+
+    def __init__(self, reason: str, cause: BaseException | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.cause = cause
+
+
+@dataclass
+class _Attempt:
+    """The running record of one summarizer over the whole input (all its calls)."""
+
+    text: str | None = None
+    reason: str | None = None
+    cause: BaseException | None = None
+    calls: int = 0
+    chunks: int = 1
+    cut: bool = False
+
+
+@dataclass(frozen=True)
+class _Job:
+    """Everything an attempt needs besides the summarizer."""
+
+    request: SummaryRequest
+    blocks: list[str]
+    count: CountFn
+    cut: CutFn
+    target: int
+    input_limit: int | None
+    timeout_s: float | None
+
+
+def run(
+    summarizer: Summarizer,
+    request: SummaryRequest,
+    *,
+    count: CountFn,
+    cut: CutFn,
+    target: int,
+    input_limit: int | None = None,
+    timeout_s: float | None = None,
+    policy: str = "fallback",
+    fallback: Summarizer | None = None,
+    unit_texts: Sequence[str] | None = None,
+) -> SummaryOutcome:
+    """Runs ``summarizer`` on ``request`` and checks what it returns.
+
+    A sync summarizer runs in a daemon thread when ``timeout_s`` is set, and is abandoned,
+    not stopped, once the time is up: Python cannot kill a thread, so a summarizer that
+    hangs keeps its thread until it returns (a daemon thread does not hold up interpreter
+    exit). With ``timeout_s=None`` it runs in the calling thread. An async summarizer runs
+    under ``asyncio.run`` and is cancelled on timeout; inside a running event loop use
+    ``arun`` instead (ConfigError here).
+
+    Args:
+        summarizer: ``callable(SummaryRequest) -> str`` or an async one.
+        request: The request; its ``target_tokens`` is set to ``target``.
+        count: Tokens of a text.
+        cut: ``cut(text, max_tokens, *, from_end=False)``: the longest prefix (suffix with
+            ``from_end``) of at most ``max_tokens`` tokens.
+        target: Token target of the summary.
+        input_limit: Tokens the summarizer accepts per call, or None. Larger inputs are
+            split into chunks that are summarized apart, then summarized together.
+        timeout_s: Time allowed for all calls of one summarizer together, or None.
+        policy: ``fallback`` (failure gives an outcome with ``failed=True``) or
+            ``fail_closed`` (failure raises SummaryError).
+        fallback: Summarizer run the same way when ``summarizer`` fails under ``fallback``.
+        unit_texts: The text of each unit (``unit_blocks``, redacted), to split the input
+            along unit boundaries; by default ``request.text`` is split at its
+            ``### unit <n>`` headers.
+
+    Raises:
+        SummaryError: The summarizer failed and ``policy`` is ``fail_closed``; ``reason``
+            says why, the original exception (if any) is its ``__cause__``.
+        ConfigError: Unknown policy, or an async summarizer inside a running event loop.
+    """
+    job = _job(request, count, cut, target, input_limit, timeout_s, policy, unit_texts)
+    loop_running = _loop_running()
+    for s in (summarizer, fallback):
+        if s is not None and loop_running and _is_async(s):
+            raise _async_in_loop()
+    primary = _attempt_sync(summarizer, job, loop_running)
+    if primary.text is not None:
+        return _success(primary)
+    if policy == "fail_closed":
+        _raise_closed(primary)
+    second = None if fallback is None else _attempt_sync(fallback, job, loop_running)
+    return _failure(primary, second)
+
+
+async def arun(
+    summarizer: Summarizer,
+    request: SummaryRequest,
+    *,
+    count: CountFn,
+    cut: CutFn,
+    target: int,
+    input_limit: int | None = None,
+    timeout_s: float | None = None,
+    policy: str = "fallback",
+    fallback: Summarizer | None = None,
+    unit_texts: Sequence[str] | None = None,
+) -> SummaryOutcome:
+    """``run`` for async callers: an async summarizer is awaited (and cancelled on timeout);
+    a sync one runs in a daemon thread so it cannot block the event loop, and is abandoned
+    on timeout. Same arguments, result and errors as ``run``."""
+    job = _job(request, count, cut, target, input_limit, timeout_s, policy, unit_texts)
+    primary = await _attempt_async(summarizer, job)
+    if primary.text is not None:
+        return _success(primary)
+    if policy == "fail_closed":
+        _raise_closed(primary)
+    second = None if fallback is None else await _attempt_async(fallback, job)
+    return _failure(primary, second)
+
+
+def _job(
+    request: SummaryRequest,
+    count: CountFn,
+    cut: CutFn,
+    target: int,
+    input_limit: int | None,
+    timeout_s: float | None,
+    policy: str,
+    unit_texts: Sequence[str] | None,
+) -> _Job:
+    if policy not in POLICIES:
+        raise ConfigError(
+            f"summary policy must be one of {', '.join(POLICIES)}, got {policy!r}",
+            key="on_summary_failure",
+        )
+    if target < 1:
+        raise ValueError(f"target must be at least 1, got {target}")
+    blocks = list(unit_texts) if unit_texts is not None else _split_units(request.text)
+    return _Job(
+        request=dataclasses.replace(request, target_tokens=target),
+        blocks=blocks,
+        count=count,
+        cut=cut,
+        target=target,
+        input_limit=input_limit,
+        timeout_s=timeout_s,
+    )
+
+
+def _success(a: _Attempt) -> SummaryOutcome:
+    return SummaryOutcome(
+        text=a.text,
+        failed=False,
+        reason=None,
+        calls=a.calls,
+        chunks=a.chunks,
+        cut=a.cut,
+        fallback_used=False,
+    )
+
+
+def _failure(primary: _Attempt, second: _Attempt | None) -> SummaryOutcome:
+    used = second is not None and second.text is not None
+    return SummaryOutcome(
+        text=second.text if used else None,
+        failed=True,
+        reason=primary.reason,
+        calls=primary.calls + (second.calls if second else 0),
+        chunks=max(primary.chunks, second.chunks if second else 0),
+        cut=bool(used and second.cut),
+        fallback_used=used,
+    )
+
+
+def _raise_closed(a: _Attempt) -> None:
+    err = SummaryError(
+        f"the summarizer failed ({a.reason}) and on_summary_failure is fail_closed",
+        reason=a.reason or "",
+    )
+    raise err from a.cause
+
+
+def _async_in_loop() -> ConfigError:
+    return ConfigError(
+        "the summarizer is async and an event loop is running in this thread: "
+        "call assemble_async instead of assemble",
+        key="summarizer",
+    )
+
+
+# The plan of calls, written once for both drivers: it yields each request to send and
+# receives the checked answer; it returns the final body.
+def _steps(job: _Job, attempt: _Attempt) -> Generator[SummaryRequest, str, str]:
+    request, limit, count = job.request, job.input_limit, job.count
+    if limit is None or count(request.text) <= limit:
+        return (yield request)
+    groups = _chunks(job.blocks, count, job.cut, limit)
+    attempt.chunks = len(groups)
+    if len(groups) == 1:  # one unit, cut to fit: it is the whole input, no reduce needed
+        return (yield dataclasses.replace(request, text=groups[0][2]))
+    aligned = len(job.blocks) == len(request.units)
+    parts = []
+    for start, end, text in groups:
+        units = request.units[start:end] if aligned else request.units
+        chunk = dataclasses.replace(request, units=list(units), text=text, previous_summary=None)
+        parts.append((yield chunk))
+    for depth in range(_MAX_REDUCE_DEPTH + 1):
+        blocks = [f"### part {i}\n{p}" for i, p in enumerate(parts, 1)]
+        text = "\n\n".join(blocks)
+        if count(text) <= limit:
+            break
+        groups = _chunks(blocks, count, job.cut, limit)
+        if depth == _MAX_REDUCE_DEPTH or len(groups) >= len(blocks):
+            text = job.cut(text, limit)
+            break
+        parts = []
+        for _, _, group in groups:
+            parts.append((yield dataclasses.replace(request, text=group, previous_summary=None)))
+    return (yield dataclasses.replace(request, text=text))
+
+
+def _chunks(
+    blocks: Sequence[str], count: CountFn, cut: CutFn, limit: int
+) -> list[tuple[int, int, str]]:
+    """Consecutive blocks packed into texts of at most ``limit`` tokens, as ``(start, end,
+    text)``; a block alone over the limit is cut head + tail to fit."""
+    sep = "\n\n"
+    sep_tokens = count(sep)
+    out: list[tuple[int, int, str]] = []
+    start, size = 0, 0
+    for i, block in enumerate(blocks):
+        n = count(block)
+        if i > start and size + sep_tokens + n > limit:
+            out.extend(_verified(blocks, start, i, count, limit))
+            start, size = i, 0
+        if n > limit:
+            out.append((i, i + 1, _fit(block, count, cut, limit)))
+            start, size = i + 1, 0
+            continue
+        size += n + (sep_tokens if i > start else 0)
+    if start < len(blocks):
+        out.extend(_verified(blocks, start, len(blocks), count, limit))
+    return out
+
+
+def _verified(
+    blocks: Sequence[str], start: int, end: int, count: CountFn, limit: int
+) -> list[tuple[int, int, str]]:
+    # Tokens of a join can exceed the sum of the parts' tokens (rarely, at the seams), so
+    # the packed text is counted once more and halved if it went over.
+    text = "\n\n".join(blocks[start:end])
+    if end - start == 1 or count(text) <= limit:
+        return [(start, end, text)]
+    mid = (start + end) // 2
+    return _verified(blocks, start, mid, count, limit) + _verified(blocks, mid, end, count, limit)
+
+
+def _fit(text: str, count: CountFn, cut: CutFn, limit: int) -> str:
+    """Head and tail of ``text`` around a mark, within ``limit`` tokens."""
+    mark = f"\n{WINDOW_CUT_MARK}\n"
+    room = limit - count(mark)
+    out = text
+    for _ in range(4):
+        if room < 2:
+            break
+        head = cut(text, room // 2)
+        tail = cut(text, room - room // 2, from_end=True)
+        out = head + mark + tail
+        excess = count(out) - limit
+        if excess <= 0:
+            return out
+        room -= excess
+    return cut(out, limit)
+
+
+def _accept(raw: Any, job: _Job, attempt: _Attempt) -> str:
+    """The checked body of one answer; raises _Failure for an unusable one."""
+    if not isinstance(raw, str):
+        raise _Failure("not_text")
+    body = raw.strip()
+    if not body:
+        raise _Failure("empty")
+    n = job.count(body)
+    if n > 4 * job.target:
+        raise _Failure("oversized")
+    if n > job.target:
+        attempt.cut = True
+        body = job.cut(body, job.target)
+    return body
+
+
+def _attempt_sync(summarizer: Summarizer, job: _Job, loop_running: bool) -> _Attempt:
+    if _is_async(summarizer):
+        # One loop for all calls: async clients are bound to the loop they first ran on.
+        return asyncio.run(_attempt_async(summarizer, job))
+    attempt = _Attempt()
+    deadline = _deadline(job.timeout_s)
+    steps = _steps(job, attempt)
+    try:
+        request = next(steps)
+        while True:
+            attempt.calls += 1
+            raw = _call_sync(summarizer, request, deadline, loop_running)
+            request = steps.send(_accept(raw, job, attempt))
+    except StopIteration as stop:
+        attempt.text = stop.value
+    except _Failure as failure:
+        attempt.reason, attempt.cause = failure.reason, failure.cause
+    finally:
+        steps.close()
+    return attempt
+
+
+async def _attempt_async(summarizer: Summarizer, job: _Job) -> _Attempt:
+    attempt = _Attempt()
+    deadline = _deadline(job.timeout_s)
+    steps = _steps(job, attempt)
+    try:
+        request = next(steps)
+        while True:
+            attempt.calls += 1
+            raw = await _call_async(summarizer, request, deadline)
+            request = steps.send(_accept(raw, job, attempt))
+    except StopIteration as stop:
+        attempt.text = stop.value
+    except _Failure as failure:
+        attempt.reason, attempt.cause = failure.reason, failure.cause
+    finally:
+        steps.close()
+    return attempt
+
+
+def _call_sync(
+    summarizer: Summarizer, request: SummaryRequest, deadline: float | None, loop_running: bool
+) -> Any:
+    remaining = _remaining(deadline)
+    if remaining is None:
+        try:
+            raw = summarizer(request)
+        except Exception as exc:
+            raise _exception_failure(exc) from None
+    else:
+        raw = _wait_thread(_start_thread(summarizer, request), remaining)
+    if inspect.isawaitable(raw):
+        # A sync callable that returned a coroutine (an async function behind a wrapper).
+        if loop_running:
+            _discard(raw)
+            raise _async_in_loop()
+        return asyncio.run(_await(raw, _remaining_for(raw, deadline)))
+    return raw
+
+
+async def _call_async(summarizer: Summarizer, request: SummaryRequest, deadline: float | None):
+    remaining = _remaining(deadline)
+    if _is_async(summarizer):
+        try:
+            awaitable = summarizer(request)
+        except Exception as exc:
+            raise _exception_failure(exc) from None
+        return await _await(awaitable, remaining)
+    future = asyncio.wrap_future(_start_thread(summarizer, request))
+    raw = await _await(future, remaining)
+    if inspect.isawaitable(raw):
+        return await _await(raw, _remaining_for(raw, deadline))
+    return raw
+
+
+async def _await(awaitable: Awaitable[Any], timeout: float | None) -> Any:
+    """The awaitable's result within ``timeout``; cancelled (and abandoned) past it."""
+    future = asyncio.ensure_future(awaitable)
+    try:
+        done, _ = await asyncio.wait({future}, timeout=timeout)
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+    if not done:
+        future.cancel()
+        future.add_done_callback(_retrieve)
+        raise _Failure("timeout", TimeoutError(f"no answer within {timeout:.3f} s"))
+    if future.cancelled():
+        raise _Failure("exception:CancelledError")
+    exc = future.exception()
+    if exc is not None:
+        raise _exception_failure(exc)
+    return future.result()
+
+
+def _start_thread(summarizer: Summarizer, request: SummaryRequest) -> concurrent.futures.Future:
+    # A thread per call rather than a pool: a hung summarizer would hold a pool worker
+    # forever and starve later calls, and pool threads are joined at interpreter exit.
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            result = context.run(summarizer, request)
+        except BaseException as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    threading.Thread(target=work, name="ringbound-summarizer", daemon=True).start()
+    return future
+
+
+def _wait_thread(future: concurrent.futures.Future, timeout: float) -> Any:
+    done, _ = concurrent.futures.wait([future], timeout=timeout)
+    if not done:
+        raise _Failure("timeout", TimeoutError(f"no answer within {timeout:.3f} s"))
+    exc = future.exception()
+    if exc is not None:
+        raise _exception_failure(exc)
+    return future.result()
+
+
+def _exception_failure(exc: BaseException) -> _Failure:
+    """The failure for an exception a summarizer raised; anything that is not an
+    ``Exception`` (SystemExit from its thread, ...) is not a summarizer failure and goes on."""
+    if not isinstance(exc, Exception):
+        raise exc
+    return _Failure(f"exception:{type(exc).__name__}", exc)
+
+
+def _retrieve(future: asyncio.Future) -> None:
+    # An abandoned task's late exception is expected; retrieving it keeps asyncio from
+    # logging "exception was never retrieved" (with the exception's text) later.
+    if not future.cancelled():
+        future.exception()
+
+
+def _discard(awaitable: Any) -> None:
+    close = getattr(awaitable, "close", None)
+    if close is not None:
+        close()
+
+
+def _deadline(timeout_s: float | None) -> float | None:
+    return None if timeout_s is None else time.monotonic() + timeout_s
+
+
+def _remaining(deadline: float | None) -> float | None:
+    if deadline is None:
+        return None
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _Failure("timeout", TimeoutError("no time left for another summarizer call"))
+    return left
+
+
+def _remaining_for(awaitable: Any, deadline: float | None) -> float | None:
+    """``_remaining``, closing ``awaitable`` when no time is left so it is not left
+    never-awaited."""
+    try:
+        return _remaining(deadline)
+    except _Failure:
+        _discard(awaitable)
+        raise
+
+
+def _is_async(fn: Any) -> bool:
+    # ``type(fn).__call__``: an object whose class has ``async def __call__`` is async too.
+    return inspect.iscoroutinefunction(fn) or (
+        callable(fn) and inspect.iscoroutinefunction(type(fn).__call__)
+    )
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -1,0 +1,160 @@
+"""Redaction: every builtin kind is caught and counted, the caller's patterns too, ordinary
+text is left alone, and adversarial inputs stay linear."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ringbound.errors import ConfigError
+from ringbound.redact import KINDS, Redactor
+
+PRIVATE_KEY = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEA7bq9xZ1pZ0mZc3Qm0x1u\n"
+    "k2d9vXw+Qe1r8Yb0p3LqYt7ZsLQ9n2Hc0Q==\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+SECRETS = {
+    "private_key": PRIVATE_KEY,
+    "openai_key": "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123456789",
+    "anthropic_key": "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWx0123",
+    "aws_access_key": "AKIAIOSFODNN7EXAMPLE",
+    "bearer_token": "Bearer 9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+    "github_token": "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9",
+}
+
+
+def _survivors(secret: str, text: str) -> list[str]:
+    """Pieces of ``secret`` still in ``text`` (the word "Bearer" may stay)."""
+    return [w for w in secret.split() if w.lower() != "bearer" and w in text]
+
+
+@pytest.mark.parametrize("kind", sorted(SECRETS))
+def test_each_kind_is_redacted_and_counted(kind: str) -> None:
+    secret = SECRETS[kind]
+    text, counts = Redactor().redact(f"before {secret} after")
+    assert counts == {kind: 1}
+    assert f"[REDACTED:{kind}]" in text
+    assert text.startswith("before ") and text.endswith(" after")
+    assert not _survivors(secret, text)
+
+
+def test_anthropic_key_is_not_named_an_openai_key() -> None:
+    text, counts = Redactor().redact(SECRETS["anthropic_key"] + " and " + SECRETS["openai_key"])
+    assert counts == {"anthropic_key": 1, "openai_key": 1}
+    assert text == "[REDACTED:anthropic_key] and [REDACTED:openai_key]"
+
+
+def test_authorization_header_keeps_its_words() -> None:
+    text, counts = Redactor().redact("Authorization: bearer abcdef0123456789abcdef")
+    assert text == "Authorization: bearer [REDACTED:bearer_token]"
+    assert counts == {"bearer_token": 1}
+
+
+def test_private_key_without_end_is_left_alone() -> None:
+    head = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC"
+    assert Redactor().redact(head) == (head, {})
+
+
+def test_several_private_keys_are_each_replaced() -> None:
+    text, counts = Redactor().redact(f"a\n{PRIVATE_KEY}\nb\n{PRIVATE_KEY}\nc")
+    assert text == "a\n[REDACTED:private_key]\nb\n[REDACTED:private_key]\nc"
+    assert counts == {"private_key": 2}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the bearer of bad news",
+        "task-1234567890abcdefghijklmnop",  # "sk-" inside a word
+        "risk-assessment-for-the-quarter-2024",
+        "AKIA123",  # too short
+        "eyJ alone",
+        "ghp_short",
+        "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
+    ],
+)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    assert Redactor().redact(text) == (text, {})
+
+
+def test_custom_patterns_are_counted_as_custom() -> None:
+    redactor = Redactor([r"ACME-\d{6}", r"internal\.example\.org"])
+    text, counts = redactor.redact("ticket ACME-123456 at internal.example.org, ACME-654321")
+    assert text == "ticket [REDACTED:custom] at [REDACTED:custom], [REDACTED:custom]"
+    assert counts == {"custom": 3}
+
+
+@pytest.mark.parametrize("patterns", [["(unclosed"], ["a*"], ["x", ""], "sk-.*", [3]])
+def test_bad_custom_patterns_raise_config_error(patterns) -> None:
+    with pytest.raises(ConfigError) as info:
+        Redactor(patterns)
+    assert info.value.key == "redact_patterns"
+
+
+def test_kinds_lists_every_builtin_kind_and_custom() -> None:
+    assert set(SECRETS) | {"custom"} == set(KINDS)
+
+
+# Filler that cannot form a secret of any kind on its own (no letters).
+_FILLER = st.text(alphabet="0123456789 ,;:!\n", max_size=30)
+# Bodies open with a letter, so filler (no letters) can never equal one.
+_HEX = st.text(alphabet="0123456789abcdef", min_size=20, max_size=40).map(lambda h: "f" + h)
+_PLANTED = st.one_of(
+    _HEX.map(lambda h: ("openai_key", f"sk-{h}")),
+    _HEX.map(lambda h: ("anthropic_key", f"sk-ant-{h}")),
+    _HEX.map(lambda h: ("bearer_token", f"Bearer {h}")),
+    _HEX.map(lambda h: ("github_token", f"ghs_{h}")),
+    st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", min_size=16, max_size=16).map(
+        lambda s: ("aws_access_key", f"ASIA{s}")
+    ),
+    st.tuples(_HEX, _HEX, _HEX).map(lambda t: ("jwt", f"eyJ{t[0]}.{t[1]}.{t[2]}")),
+    _HEX.map(lambda h: ("private_key", f"{PRIVATE_KEY[:32]}\n{h}\n{PRIVATE_KEY[-29:]}")),
+)
+
+
+@given(st.lists(st.tuples(_FILLER, _PLANTED), max_size=8), _FILLER)
+def test_planted_secrets_never_survive(pieces, tail) -> None:
+    text = " ".join(f"{filler} {secret}" for filler, (_, secret) in pieces) + f" {tail}"
+    out, counts = Redactor().redact(text)
+    expected: dict[str, int] = {}
+    for _, (kind, secret) in pieces:
+        expected[kind] = expected.get(kind, 0) + 1
+        assert not _survivors(secret, out)
+    assert counts == expected
+    # Redacted text has nothing left to redact.
+    assert Redactor().redact(out) == (out, {})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sk-" * 1_700_000,
+        "-----BEGIN" * 500_000,
+        "-----BEGIN RSA PRIVATE KEY-----\n" * 160_000,
+        "eyJ" * 1_700_000,
+        "eyJabcdef." * 500_000,
+        "Bearer " * 700_000,
+        "sk-ab " * 850_000,
+        "ghp_" * 1_250_000,
+    ],
+    ids=["sk", "begin", "begin-header", "eyJ", "jwt-ish", "bearer", "short-sk", "ghp"],
+)
+def test_adversarial_inputs_stay_linear(text: str) -> None:
+    # A sanity bound against catastrophic backtracking (quadratic here means minutes), not
+    # a speed claim.
+    start = time.perf_counter()
+    Redactor().redact(text)
+    assert time.perf_counter() - start < 2.0
+
+
+def test_redaction_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG):
+        Redactor([r"x{3}"]).redact(" ".join(SECRETS.values()) + " xxx")
+    assert caplog.records == []
