@@ -809,19 +809,39 @@ def run(
         return e
 
 
+def rewrite_of(mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
+    """Whether ``theirs`` is what a cheap stage makes of the caller's block ``mine``: the same
+    result (id and status kept, content cut or stubbed), or an image become the placeholder."""
+    if "toolResult" in mine and "toolResult" in theirs:
+        a, b = mine["toolResult"], theirs["toolResult"]
+        return (a["toolUseId"], a.get("status")) == (b["toolUseId"], b.get("status"))
+    return "image" in mine and theirs == {"text": _core.MEDIA_PLACEHOLDER}
+
+
 def kept_blocks(case: Case, res: rb.AssemblyResult) -> list[tuple[int, int]]:
-    """(message, block) of every caller block in the output, in output order; anything else
-    in the output must be a synthesized result the report lists."""
+    """(message, block) of every caller block in the output (its rewrite, in a message a cheap
+    stage rewrote), in output order; anything else in the output must be a synthesized result
+    the report lists."""
     where = {id(b): (i, k) for i, m in enumerate(case.messages) for k, b in enumerate(m["content"])}
-    out = []
+    rewritten = [
+        (i, k, b)
+        for i in sorted({r.index for r in res.report.rewrites})
+        for k, b in enumerate(case.messages[i]["content"])
+    ]
+    out: list[tuple[int, int]] = []
     for m in res.messages:
         for block in m["content"]:
             if id(block) in where:
                 out.append(where[id(block)])
-            else:
-                call_id = block["toolResult"]["toolUseId"]
-                assert block == synthesized_result(call_id)
-                assert call_id in res.report.repairs
+                continue
+            was = [(i, k) for i, k, b in rewritten if (i, k) > max(out, default=(-1, -1))]
+            was = [(i, k) for i, k in was if rewrite_of(case.messages[i]["content"][k], block)]
+            if was:
+                out.append(was[0])
+                continue
+            call_id = block["toolResult"]["toolUseId"]
+            assert block == synthesized_result(call_id)
+            assert call_id in res.report.repairs
     return out
 
 

@@ -92,7 +92,13 @@ def session(rings: int = 8, first: str = "send_email") -> list[dict[str, Any]]:
     return [*contents, say("The logs show three timeouts.")]
 
 
+#: The stages these tests were written for: whole units dropped, the caller's objects kept.
+#: The rewriting stages are tested in test_rewrites.py.
+DROP_STAGES = ("drop_rings", "drop_plain_turns", "drop_error_rings")
+
+
 def config(budget: int = 100_000, **kw: Any) -> rb.AssemblyConfig:
+    kw.setdefault("stages", DROP_STAGES)
     kw.setdefault("side_effect_tools", ["send_email"])
     return rb.AssemblyConfig(
         model_input_limit=budget, output_reserve_tokens=0, safety_margin_tokens=0, **kw
@@ -127,7 +133,9 @@ def assemble(
     pinned: tuple[int, ...] = (),
 ) -> Result:
     res = rb.Assembler(cfg, provider=KEY).assemble(contents, tools, system=system, pinned=pinned)
-    return Result(res.messages, res.system, {k: getattr(res.report, k) for k in REPORT_KEYS})
+    report = {k: getattr(res.report, k) for k in REPORT_KEYS}
+    report["rewritten"] = {r.index for r in res.report.rewrites}
+    return Result(res.messages, res.system, report)
 
 
 def count(
@@ -894,28 +902,44 @@ def kept_parts(case: Case, out: list[Any]) -> list[tuple[int, int]]:
     return [where[id(p)] for c in out for p in parts(c) if id(p) in where]
 
 
+def rewrite_of_a_part(case: Case, rewritten: set[int], part: dict[str, Any]) -> bool:
+    """Whether a new part is what a cheap stage made of a part of a rewritten content: a
+    response of the same call, or the placeholder of an image."""
+    if part.get("text") == _core.MEDIA_PLACEHOLDER:
+        return True
+    body = part.get("functionResponse")
+    return body is not None and any(
+        (p.get("functionResponse") or {}).get("name") == body["name"]
+        and (p.get("functionResponse") or {}).get("id") == body.get("id")
+        for i in rewritten
+        for p in parts(case.contents[i])
+    )
+
+
 def check_shape(case: Case, res: Result) -> None:
-    """The caller's parts in order, whole contents only, plus synthesized responses; the
-    contents that went are exactly the reported dropped spans."""
+    """The caller's parts in order, whole contents only (a rewritten one with its results and
+    images rewritten), plus synthesized responses; the contents that went are exactly the
+    reported dropped spans."""
     where = origin(case.contents)
+    rewritten = res.report["rewritten"]
     seen = kept_parts(case, res.messages)
     assert seen == sorted(set(seen))
     for c in res.messages:
         for p in parts(c):
-            if id(p) not in where:
+            if id(p) not in where and not rewrite_of_a_part(case, rewritten, p):
                 assert p["functionResponse"]["response"] == {"error": SYNTH}
     present = Counter(i for i, _ in seen)
     for i, c in enumerate(case.contents):
-        assert present[i] in (0, len(parts(c))), f"contents[{i}] was split"
+        assert present[i] in (0, len(parts(c))) or i in rewritten, f"contents[{i}] was split"
     spans = res.report["dropped_rings"] + res.report["dropped_turns"]
     dropped = {i for start, end in spans for i in range(start, end)}
-    assert dropped == set(range(len(case.contents))) - set(present)
+    assert dropped == set(range(len(case.contents))) - set(present) - rewritten
 
 
 def check_protection(case: Case, cfg: rb.AssemblyConfig, res: Result) -> None:
     """The first user turn (Gemini needs one first), the last turn, pinned contents and the
     system instruction are all there."""
-    present = {i for i, _ in kept_parts(case, res.messages)}
+    present = {i for i, _ in kept_parts(case, res.messages)} | res.report["rewritten"]
     assert 0 in present and len(case.contents) - 1 in present
     assert set(case.pinned) <= present
     assert res.messages[0]["role"] == "user"
@@ -935,7 +959,7 @@ def check_ledger(case: Case, cfg: rb.AssemblyConfig, res: Result) -> None:
     if "side_effect_ledger" not in cfg.pin:
         return
     canonical = ADAPTER.to_canonical(case.contents, system=case.system)
-    present = {i for i, _ in kept_parts(case, res.messages)}
+    present = {i for i, _ in kept_parts(case, res.messages)} | res.report["rewritten"]
     note = next(
         (p["text"] for p in (res.system or {}).get("parts", []) if p["text"].startswith(MARKER)),
         "",

@@ -25,6 +25,7 @@ from .base import (
     Rendered,
     UnreadableObject,
     as_mapping,
+    is_summary_note,
     join_system_note,
     kept_native,
     split_system_note,
@@ -274,17 +275,23 @@ def _system_blocks(system: Any) -> list[dict[str, Any]] | None:
     return out
 
 
-def _system_parts(system: Any) -> tuple[list[str], str | None]:
-    """The caller's system texts and the ledger note an earlier assembly left in it."""
+def _is_any_note(text: Any) -> bool:
+    return _is_note(text) or is_summary_note(text)
+
+
+def _system_parts(system: Any) -> tuple[list[str], str | None, str | None]:
+    """The caller's system texts, and the ledger note and the summary note an earlier assembly
+    left in it."""
     blocks = _system_blocks(system)
     if blocks is None:
         if not system:
-            return [], None
-        base, note = split_system_note(system)
-        return ([base] if base else []), note
-    texts = [b["text"] for b in blocks if not _is_note(b["text"])]
+            return [], None, None
+        base, note, summary = split_system_note(system)
+        return ([base] if base else []), note, summary
+    texts = [b["text"] for b in blocks if not _is_any_note(b["text"])]
     notes = [b["text"] for b in blocks if _is_note(b["text"])]
-    return texts, (notes[-1] if notes else None)
+    summaries = [b["text"] for b in blocks if is_summary_note(b["text"])]
+    return texts, (notes[-1] if notes else None), (summaries[-1] if summaries else None)
 
 
 # --- canonical view -----------------------------------------------------------------------
@@ -487,6 +494,81 @@ def _with_results(message: Any, call_ids: Sequence[str]) -> dict[str, Any]:
     return msg
 
 
+def _rewrites(
+    messages: Sequence[Any], items: Sequence[PlanItem], canonical: Canonical
+) -> dict[int, dict[str, Any]]:
+    """New messages for the plan's rewrites, by native index. A canonical message stands for a
+    whole turn, so a rewrite changes, in each message of its turn, only the ``tool_result``
+    block answering its call (``truncated``, ``deduped``) or the images (``media``)."""
+    out: dict[int, dict[str, Any]] = {}
+    for item in items:
+        if isinstance(item, int) or item[0] != "rewrite":
+            continue
+        _, k, kind, text = item  # type: ignore[misc]
+        key = canonical.messages[k].get("tool_call_id")
+        start, end = canonical.spans[k]
+        for i in range(max(start, 0), end):
+            current = out.get(i, messages[i])
+            blocks = _blocks_of(current)
+            if kind == "media":
+                new = [_without_media(b, text) for b in blocks]
+            else:
+                new = [_result_as_text(b, text) if _answers(b, key) else b for b in blocks]
+            if any(a is not b for a, b in zip(new, blocks, strict=True)):
+                msg = dict(_plain(current) or {})
+                msg["content"] = new
+                out[i] = msg
+    return out
+
+
+def _answers(block: Any, call_id: Any) -> bool:
+    data = _plain(block) or {}
+    return data.get("type") == "tool_result" and data.get("tool_use_id") == call_id
+
+
+def _result_as_text(block: Any, text: str) -> dict[str, Any]:
+    """A tool_result whose content is ``text`` (its images kept, as they are counted apart)."""
+    out = dict(_plain(block) or {})
+    content = out.get("content")
+    images = [
+        b for b in (content if isinstance(content, list) else ()) if _block_type(b) == "image"
+    ]
+    out["content"] = [{"type": "text", "text": text}, *images] if images else text
+    return out
+
+
+def _block_type(block: Any) -> Any:
+    return (_plain(block) or {}).get("type")
+
+
+def _without_media(block: Any, text: str) -> Any:
+    """The block with each image (and each document priced as page images) a text block
+    ``text``; the block itself when it holds none."""
+    data = _plain(block)
+    if data is None:
+        return block
+    kind = data.get("type")
+    source = data.get("source")
+    source_kind = source.get("type") if isinstance(source, Mapping) else None
+    if kind == "image" or (kind == "document" and source_kind in ("base64", "url", "file")):
+        out: dict[str, Any] = {"type": "text", "text": text}
+        if data.get("cache_control") is not None:
+            out["cache_control"] = data["cache_control"]
+        return out
+    if kind == "tool_result" and isinstance(data.get("content"), list):
+        inner = data["content"]
+        new = [_without_media(b, text) for b in inner]
+        if any(a is not b for a, b in zip(new, inner, strict=True)):
+            return {**data, "content": new}
+    if kind == "document" and source_kind == "content" and isinstance(source, Mapping):
+        inner = source.get("content")
+        if isinstance(inner, list):
+            new = [_without_media(b, text) for b in inner]
+            if any(a is not b for a, b in zip(new, inner, strict=True)):
+                return {**data, "source": {**source, "content": new}}
+    return block
+
+
 def _cache_markers(blocks: Sequence[Any]) -> int:
     return sum(1 for b in blocks if (_plain(b) or {}).get("cache_control") is not None)
 
@@ -675,13 +757,14 @@ class AnthropicAdapter:
     # -- canonical view ----------------------------------------------------------------------
 
     def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
-        """The canonical view: the system texts and any ledger note first (span ``(-1, -1)``),
-        then per turn one assistant message, or tool messages plus one user message.
+        """The canonical view: the system texts, any ledger note and any summary note first
+        (span ``(-1, -1)``), then per turn one assistant message, or tool messages plus one
+        user message.
 
         Raises:
             InvalidMessageError: A message (or ``system``) is malformed.
         """
-        texts, note = _system_parts(system)
+        texts, note, summary = _system_parts(system)
         msgs = _read(messages)
         out: list[dict[str, Any]] = []
         spans: list[tuple[int, int]] = []
@@ -693,9 +776,10 @@ class AnthropicAdapter:
             )
             out.append({"role": "system", "content": content})
             spans.append((-1, -1))
-        if note is not None:
-            out.append({"role": "system", "content": note})
-            spans.append((-1, -1))
+        for text in (note, summary):
+            if text is not None:
+                out.append({"role": "system", "content": text})
+                spans.append((-1, -1))
         binds = [False] * len(out)
         turns = _turns(msgs)
         for t, turn in enumerate(turns):
@@ -737,9 +821,9 @@ class AnthropicAdapter:
         *,
         system: Any = None,
     ) -> Rendered:
-        """The request the plan describes: the caller's messages where kept, synthesized
-        results inside the next user message, same-role neighbours merged, the ledger note in
-        the system.
+        """The request the plan describes: the caller's messages where kept (new copies where
+        a rewrite changes a result or an image), synthesized results inside the next user
+        message, same-role neighbours merged, the ledger and summary notes in the system.
 
         Raises:
             InvalidMessageError: The request would carry more than 4 ``cache_control``
@@ -758,17 +842,24 @@ class AnthropicAdapter:
         }
 
         note: str | None = None
+        summary: str | None = None
         synthesized: list[str] = []
         for item in items:
             if isinstance(item, int):
                 msg = canonical.messages[item]
-                if canonical.spans[item] == (-1, -1) and _is_note(msg.get("content")):
-                    note = msg["content"]
+                if canonical.spans[item] == (-1, -1):
+                    if _is_note(msg.get("content")):
+                        note = msg["content"]
+                    elif is_summary_note(msg.get("content")):
+                        summary = msg["content"]
             elif item[0] == "synthesized":
                 synthesized.append(item[1])
-            else:
+            elif item[0] == "ledger":
                 note = item[1]
+            elif item[0] == "summary":
+                summary = item[1]
 
+        replaced = _rewrites(messages, items, canonical)
         kept = kept_native(items, canonical)
         kept_set = set(kept)
         into: dict[int, list[str]] = {}
@@ -783,16 +874,17 @@ class AnthropicAdapter:
 
         out: list[_Out] = []
         for i in kept:
+            message = replaced.get(i, messages[i])
             if i in into:
-                out.append(_Out("user", turn_of[i], _with_results(messages[i], into[i]), i, True))
+                out.append(_Out("user", turn_of[i], _with_results(message, into[i]), i, True))
             else:
-                out.append(_Out(msgs[i].role, turn_of[i], messages[i], i, False))
+                out.append(_Out(msgs[i].role, turn_of[i], message, i, False))
             if i in after:
                 blocks = [_synthesized_block(c) for c in after[i]]
                 out.append(_Out("user", -1 - i, {"role": "user", "content": blocks}, None, False))
 
         rendered, merged = self._merge(out)
-        system_out = self._system(system, note)
+        system_out = self._system(system, note, summary)
         self._check_cache_markers(rendered, system_out)
         return Rendered(messages=[o.message for o in rendered], system=system_out, merged=merged)
 
@@ -827,24 +919,25 @@ class AnthropicAdapter:
         return rendered, merged
 
     @staticmethod
-    def _system(system: Any, note: str | None) -> Any:
-        """The system to send: the caller's, with the ledger note appended (a text block when
-        the system is a list of blocks); the caller's own object when nothing changes."""
+    def _system(system: Any, note: str | None, summary: str | None) -> Any:
+        """The system to send: the caller's, with the ledger note and then the summary note
+        appended (text blocks when the system is a list of blocks); the caller's own object
+        when nothing changes."""
         blocks = _system_blocks(system)
         if blocks is None:
             if system is None:
-                return note
-            base, _ = split_system_note(system)
-            out = join_system_note(base, note)
+                return join_system_note("", note, summary) or None
+            base, _, _ = split_system_note(system)
+            out = join_system_note(base, note, summary)
             return system if out == system else out
-        notes = [k for k, b in enumerate(blocks) if _is_note(b["text"])]
-        if note is None and not notes:
-            return system
-        if notes == [len(blocks) - 1] and blocks[-1]["text"] == note:
+        notes = [k for k, b in enumerate(blocks) if _is_any_note(b["text"])]
+        wanted = [t for t in (note, summary) if t is not None]
+        if [blocks[k]["text"] for k in notes] == wanted and notes == list(
+            range(len(blocks) - len(notes), len(blocks))
+        ):
             return system
         kept = [obj for k, obj in enumerate(system) if k not in notes]
-        if note is not None:
-            kept.append({"type": "text", "text": note})
+        kept.extend({"type": "text", "text": t} for t in wanted)
         return kept
 
     @staticmethod
@@ -915,18 +1008,20 @@ class AnthropicAdapter:
     def from_canonical(self, messages: Sequence[dict[str, Any]]) -> tuple[list[Any], Any]:
         """OpenAI Chat messages as an Anthropic request ``(messages, system)``.
 
-        Leading system/developer texts become the system (a ledger note joined as
-        ``split_system_note`` reads it back); later ones become user text. Tool results become
-        ``tool_result`` blocks opening the next user message; same-role neighbours are merged so
-        roles alternate. Call ids are made to match ``[a-zA-Z0-9_-]+`` and unique across the
-        conversation (OpenAI lets an id recur in a later turn, Anthropic does not); arguments
-        that are not a JSON object travel as ``{"arguments": "<the raw string>"}``.
+        Leading system/developer texts become the system (a ledger note and a summary note
+        joined as ``split_system_note`` reads them back); later ones become user text. Tool
+        results become ``tool_result`` blocks opening the next user message; same-role
+        neighbours are merged so roles alternate. Call ids are made to match
+        ``[a-zA-Z0-9_-]+`` and unique across the conversation (OpenAI lets an id recur in a
+        later turn, Anthropic does not); arguments that are not a JSON object travel as
+        ``{"arguments": "<the raw string>"}``.
 
         Raises:
             InvalidMessageError: A message has no Anthropic equivalent (audio input).
         """
         system_texts: list[str] = []
         note: str | None = None
+        summary: str | None = None
         out: list[dict[str, Any]] = []
         taken: set[str] = set()
         renamed: dict[str, str] = {}
@@ -937,6 +1032,8 @@ class AnthropicAdapter:
                 text = _chat_text(m.get("content"))
                 if _is_note(text):
                     note = text
+                elif is_summary_note(text):
+                    summary = text
                 elif leading:
                     system_texts.append(text)
                 else:
@@ -971,7 +1068,7 @@ class AnthropicAdapter:
                 _append(out, "user", [result])
             else:
                 _append(out, "user", _chat_blocks(i, m.get("content")))
-        system = join_system_note("\n\n".join(system_texts), note) or None
+        system = join_system_note("\n\n".join(system_texts), note, summary) or None
         return out, system
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .._core import LEDGER_MARKER
+from .._core import LEDGER_MARKER, SUMMARY_MARKER
 from ..errors import PairingIssue
 
 __all__ = [
@@ -22,14 +22,18 @@ __all__ = [
     "Rendered",
     "UnreadableObject",
     "as_mapping",
+    "is_summary_note",
     "join_system_note",
     "kept_native",
+    "plan_rewrites",
     "split_system_note",
 ]
 
 #: An element of the core's plan: ``int`` keeps canonical message k; ``("synthesized",
-#: call_id)`` is a result for a call that had none; ``("ledger", text, role)`` is the note.
-PlanItem = int | tuple[str, str] | tuple[str, str, str]
+#: call_id)`` is a result for a call that had none; ``("ledger", text, role)`` is the ledger
+#: note and ``("summary", text, role)`` the summary note; ``("rewrite", k, kind, text)`` keeps
+#: canonical message k with its content replaced (kind ``truncated``, ``deduped`` or ``media``).
+PlanItem = int | tuple[str, str] | tuple[str, str, str] | tuple[str, int, str, str]
 
 
 @dataclass(frozen=True)
@@ -132,32 +136,69 @@ def as_mapping(obj: Any) -> Mapping[str, Any] | None:
     return data if isinstance(data, Mapping) else None
 
 
+def _kept(item: PlanItem) -> int | None:
+    """The canonical index an item keeps (as is or rewritten), else None."""
+    if isinstance(item, int):
+        return item
+    if item[0] == "rewrite":
+        return item[1]  # type: ignore[return-value]
+    return None
+
+
 def kept_native(items: Sequence[PlanItem], canonical: Canonical) -> list[int]:
-    """Native indices the plan keeps, in order, each once."""
+    """Native indices the plan keeps (as they are or rewritten), in order, each once."""
     out: list[int] = []
     for item in items:
-        if isinstance(item, int):
-            start, end = canonical.spans[item]
+        k = _kept(item)
+        if k is not None:
+            start, end = canonical.spans[k]
             for i in range(start, end):
                 if i >= 0 and (not out or out[-1] < i):
                     out.append(i)
     return out
 
 
+def plan_rewrites(
+    items: Sequence[PlanItem], canonical: Canonical
+) -> dict[int, list[tuple[int, str, str]]]:
+    """The plan's rewrites by native index: ``(canonical index, kind, text)`` in plan order.
+    One native item may stand for several canonical messages, each rewritten on its own."""
+    out: dict[int, list[tuple[int, str, str]]] = {}
+    for item in items:
+        if not isinstance(item, int) and item[0] == "rewrite":
+            _, k, kind, text = item  # type: ignore[misc]
+            start = canonical.spans[k][0]
+            if start >= 0:
+                out.setdefault(start, []).append((k, kind, text))
+    return out
+
+
+def is_summary_note(text: Any) -> bool:
+    """Whether a text is a summary note an earlier assembly wrote."""
+    return isinstance(text, str) and text.startswith(SUMMARY_MARKER)
+
+
 _NOTE_SEPARATOR = "\n\n"
 
 
-def split_system_note(text: str) -> tuple[str, str | None]:
-    """A top-level system text split into the caller's part and a ledger note an earlier
-    assembly appended (providers whose system sits outside the messages keep it there)."""
+def split_system_note(text: str) -> tuple[str, str | None, str | None]:
+    """A top-level system text split into the caller's part, the ledger note and the summary
+    note an earlier assembly appended, in that order, each note optional (providers whose
+    system sits outside the messages keep them there)."""
+    summary: str | None = None
+    at = text.find(_NOTE_SEPARATOR + SUMMARY_MARKER)
+    if at >= 0:
+        text, summary = text[:at], text[at + len(_NOTE_SEPARATOR) :]
+    elif text.startswith(SUMMARY_MARKER):
+        return "", None, text
     at = text.find(_NOTE_SEPARATOR + LEDGER_MARKER)
     if at < 0:
-        return (text, None) if not text.startswith(LEDGER_MARKER) else ("", text)
-    return text[:at], text[at + len(_NOTE_SEPARATOR) :]
+        if text.startswith(LEDGER_MARKER):
+            return "", text, summary
+        return text, None, summary
+    return text[:at], text[at + len(_NOTE_SEPARATOR) :], summary
 
 
-def join_system_note(base: str, note: str | None) -> str:
+def join_system_note(base: str, note: str | None, summary: str | None = None) -> str:
     """Inverse of ``split_system_note``."""
-    if not note:
-        return base
-    return f"{base}{_NOTE_SEPARATOR}{note}" if base else note
+    return _NOTE_SEPARATOR.join(t for t in (base, note, summary) if t)

@@ -15,7 +15,7 @@ import orjson
 
 from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
 from ..errors import InvalidMessageError, PairingError, PairingIssue
-from .base import Canonical, PlanItem, Rendered
+from .base import Canonical, PlanItem, Rendered, is_summary_note, plan_rewrites
 
 __all__ = ["ADAPTER", "BRIDGE_TEXT", "OPENING_TEXT", "BedrockConverseAdapter", "synthesized_result"]
 
@@ -101,6 +101,7 @@ class _Turn:
 class _System:
     texts: list[str]
     notes: list[str]
+    summaries: list[str] = field(default_factory=list)
 
 
 def _invalid(i: int | None, reason: str) -> InvalidMessageError:
@@ -337,7 +338,8 @@ def _turns(messages: Any) -> list[_Turn]:
 
 
 def _system(system: Any) -> _System:
-    """The caller's system texts, and ledger notes an earlier assembly appended as blocks."""
+    """The caller's system texts, and the ledger and summary notes an earlier assembly
+    appended as blocks."""
     out = _System([], [])
     if system is None:
         return out
@@ -345,7 +347,12 @@ def _system(system: Any) -> _System:
         kind, value = _member(None, block, f"system[{b}]")
         if kind == "text":
             text = _str(None, value, f"system[{b}].text")
-            (out.notes if text.startswith(LEDGER_MARKER) else out.texts).append(text)
+            if text.startswith(LEDGER_MARKER):
+                out.notes.append(text)
+            elif is_summary_note(text):
+                out.summaries.append(text)
+            else:
+                out.texts.append(text)
         elif kind == "guardContent":
             out.texts.extend(p["text"] for p in _media(None, kind, value, f"system[{b}]"))
         elif kind != "cachePoint":
@@ -516,9 +523,10 @@ class BedrockConverseAdapter:
 
     def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
         """OpenAI Chat messages for the core. The system (one message, empty when there is
-        none, plus one per ledger note) is glued to the first turn, which Bedrock needs first;
-        a plain reply right after a tool-result turn is glued to the user turn after it, so no
-        drop can leave a tool-result turn next to a user text turn (which cannot be merged)."""
+        none, plus one per ledger note, then one per summary note) is glued to the first turn,
+        which Bedrock needs first; a plain reply right after a tool-result turn is glued to the
+        user turn after it, so no drop can leave a tool-result turn next to a user text turn
+        (which cannot be merged)."""
         turns = _turns(messages)
         instructions = _system(system)
         out: list[dict[str, Any]] = []
@@ -526,7 +534,8 @@ class BedrockConverseAdapter:
         binds: list[bool] = []
         base = [{"type": "text", "text": t} for t in instructions.texts]
         for m in [{"role": "system", "content": base or ""}] + [
-            {"role": "system", "content": note} for note in instructions.notes
+            {"role": "system", "content": note}
+            for note in instructions.notes + instructions.summaries
         ]:
             out.append(m)
             spans.append((-1, -1))
@@ -556,26 +565,38 @@ class BedrockConverseAdapter:
         *,
         system: Any = None,
     ) -> Rendered:
-        """The planned request: kept messages are the caller's objects; a synthesized result
-        joins the user turn after its call (a new object) or opens one; the ledger note is a
-        system text block; same-role neighbours left by drops are merged into new objects."""
+        """The planned request: kept messages are the caller's objects (new copies where a
+        rewrite changes a result or an image); a synthesized result joins the user turn after
+        its call (a new object) or opens one; the ledger note and then the summary note are
+        system text blocks; same-role neighbours left by drops are merged into new objects."""
+        replaced = {
+            i: _rewritten(messages[i], rewrites, canonical)
+            for i, rewrites in plan_rewrites(items, canonical).items()
+        }
         entries: list[_Entry] = []
         emitted: set[int] = set()
         note: str | None = None
+        summary: str | None = None
         for item in items:
-            if isinstance(item, int):
-                start = canonical.spans[item][0]
+            if isinstance(item, int) or item[0] == "rewrite":
+                k: int = item if isinstance(item, int) else item[1]  # type: ignore[assignment]
+                start = canonical.spans[k][0]
+                if start < 0 and is_summary_note(canonical.messages[k]["content"]):
+                    summary = summary or canonical.messages[k]["content"]
                 if start >= 0 and start not in emitted:
                     emitted.add(start)
-                    entries.append(_Entry(messages[start]["role"], [(start, messages[start])]))
+                    message = replaced.get(start, messages[start])
+                    entries.append(_Entry(message["role"], [(start, message)]))
             elif item[0] == "synthesized":
                 block = synthesized_result(item[1])
                 if entries and entries[-1].role == "user":
                     entries[-1].pieces.append(block)
                 else:
                     entries.append(_Entry("user", [block]))
-            else:
+            elif item[0] == "ledger":
                 note = item[1]
+            elif item[0] == "summary":
+                summary = item[1]
         merged: list[_Entry] = []
         for entry in entries:
             if merged and merged[-1].role == entry.role:
@@ -585,7 +606,7 @@ class BedrockConverseAdapter:
         out = [entry.build() for entry in merged]
         return Rendered(
             messages=out,
-            system=_system_with_note(system, note),
+            system=_system_with_notes(system, note, summary),
             merged=sum(entry.merged() for entry in merged),
         )
 
@@ -799,22 +820,81 @@ def _is_result(block: Any) -> bool:
     return isinstance(block, Mapping) and block.get("toolResult") is not None
 
 
-def _system_with_note(system: Any, note: str | None) -> Any:
-    """The caller's system, or a new block list whose ledger note is ``note``."""
-    if note is None:
-        return system
+def _block_text(block: Any) -> Any:
+    return block.get("text") if isinstance(block, Mapping) else None
+
+
+def _system_with_notes(system: Any, note: str | None, summary: str | None) -> Any:
+    """The caller's system, or a new block list whose ledger note is ``note`` (None: the
+    ledger note it has stays) and whose summary note is ``summary`` (None: none)."""
     blocks = list(system) if system is not None else []
-    at = [
-        b
-        for b, block in enumerate(blocks)
-        if isinstance(block, Mapping)
-        and isinstance(block.get("text"), str)
-        and block["text"].startswith(LEDGER_MARKER)
-    ]
-    if not at:
-        return [*blocks, {"text": note}]
-    blocks[at[0]] = {"text": note}
-    return [b for k, b in enumerate(blocks) if k not in at[1:]]
+    summaries = [b for b in blocks if is_summary_note(_block_text(b))]
+    if note is None and [_block_text(b) for b in summaries] == ([summary] if summary else []):
+        return system
+    blocks = [b for b in blocks if not is_summary_note(_block_text(b))]
+    if note is not None:
+        at = [
+            b
+            for b, block in enumerate(blocks)
+            if isinstance(_block_text(block), str) and _block_text(block).startswith(LEDGER_MARKER)
+        ]
+        if not at:
+            blocks.append({"text": note})
+        else:
+            blocks[at[0]] = {"text": note}
+            blocks = [b for k, b in enumerate(blocks) if k not in at[1:]]
+    if summary is not None:
+        blocks.append({"text": summary})
+    return blocks or None
+
+
+def _rewritten(
+    message: Mapping[str, Any], rewrites: Sequence[tuple[int, str, str]], canonical: Canonical
+) -> dict[str, Any]:
+    """A new message: the toolResult answering each rewritten tool message holds the text
+    (status kept), or each image became a text block."""
+    blocks = list(message["content"])
+    for k, kind, text in rewrites:
+        if kind == "media":
+            blocks = [_without_media(block, text) for block in blocks]
+            continue
+        key = canonical.messages[k].get("tool_call_id")
+        blocks = [
+            _result_as_text(block, text)
+            if _is_result(block) and block["toolResult"].get("toolUseId") == key
+            else block
+            for block in blocks
+        ]
+    return {**message, "content": blocks}
+
+
+def _is_image(block: Any) -> bool:
+    if not isinstance(block, Mapping):
+        return False
+    guard = block.get("guardContent")
+    return block.get("image") is not None or (
+        isinstance(guard, Mapping) and guard.get("image") is not None
+    )
+
+
+def _result_as_text(block: Mapping[str, Any], text: str) -> dict[str, Any]:
+    """A toolResult whose content is ``text`` (its images kept, as they are counted apart)."""
+    result = block["toolResult"]
+    images = [b for b in result.get("content") or () if _is_image(b)]
+    return {**block, "toolResult": {**result, "content": [{"text": text}, *images]}}
+
+
+def _without_media(block: Any, text: str) -> Any:
+    """The block with each image (inside a toolResult too) a text block ``text``."""
+    if _is_image(block):
+        return {"text": text}
+    if _is_result(block):
+        result = block["toolResult"]
+        content = list(result.get("content") or ())
+        if any(map(_is_image, content)):
+            new = [{"text": text} if _is_image(b) else b for b in content]
+            return {**block, "toolResult": {**result, "content": new}}
+    return block
 
 
 def _tool_use_id(call_id: str) -> str:

@@ -20,6 +20,7 @@ from .base import (
     Rendered,
     UnreadableObject,
     as_mapping,
+    is_summary_note,
     join_system_note,
     split_system_note,
 )
@@ -67,6 +68,8 @@ _DATA_FIELDS = {
     "codeExecutionResult": "code_execution_result",
 }
 _SNAKE_TO_CAMEL = {snake: camel for camel, snake in _DATA_FIELDS.items()}
+#: Part fields that travel with the part they sign, whatever it becomes.
+_SIGNATURE_FIELDS = ("thought", "thoughtSignature", "thought_signature")
 # Part fields that carry nothing the model reads as content (the signature is counted apart).
 _META_FIELDS = {
     "thought",
@@ -124,6 +127,10 @@ class _GeminiCanonical(Canonical):
     turns: tuple[_Turn, ...] = ()
     #: Canonical index of the ledger note an earlier assembly left in the system instruction.
     note: int | None = None
+    #: Canonical index of the summary note an earlier assembly left there.
+    summary: int | None = None
+    #: Part position of the functionResponse of each canonical tool message, by canonical index.
+    responses_at: Mapping[int, int] = field(default_factory=dict)
     #: Calls of each canonical assistant message, by canonical index.
     calls_at: Mapping[int, tuple[_Call, ...]] = field(default_factory=dict)
 
@@ -581,14 +588,15 @@ def _classify_stray(
 class _System:
     texts: list[str]
     note: str | None
+    summary: str | None = None
 
 
 def _read_system(system: Any) -> _System:
     if system is None:
         return _System([], None)
     if isinstance(system, str):
-        base, note = split_system_note(system)
-        return _System([base] if base else [], note)
+        base, note, summary = split_system_note(system)
+        return _System([base] if base else [], note, summary)
     obj = _view(system, "the system instruction", None)
     parts = obj.get("parts")
     if isinstance(parts, (dict, str)) or parts is None:
@@ -605,33 +613,36 @@ def _read_system(system: Any) -> _System:
         if not isinstance(text, str):
             raise _invalid(None, f"parts[{p}] must be a text part")
         texts.append(text)
+    summary = texts.pop() if texts and is_summary_note(texts[-1]) else None
     note = texts.pop() if texts and texts[-1].startswith(LEDGER_MARKER) else None
-    return _System(texts, note)
+    return _System(texts, note, summary)
 
 
-def _system_with_note(system: Any, note: str | None) -> Any:
-    """The caller's system instruction with the ledger note replaced (a new object)."""
+def _system_with_notes(system: Any, note: str | None, summary: str | None) -> Any:
+    """The caller's system instruction with the ledger and summary notes replaced (a new
+    object): the ledger note, then the summary note, after the caller's own parts."""
+    notes = [t for t in (note, summary) if t]
     if isinstance(system, str):
-        return join_system_note(split_system_note(system)[0], note)
+        return join_system_note(split_system_note(system)[0], note, summary)
     if system is None:
-        return {"parts": [{"text": note}]} if note else None
+        return {"parts": [{"text": t} for t in notes]} if notes else None
     if isinstance(system, Mapping):
         parts = system.get("parts")
         parts = list(parts) if isinstance(parts, (list, tuple)) else [parts] if parts else []
         base = [p for p in parts if not _is_note_part(p)]
-        return {**system, "parts": base + ([{"text": note}] if note else [])}
+        return {**system, "parts": base + [{"text": t} for t in notes]}
     parts = list(getattr(system, "parts", None) or [])
     base = [p for p in parts if not _is_note_part(p)]
-    extra = [_like(parts[0] if parts else None, {"text": note})] if note else []
+    extra = [_like(parts[0] if parts else None, {"text": t}) for t in notes]
     copy = getattr(system, "model_copy", None)
     if callable(copy):
         return copy(update={"parts": base + extra})
-    return {"parts": [_view(p, "part", None) for p in base] + ([{"text": note}] if note else [])}
+    return {"parts": [_view(p, "part", None) for p in base] + [{"text": t} for t in notes]}
 
 
 def _is_note_part(part: Any) -> bool:
     text = part if isinstance(part, str) else _view(part, "part", None).get("text")
-    return isinstance(text, str) and text.startswith(LEDGER_MARKER)
+    return isinstance(text, str) and (text.startswith(LEDGER_MARKER) or is_summary_note(text))
 
 
 def _like(sample: Any, part: dict[str, Any]) -> Any:
@@ -666,6 +677,80 @@ def _with_parts(obj: Any, parts: list[Any], role: str) -> Any:
     return {"role": role, "parts": parts}
 
 
+def _rewrites(
+    messages: Sequence[Any], items: Sequence[PlanItem], canonical: _GeminiCanonical
+) -> dict[int, Any]:
+    """New contents for the plan's rewrites, by native index (several rewrites of one content
+    apply in turn): a functionResponse whose response holds the text, or images made text."""
+    out: dict[int, Any] = {}
+    for item in items:
+        if isinstance(item, int) or item[0] != "rewrite":
+            continue
+        _, k, kind, text = item  # type: ignore[misc]
+        i = canonical.spans[k][0]
+        current = out.get(i, messages[i])
+        parts = _parts_of(current)
+        if kind == "media":
+            new = _without_media(i, parts, text)
+        else:
+            at = canonical.responses_at[k]
+            new = list(parts)
+            new[at] = _response_as_text(i, parts[at], text)
+        out[i] = _with_parts(current, new, canonical.turns[i].role)
+    return out
+
+
+def _response_as_text(index: int, part: Any, text: str) -> Any:
+    """A functionResponse part whose response is ``text``, under the key the original used:
+    ``error`` for an error response, its one key, else ``output``."""
+    view = _view(part, "a part", index)
+    key = _response_key(view)
+    body = _view(view[key], "a functionResponse", index)
+    response = body.get("response") or {}
+    keys = list(_view(response, "a response", index))
+    field_name = keys[0] if len(keys) == 1 else "output"
+    return _like(part, {**view, key: {**body, "response": {field_name: text}}})
+
+
+def _response_key(part: Mapping[str, Any]) -> str:
+    """The spelling of a part's functionResponse field (REST camelCase or SDK snake_case)."""
+    return "function_response" if part.get("function_response") is not None else "functionResponse"
+
+
+def _image_blob(part: Mapping[str, Any]) -> bool:
+    blob = _get(part, "inlineData", "inline_data")
+    if blob is None:
+        blob = _get(part, "fileData", "file_data")
+    if blob is None:
+        return False
+    mime = _get(as_mapping(blob) or {}, "mimeType", "mime_type")
+    return isinstance(mime, str) and mime.startswith("image/")
+
+
+def _without_media(index: int, parts: list[Any], text: str) -> list[Any]:
+    """The parts with each image a text part ``text`` (a thought signature stays on its part).
+    Images inside a functionResponse leave it, and their texts close the content."""
+    new: list[Any] = []
+    moved: list[Any] = []
+    for part in parts:
+        view = _view(part, "a part", index)
+        if _image_blob(view):
+            keep = {k: view[k] for k in _SIGNATURE_FIELDS if view.get(k) is not None}
+            new.append(_like(part, {"text": text, **keep}))
+            continue
+        key = _response_key(view)
+        body = _view(view[key], "a functionResponse", index) if key in view else {}
+        inner = body.get("parts") or []
+        kept = [p for p in inner if not _image_blob(_view(p, "a part", index))]
+        if len(kept) == len(inner):
+            new.append(part)
+            continue
+        moved.extend(_like(part, {"text": text}) for _ in range(len(inner) - len(kept)))
+        body = {k: v for k, v in body.items() if k != "parts"}
+        new.append(_like(part, {**view, key: {**body, **({"parts": kept} if kept else {})}}))
+    return new + moved
+
+
 # --- the adapter -----------------------------------------------------------------------------
 
 
@@ -698,13 +783,17 @@ class GeminiAdapter:
             spans.append(span)
             binds.append(glue)
 
-        if sys.texts or sys.note is None:
+        if sys.texts or (sys.note is None and sys.summary is None):
             content = [{"type": "text", "text": t} for t in sys.texts]
             add({"role": "system", "content": content or ""}, (-1, -1), glue=True)
-        note = None
+        note = summary = None
         if sys.note is not None:
             note = len(out)
             add({"role": "system", "content": sys.note}, (-1, -1), glue=True)
+        if sys.summary is not None:
+            summary = len(out)
+            add({"role": "system", "content": sys.summary}, (-1, -1), glue=True)
+        responses_at: dict[int, int] = {}
         for turn in turns:
             span = (turn.index, turn.index + 1)
             texts = [{"type": "text", "text": t} for t in turn.texts]
@@ -735,6 +824,7 @@ class GeminiAdapter:
                 }
                 if not r.synthesized:
                     result["name"] = r.name
+                responses_at[len(out)] = r.pos
                 add(result, span)
             if texts or turn.media or not turn.responses:
                 add({"role": "user", "content": texts + turn.media}, span)
@@ -744,7 +834,9 @@ class GeminiAdapter:
             binds_next=binds,
             turns=tuple(turns),
             note=note,
+            summary=summary,
             calls_at=calls_at,
+            responses_at=responses_at,
         )
 
     def render(
@@ -755,36 +847,42 @@ class GeminiAdapter:
         *,
         system: Any = None,
     ) -> Rendered:
-        """The contents the plan keeps (the caller's objects), synthesized responses in the
-        user turn after their call turn, same-role neighbours that trimming brought together
-        merged into new contents, and the ledger note in the system instruction."""
+        """The contents the plan keeps (the caller's objects; new copies where a rewrite
+        changes a response or an image), synthesized responses in the user turn after their
+        call turn, same-role neighbours that trimming brought together merged into new
+        contents, and the ledger and summary notes in the system instruction."""
         if not isinstance(canonical, _GeminiCanonical):
             canonical = self.to_canonical(messages, system=system)
             assert isinstance(canonical, _GeminiCanonical)
         turns = canonical.turns
+        replaced = _rewrites(messages, items, canonical)
         entries: list[_Entry] = []
         call_turn: dict[str, tuple[int, _Call]] = {}
         pending: dict[int, list[_Call]] = {}
-        note: str | None = None
-        note_changed = False
-        note_kept = False
+        before = {
+            kind: canonical.messages[at]["content"] if at is not None else None
+            for kind, at in (("ledger", canonical.note), ("summary", canonical.summary))
+        }
+        notes: dict[str, str | None] = dict.fromkeys(before)
         for item in items:
-            if isinstance(item, int):
-                start, _ = canonical.spans[item]
+            if isinstance(item, int) or item[0] == "rewrite":
+                k: int = item if isinstance(item, int) else item[1]  # type: ignore[assignment]
+                start, _ = canonical.spans[k]
                 if start < 0:
-                    note_kept = note_kept or item == canonical.note
+                    if k in (canonical.note, canonical.summary):
+                        kind = "ledger" if k == canonical.note else "summary"
+                        notes[kind] = notes[kind] or before[kind]
                     continue
                 if not entries or entries[-1].first != start:
-                    entries.append(_Entry(messages[start], turns[start].role, start, start))
-                for call in canonical.calls_at.get(item, ()):
+                    obj = replaced.get(start, messages[start])
+                    entries.append(_Entry(obj, turns[start].role, start, start))
+                for call in canonical.calls_at.get(k, ()):
                     call_turn[call.cid] = (len(entries) - 1, call)
             elif item[0] == "synthesized":
                 at, call = call_turn[item[1]]
                 pending.setdefault(at, []).append(call)
-            else:
-                note, note_changed = item[1], True
-        if not note_changed and canonical.note is not None and not note_kept:
-            note_changed = True
+            elif item[0] in notes:
+                notes[item[0]] = item[1]
 
         for at in sorted(pending, reverse=True):
             self._answer(entries, at, pending[at], turns)
@@ -810,7 +908,11 @@ class GeminiAdapter:
             else:
                 merged_out.append(entry)
         merged = sum(1 for e in merged_out if e.changed and e.first is not None)
-        out_system = _system_with_note(system, note) if note_changed else system
+        out_system = (
+            system
+            if notes == before
+            else _system_with_notes(system, notes["ledger"], notes["summary"])
+        )
         return Rendered(messages=[e.obj for e in merged_out], system=out_system, merged=merged)
 
     @staticmethod

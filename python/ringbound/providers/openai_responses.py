@@ -731,15 +731,18 @@ class OpenAIResponses:
         system: Any = None,
     ) -> Rendered:
         """The caller's own items the plan keeps, in order, plus new items for synthesized
-        outputs and the ledger note; ``instructions`` returned as given."""
+        outputs, the ledger note and the summary note, and new copies of the items a rewrite
+        changes; ``instructions`` returned as given."""
+        replaced = _rewrites(messages, items, canonical)
         out: list[Any] = []
         last = -1
         families: dict[str, _Family] | None = None
         for item in items:
-            if isinstance(item, int):
-                start, end = canonical.spans[item]
+            if isinstance(item, int) or item[0] == "rewrite":
+                k = item if isinstance(item, int) else item[1]
+                start, end = canonical.spans[k]  # type: ignore[index]
                 for i in range(max(start, last + 1), end):
-                    out.append(messages[i])
+                    out.append(replaced.get(i, messages[i]))
                     last = i
             elif item[0] == "synthesized":
                 if families is None:
@@ -862,6 +865,50 @@ def _chat_message(k: int, role: str, content: Any) -> dict[str, Any]:
         else:
             raise _invalid(k, f"content part {kind!r} has no Responses counterpart")
     return {"type": "message", "role": role, "content": parts}
+
+
+def _rewrites(
+    messages: Sequence[Any], items: Sequence[PlanItem], canonical: Canonical
+) -> dict[int, dict[str, Any]]:
+    """New items for the plan's rewrites, by input index (several rewrites of one item apply
+    in turn): a tool result's output becomes the text; a message's images become text parts."""
+    out: dict[int, dict[str, Any]] = {}
+    for item in items:
+        if isinstance(item, int) or item[0] != "rewrite":
+            continue
+        _, k, kind, text = item  # type: ignore[misc]
+        message = canonical.messages[k]
+        start, end = canonical.spans[k]
+        if kind == "media":
+            i = start
+            obj = out.get(i) or dict(_as_dict(i, messages[i]))
+            content = obj.get("content")
+            if isinstance(content, list):
+                obj["content"] = [
+                    {"type": "input_text", "text": text}
+                    if isinstance(part, dict) and part.get("type") == "input_image"
+                    else part
+                    for part in content
+                ]
+            out[i] = obj
+            continue
+        key = message.get("tool_call_id")
+        for i in range(start, end):
+            obj = out.get(i) or _as_dict(i, messages[i])
+            kind_of = obj.get("type")
+            family = _BY_OUTPUT.get(kind_of)  # type: ignore[arg-type]
+            if family is not None and obj.get(family.output_key) == key:
+                obj = dict(obj)
+                obj["reason" if family is _MCP_APPROVAL else "output"] = text
+            elif kind_of == "mcp_call" and obj.get("id") == key:
+                # The text already opens with the error an errored call reported.
+                obj = {k2: v for k2, v in obj.items() if k2 != "error"}
+                obj["output"] = text
+            else:
+                continue
+            out[i] = obj
+            break
+    return out
 
 
 def _call_families(messages: Sequence[Any]) -> dict[str, _Family]:
