@@ -127,6 +127,17 @@ def test_assemble_without_output_only_reports(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["session.json"]
 
 
+def test_assemble_summarize_writes_a_summary_note(tmp_path: Path) -> None:
+    src = write(tmp_path / "session.json", session(30))
+    out = tmp_path / "out.json"
+    proc = run("assemble", src, "--budget", 1500, "--summarize", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "summary  " in proc.stdout and "(written)" in proc.stdout
+    assembled = json.loads(out.read_text())
+    assert any(str(m.get("content")).startswith("[ringbound:summary]") for m in assembled)
+    assert rb.validate(assembled) == [] and rb.count_tokens(assembled) <= 1500
+
+
 def test_assemble_limit_keeps_reserve_and_margin(tmp_path: Path) -> None:
     src = write(tmp_path / "session.json", session(2))
     proc = run("assemble", src, "--limit", 20_000, "--json")

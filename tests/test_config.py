@@ -32,10 +32,12 @@ CHOICES = {
     "token_counter": ("provider_or_tiktoken_model_encoding", "tiktoken"),
     "encoding": ("o200k_base", "cl100k_base"),
     "tokenizer_backend": ("tiktoken", "bpe_openai"),
+    "on_summary_failure": ("fallback", "fail_closed"),
+    "summary_fallback": ("extractive", "none"),
 }
 LISTS = {
     "pin": ("first_user_message", "side_effect_ledger", "security_system_prompt"),
-    "stages": ("drop_rings", "drop_plain_turns", "drop_error_rings"),
+    "stages": rb.config.STAGES,
 }
 
 
@@ -63,7 +65,7 @@ BAD_VALUES = [
         for key in (*LISTS, "side_effect_tools")
         for value in ("drop_rings", [1], None, {"a": 1})
     ),
-    bad("stages", ["summarize"], *LISTS["stages"]),
+    bad("stages", ["compress"], *LISTS["stages"]),
     *(
         bad("ledger_fields", value, "map tool names to lists of argument names")
         for value in ([], {"send": "to"}, {"send": [1]}, {1: ["to"]}, None)
@@ -280,12 +282,25 @@ def test_assembler_rejects_unsupported_provider() -> None:
             call()
 
 
-def test_assembler_rejects_a_summarizer() -> None:
-    for summarizer in (lambda *_: "summary", "yes"):
+def test_assembler_rejects_a_summarizer_that_is_not_callable() -> None:
+    for summarizer in ("yes", 3, {"model": "x"}):
         with pytest.raises(rb.ConfigError) as info:
             rb.Assembler(rb.AssemblyConfig(), summarizer=summarizer)
         assert info.value.key == "summarizer"
-        assert "not supported" in str(info.value)
+        assert "callable" in str(info.value)
+
+
+def test_summary_keys_are_checked() -> None:
+    for key, value in (
+        ("summary_target_tokens", 3),
+        ("summarizer_input_limit", "big"),
+        ("max_tool_result_tokens", 0),
+        ("redact_patterns", ["(unclosed"]),
+        ("redact_patterns", "sk-.*"),
+    ):
+        with pytest.raises(rb.ConfigError) as info:
+            rb.AssemblyConfig(**{key: value})
+        assert info.value.key == key
 
 
 def test_assembler_requires_an_assembly_config() -> None:

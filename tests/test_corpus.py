@@ -345,7 +345,8 @@ def test_corpus_report_script_agrees(outcomes: dict[str, list[Outcome]], corpus:
     )
     assert proc.returncode == 0, proc.stderr
     parsed = {}
-    for line in proc.stdout.splitlines():
+    first_table = proc.stdout.split("\n\n", 1)[0]
+    for line in first_table.splitlines():
         cells = line.rsplit(maxsplit=5)
         if len(cells) == 6 and cells[1].isdigit():
             name, sessions, runs, infeasible, violations, median = cells
@@ -448,3 +449,39 @@ def test_swe_agent_converter_refuses_a_result_for_several_calls() -> None:
     assert text == [
         {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": "!"}]}
     ]
+
+
+def test_swe_gym_truncated_results_recover_exactly(corpus: Path) -> None:
+    """Real command outputs cut by ``truncate_oversized_results`` keep their head and tail,
+    stay within the limit, and ``recover`` gives back every original byte."""
+    from ringbound.recovery import recover
+
+    cut = 0
+    for s in swe_gym(corpus):
+        messages = cut_after_last_user_or_tool(s["messages"])
+        total = rb.count_tokens(messages)
+        cfg = rb.AssemblyConfig(
+            model_input_limit=int(total * 0.9),
+            output_reserve_tokens=0,
+            safety_margin_tokens=0,
+            max_tool_result_tokens=300,
+        )
+        try:
+            res = rb.Assembler(cfg).assemble(messages)
+        except rb.BudgetExceededError:
+            continue
+        assert res.report.tokens_after <= cfg.budget
+        assert rb.validate(res.messages) == []
+        for out in res.messages:
+            text = out.get("content") if isinstance(out.get("content"), str) else ""
+            if out.get("role") != "tool" or "call expand_message" not in text:
+                continue
+            cut += 1
+            assert rb.count_tokens([out]) <= 300 + 3
+            original = recover(messages, text)
+            assert original.call_id == out["tool_call_id"]
+            head = text.split("\n[ringbound:", 1)[0]
+            assert original.text.startswith(head) and len(original.text) > len(text)
+            src = messages[original.index]
+            assert original.content is src["content"]
+    assert cut >= 3

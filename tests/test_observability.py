@@ -322,6 +322,9 @@ def test_span_carries_the_report_numbers() -> None:
         "ringbound.repairs": 0,
         "ringbound.ledger_added": 1,
         "ringbound.tools_dropped": False,
+        "ringbound.rewrites": 0,
+        "ringbound.summarized": False,
+        "ringbound.summary_failed": False,
     }
     assert attrs["ringbound.stages"] == ("drop_rings",)
     assert attrs["ringbound.dropped_rings"] > 1

@@ -92,12 +92,14 @@ def test_extractive_fills_the_template() -> None:
     got = sections(body)
     assert tuple(got) == TEMPLATE_HEADINGS
     assert got["User goal"] == ["Sort out my order"]
-    assert got["Decisions"] == ["- user: My order 7 arrived broken.", "- assistant: Anything else?"]
-    assert got["Tools already executed (side effects)"] == [
-        '- send_email({"to":"a@b.c"}) → ok',
-        '- lookup({"id": 7}) → error',
-        '- refund({"id": 7}) → ok',
+    # Calls of tools the ledger does not name are lookups, not side effects.
+    assert got["Decisions"] == [
+        "- user: My order 7 arrived broken.",
+        "- assistant: Anything else?",
+        '- looked up lookup({"id": 7}) → error',
+        '- looked up refund({"id": 7}) → ok',
     ]
+    assert got["Tools already executed (side effects)"] == ['- send_email({"to":"a@b.c"}) → ok']
     assert got["Open questions"] == ["- Can you refund it?"]
 
 
@@ -108,7 +110,7 @@ def test_extractive_is_deterministic() -> None:
 
 def test_extractive_marks_a_call_without_result() -> None:
     unit = [{"role": "assistant", "content": None, "tool_calls": [call("charge", "{}", "z")]}]
-    assert "- charge({}) → no result" in extractive()(request([unit]))
+    assert "- looked up charge({}) → no result" in extractive()(request([unit]))
 
 
 def test_extractive_clips_long_lines() -> None:

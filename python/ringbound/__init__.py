@@ -4,6 +4,7 @@ lost. The hot path is Rust (``ringbound._core``); this package is the façade.""
 
 from __future__ import annotations
 
+from . import recovery, summarizers
 from ._core import CountCache, __version__
 from .assembler import Assembler, AssemblyResult
 from .config import AssemblyConfig
@@ -18,11 +19,21 @@ from .errors import (
     RingboundError,
     SummaryError,
 )
+from .ledger import SideEffectLedger
 from .metrics import MetricsSink, NullSink, PrometheusSink, get_default_sink, set_default_sink
-from .report import AssemblyReport, LedgerEntry, StageRecord
+from .recovery import (
+    AnchorNotFoundError,
+    InvalidAnchorError,
+    Recovered,
+    expand_message_tool,
+    recover,
+)
+from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord, SummaryRecord
+from .summarize import SummaryRequest
 from .telemetry import disable_tracing, enable_tracing
 
 __all__ = [
+    "AnchorNotFoundError",
     "Assembler",
     "AssemblyConfig",
     "AssemblyReport",
@@ -30,6 +41,7 @@ __all__ = [
     "BudgetExceededError",
     "ConfigError",
     "CountCache",
+    "InvalidAnchorError",
     "InvalidMessageError",
     "LedgerEntry",
     "MetricsSink",
@@ -37,16 +49,25 @@ __all__ = [
     "PairingError",
     "PairingIssue",
     "PrometheusSink",
+    "Recovered",
+    "RewriteRecord",
     "RingboundError",
+    "SideEffectLedger",
     "StageRecord",
     "SummaryError",
+    "SummaryRecord",
+    "SummaryRequest",
     "__version__",
     "count_text",
     "count_tokens",
     "detect_provider",
     "disable_tracing",
     "enable_tracing",
+    "expand_message_tool",
     "get_default_sink",
+    "recover",
+    "recovery",
     "set_default_sink",
+    "summarizers",
     "validate",
 ]

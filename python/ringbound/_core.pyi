@@ -6,6 +6,8 @@ from typing import Any
 __version__: str
 SYNTHESIZED_RESULT_TEXT: str
 LEDGER_MARKER: str
+SUMMARY_MARKER: str
+MEDIA_PLACEHOLDER: str
 
 class CoreConfig:
     def __init__(
@@ -30,6 +32,7 @@ class CoreConfig:
         max_request_bytes: int,
         image_formula: str = "openai",
         token_ratio: float = 1.0,
+        max_tool_result_tokens: int = 4000,
     ) -> None: ...
 
 PlanItem = int | tuple[str, str] | tuple[str, str, str]
@@ -43,6 +46,8 @@ def plan_openai_chat(
     groups: list[int] | None = None,
     binds_next: list[bool] | None = None,
     messages: Sequence[Any] | None = None,
+    summary_reserve: int | None = None,
+    recorded: list[tuple[str, str, str, str, str | None, str | None, int | None]] | None = None,
 ) -> tuple[list[Any], dict[str, Any]]: ...
 def count_openai_chat(
     messages_json: bytes,
@@ -56,6 +61,10 @@ def count_openai_chat(
     token_ratio: float = 1.0,
 ) -> int: ...
 def count_text(text: str, encoding: str, tokenizer_backend: str | None = None) -> int: ...
+def cut_text(
+    text: str, max_tokens: int, encoding: str = "o200k_base", from_end: bool = False
+) -> str: ...
+def content_id(text: str) -> str: ...
 def validate_openai_chat(messages_json: bytes) -> list[tuple[str, str | None, int, str]]: ...
 def cache_len() -> int: ...
 def cache_clear() -> None: ...

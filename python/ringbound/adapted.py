@@ -14,7 +14,7 @@ from .errors import BudgetExceededError, InvalidMessageError, PairingError
 from .payload import dump_tools
 from .providers.base import Adapter, Canonical, Rendered
 
-__all__ = ["Counting", "NativePlan", "native_spans", "plan_native"]
+__all__ = ["Counting", "NativePlan", "NativeRequest", "native_spans", "plan_native"]
 
 
 @dataclass(frozen=True)
@@ -82,64 +82,144 @@ def _as_planned(items: Sequence[Any], rendered: Rendered, system: Any) -> bool:
 #: Times a plan is tightened when its rendering costs more than the plan counted.
 _MAX_TIGHTENINGS = 3
 
+#: Rewrites the plan's items before rendering (the summary assembly writes its note there).
+Fill = Callable[[list[Any]], list[Any]]
+
+
+class NativeRequest:
+    """A native request made ready to plan: checked by the provider's own pairing rules,
+    mapped to the canonical view and serialized once, whatever number of plans follow.
+
+    Raises:
+        PairingError: Pairing is broken (quoting the provider's wording) and the policy
+            does not repair it.
+        InvalidMessageError: A message is malformed.
+    """
+
+    def __init__(
+        self,
+        adapter: Adapter,
+        messages: Sequence[Any],
+        tools: Sequence[Any] | None,
+        system: Any,
+        pinned: Sequence[int],
+        repair: bool,
+    ) -> None:
+        issues = adapter.validate(messages, system=system)
+        if issues and not (repair and all(i.kind == "missing_result" for i in issues)):
+            raise PairingError(
+                f"tool call pairing is broken ({len(issues)} issue"
+                f"{'s' if len(issues) != 1 else ''})"
+                + "".join(f"\n  messages[{i.index}]: {i.message}" for i in issues),
+                issues=issues,
+            )
+        self.adapter = adapter
+        self.messages = messages
+        self.system = system
+        self.canonical = adapter.to_canonical(messages, system=system)
+        self.payload = orjson.dumps(self.canonical.messages)
+        self.tools_payload = dump_tools(adapter.tools_to_openai(tools)) if tools else None
+        self._pins = _canonical_pins(pinned, self.canonical)
+        self._groups = self.canonical.groups()
+        self._binds = self.canonical.binds_next or [False] * len(self.canonical.messages)
+
+    def plan(
+        self,
+        core: Any,
+        cache: Any,
+        budget: int,
+        *,
+        reserve: int | None = None,
+        recorded: list[tuple[Any, ...]] | None = None,
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """The core's plan of the canonical view: items and the raw report, in canonical
+        indices. Errors name the caller's budget and native indices."""
+        try:
+            return _core.plan_openai_chat(
+                self.payload,
+                self.tools_payload,
+                core,
+                self._pins,
+                cache,
+                self._groups,
+                self._binds,
+                summary_reserve=reserve,
+                recorded=recorded,
+            )
+        except BudgetExceededError as e:
+            e.budget = budget
+            raise
+        except InvalidMessageError as e:
+            spans = self.canonical.spans
+            if e.index is not None and 0 <= e.index < len(spans):
+                e.index = spans[e.index][0] if spans[e.index][0] >= 0 else None
+            raise
+
+    def native_spans(self, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        return native_spans(spans, self.canonical)
+
 
 def plan_native(
-    adapter: Adapter,
-    messages: Sequence[Any],
-    tools: Sequence[Any] | None,
-    system: Any,
+    native: NativeRequest,
     core_for: Callable[[int], Any],
     budget: int,
     counting: Counting,
-    pinned: Sequence[int],
-    repair: bool,
+    *,
+    start_budget: int | None = None,
+    reserve: int | None = None,
+    recorded: list[tuple[Any, ...]] | None = None,
+    fill: Fill | None = None,
+    first: tuple[list[Any], dict[str, Any]] | None = None,
 ) -> NativePlan:
-    """Plans a native request; PairingError quotes the provider's wording.
+    """Plans a native request and renders it within ``budget``.
 
     The core counts the canonical view, but a provider's rendering of the plan can cost a
     little more than its canonical insertions (a synthesized result added to an existing turn,
     merged neighbours, the ledger note moved into the system). The rendered request is
     therefore counted again as the provider will receive it; if it is over budget, the plan
     is made again with the budget tightened by the difference.
+
+    Args:
+        start_budget: The budget of the first plan (a low-water mark below ``budget``).
+        reserve, recorded: Passed to the core (room for a summary note, recorded ledger).
+        fill: Rewrites the items before rendering.
+        first: The first plan, when the caller has made it already.
     """
-    issues = adapter.validate(messages, system=system)
-    if issues and not (repair and all(i.kind == "missing_result" for i in issues)):
-        raise PairingError(
-            f"tool call pairing is broken ({len(issues)} issue{'s' if len(issues) != 1 else ''})"
-            + "".join(f"\n  messages[{i.index}]: {i.message}" for i in issues),
-            issues=issues,
-        )
-    canonical = adapter.to_canonical(messages, system=system)
-    payload = orjson.dumps(canonical.messages)
-    tools_payload = dump_tools(adapter.tools_to_openai(tools)) if tools else None
-    pins = _canonical_pins(pinned, canonical)
-    groups = canonical.groups()
-    binds = canonical.binds_next or [False] * len(canonical.messages)
-    plan_budget = budget
+    plan_budget = budget if start_budget is None else start_budget
+    actual = None
     for _ in range(_MAX_TIGHTENINGS + 1):
-        try:
-            items, raw = _core.plan_openai_chat(
-                payload, tools_payload, core_for(plan_budget), pins, counting.cache, groups, binds
-            )
-        except BudgetExceededError as e:
-            e.budget = budget
-            raise
-        except InvalidMessageError as e:
-            # The core names canonical indices; the caller knows its native ones.
-            if e.index is not None and 0 <= e.index < len(canonical.spans):
-                e.index = canonical.spans[e.index][0] if canonical.spans[e.index][0] >= 0 else None
-            raise
-        rendered = adapter.render(messages, items, canonical, system=system)
-        if _as_planned(items, rendered, system):
+        if first is not None:
+            (items, raw), first = first, None
+        else:
+            try:
+                items, raw = native.plan(
+                    core_for(plan_budget),
+                    counting.cache,
+                    budget,
+                    reserve=reserve,
+                    recorded=recorded,
+                )
+            except BudgetExceededError:
+                if actual is None:
+                    raise
+                # A tightened plan no longer fits: the last rendering, over budget, is the
+                # smallest this request gets; report what it needs.
+                break
+        if fill is not None:
+            items = fill(items)
+        rendered = native.adapter.render(
+            native.messages, items, native.canonical, system=native.system
+        )
+        if _as_planned(items, rendered, native.system):
             actual = raw["tokens_after"]
             break
-        kept_tools = None if raw["tools_dropped"] else tools_payload
+        kept_tools = None if raw["tools_dropped"] else native.tools_payload
         actual = counting.count(
-            adapter.to_canonical(rendered.messages, system=rendered.system), kept_tools
+            native.adapter.to_canonical(rendered.messages, system=rendered.system), kept_tools
         )
         if actual <= budget:
             break
-        plan_budget -= actual - budget
+        plan_budget = min(plan_budget, budget) - (actual - budget)
         if plan_budget < 1:
             break
     if actual > budget:
@@ -152,6 +232,12 @@ def plan_native(
     raw = dict(raw)
     raw["budget"] = budget
     raw["tokens_after"] = actual
-    raw["dropped_rings"] = native_spans(raw["dropped_rings"], canonical)
-    raw["dropped_turns"] = native_spans(raw["dropped_turns"], canonical)
-    return NativePlan(rendered=rendered, raw=raw, canonical=canonical, payload=payload)
+    raw["canonical_dropped"] = sorted(raw["dropped_rings"] + raw["dropped_turns"])
+    raw["dropped_rings"] = native.native_spans(raw["dropped_rings"])
+    raw["dropped_turns"] = native.native_spans(raw["dropped_turns"])
+    raw["rewrites"] = [
+        (native.canonical.spans[k][0], kind, saved) for k, kind, saved in raw["rewrites"]
+    ]
+    return NativePlan(
+        rendered=rendered, raw=raw, canonical=native.canonical, payload=native.payload
+    )

@@ -10,14 +10,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _core, telemetry
-from .adapted import Counting, plan_native
+from . import _core, compaction, summarize, summarizers, telemetry
+from .adapted import Counting, NativePlan, NativeRequest, plan_native
 from .config import AssemblyConfig
 from .errors import ConfigError
+from .ledger import SideEffectLedger
 from .metrics import MetricsSink, check_sink
 from .payload import check_message_list, dump_messages, dump_tools
 from .providers import adapter, check_provider
-from .report import AssemblyReport, LedgerEntry, StageRecord
+from .providers.chat_adapter import ADAPTER as CHAT_ADAPTER
+from .redact import Redactor
+from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord
 
 __all__ = ["Assembler", "AssemblyResult"]
 
@@ -57,7 +60,7 @@ def _core_config(
         max_held_error_rings=cfg.max_held_error_rings,
         side_effect_tools=list(cfg.side_effect_tools),
         ledger_fields={k: list(v) for k, v in cfg.ledger_fields.items()},
-        stages=list(cfg.stages),
+        stages=[s for s in cfg.stages if s != "summarize"],
         drop_tools_schema=cfg.on_still_over_budget == "drop_tools_schema_then_fail",
         synthesize_missing_results=cfg.on_pairing_error == "synthesize_error_results",
         encoding=cfg.encoding,
@@ -66,6 +69,7 @@ def _core_config(
         max_request_bytes=cfg.max_request_bytes,
         image_formula=image_formula,
         token_ratio=token_ratio,
+        max_tool_result_tokens=cfg.max_tool_result_tokens,
     )
 
 
@@ -93,8 +97,9 @@ class Assembler:
         config: The policy; defaults to ``AssemblyConfig()``.
         provider: Wire format of the messages: ``openai_chat`` (default), ``openai_responses``,
             ``anthropic``, ``gemini`` or ``bedrock_converse``.
-        summarizer: Not supported in this release; passing one raises ConfigError rather
-            than silently not summarizing.
+        summarizer: ``callable(SummaryRequest) -> str`` (sync or async) that writes the
+            summary of dropped units (``ringbound.summarizers`` has an OpenAI-compatible one
+            and a deterministic extractive one); None to drop without summarizing.
         sink: Where the metrics of each assembly go (see ``MetricsSink``); the default sink
             (``set_default_sink``, NullSink unless set) when None.
         tracer: An OpenTelemetry ``Tracer`` for a span ``ringbound.assemble`` per assembly;
@@ -126,13 +131,17 @@ class Assembler:
                 key="config",
             )
         self.provider = check_provider(provider)
-        if summarizer is not None:
+        if summarizer is not None and not callable(summarizer):
             raise ConfigError(
-                "summarizers are not supported in this release; assemble without one "
-                "(dropped side-effecting calls are still kept in the ledger note)",
+                f"summarizer must be callable, got {type(summarizer).__name__}",
                 key="summarizer",
-                reason="not supported in this release",
+                reason="must be callable",
             )
+        self._summarizer = summarizer if "summarize" in self.config.stages else None
+        self._fallback = (
+            summarizers.extractive() if self.config.summary_fallback == "extractive" else None
+        )
+        self._redactor = Redactor(self.config.redact_patterns)
         self._adapter = None if self.provider == "openai_chat" else adapter(self.provider)
         ratio = self.config.token_ratio
         self._image_formula = "openai" if self._adapter is None else self._adapter.image_formula
@@ -143,6 +152,7 @@ class Assembler:
         self._cache = _cache(cache)
         self._sink = None if sink is None else check_sink(sink)
         self._tracer = None if tracer is None else telemetry.check_tracer(tracer)
+        self._count, self._cut = compaction.counter(self.config.encoding)
 
     def assemble(
         self,
@@ -151,15 +161,19 @@ class Assembler:
         *,
         system: Any = None,
         pinned: Iterable[int] | None = (),
+        ledger: SideEffectLedger | None = None,
     ) -> AssemblyResult:
         """Assembles the next request from ``messages``.
 
         Args:
-            messages: The session, OpenAI Chat Completions messages (dicts or SDK objects).
-                Never modified.
+            messages: The session in the provider's format (dicts or SDK objects). Never
+                modified.
             tools: The ``tools`` parameter, counted inside the budget.
+            system: The top-level system (providers that have one).
             pinned: Indices of messages to keep whatever the budget (their whole ring is
                 kept with them).
+            ledger: The run's side-effect ledger: its entries are rendered into the ledger
+                note, and the side-effecting calls this assembly drops are added to it.
 
         Returns:
             The request to send and its report.
@@ -168,15 +182,68 @@ class Assembler:
             InvalidMessageError: A message is malformed (the error names its index).
             PairingError: Tool calls and results do not pair and the policy is fail_closed.
             BudgetExceededError: The protected part alone does not fit the budget.
+            SummaryError: The summarizer failed and ``on_summary_failure`` is fail_closed.
+            ConfigError: The summarizer is async and an event loop is running (use
+                ``assemble_async``).
         """
         span = telemetry.start_span(self._tracer, self.provider)
         try:
-            result, payload = self._assemble(messages, tools, system, pinned)
+            job = self._begin(messages, tools, system, pinned, ledger)
+            if isinstance(job.draft, compaction.Draft):
+                job.outcome = summarize.run(
+                    self._summarizer, job.draft.request, **self._run_args(job.draft)
+                )
+            result, payload = self._finish(job)
         except BaseException as e:
             telemetry.rejected(e, self.provider, self._sink, span)
             raise
+        return self._done(result, payload, ledger, span)
+
+    async def assemble_async(
+        self,
+        messages: list[Any],
+        tools: list[Any] | None = None,
+        *,
+        system: Any = None,
+        pinned: Iterable[int] | None = (),
+        ledger: SideEffectLedger | None = None,
+    ) -> AssemblyResult:
+        """``assemble`` for async callers: an async summarizer is awaited, a sync one runs in
+        a worker thread, so the event loop is never blocked by a summary. Same arguments,
+        result and errors as ``assemble``."""
+        span = telemetry.start_span(self._tracer, self.provider)
+        try:
+            job = self._begin(messages, tools, system, pinned, ledger)
+            if isinstance(job.draft, compaction.Draft):
+                job.outcome = await summarize.arun(
+                    self._summarizer, job.draft.request, **self._run_args(job.draft)
+                )
+            result, payload = self._finish(job)
+        except BaseException as e:
+            telemetry.rejected(e, self.provider, self._sink, span)
+            raise
+        return self._done(result, payload, ledger, span)
+
+    def _done(
+        self, result: AssemblyResult, payload: bytes, ledger: SideEffectLedger | None, span: Any
+    ) -> AssemblyResult:
+        if ledger is not None:
+            ledger.extend(result.report.ledger_added)
         telemetry.assembled(result.report, payload, self.provider, self._sink, span)
         return result
+
+    def _run_args(self, d: compaction.Draft) -> dict[str, Any]:
+        cfg = self.config
+        return {
+            "count": self._count,
+            "cut": self._cut,
+            "target": d.request.target_tokens,
+            "input_limit": cfg.summarizer_input_limit,
+            "timeout_s": cfg.summary_timeout_ms / 1000,
+            "policy": cfg.on_summary_failure,
+            "fallback": self._fallback,
+            "unit_texts": d.unit_texts,
+        }
 
     def _core_for(self, budget: int) -> _core.CoreConfig:
         """The core config, with another budget when a rendering has to be tightened."""
@@ -193,66 +260,173 @@ class Assembler:
             self._ratio,
         )
 
-    def _assemble(
+    def _counting(self) -> Counting:
+        return Counting(
+            self.config.encoding,
+            self.config.tokenizer_backend,
+            self._image_formula,
+            self._ratio,
+            self._cache,
+        )
+
+    def _begin(
         self,
         messages: list[Any],
         tools: list[Any] | None,
         system: Any,
         pinned: Iterable[int] | None,
-    ) -> tuple[AssemblyResult, bytes]:
-        """The assembly itself, and the serialized messages it planned from."""
+        ledger: SideEffectLedger | None,
+    ) -> _Job:
+        """Plans the request; when a summary is due, leaves room for it and says what to ask."""
         start = time.perf_counter()
-        merged = 0
-        if self._adapter is None:
-            payload = dump_messages(messages)
-            pins = _pins(pinned, len(messages))
-            out, raw = _core.plan_openai_chat(
-                payload, dump_tools(tools), self._core, pins, self._cache, messages=messages
+        if ledger is not None and not isinstance(ledger, SideEffectLedger):
+            raise ConfigError(
+                f"ledger must be a ringbound.SideEffectLedger, got {type(ledger).__name__}",
+                key="ledger",
+                reason="must be a SideEffectLedger",
             )
-            system_out = system
+        recorded = None if ledger is None or not len(ledger) else ledger._core_entries()
+        check_message_list(messages)
+        pins = _pins(pinned, len(messages))
+        repair = self.config.on_pairing_error == "synthesize_error_results"
+        job = _Job(start=start, messages=messages, system=system, tools=tools)
+        if self._adapter is None:
+            job.payload = dump_messages(messages)
+            out, raw = _core.plan_openai_chat(
+                job.payload,
+                dump_tools(tools),
+                self._core,
+                pins,
+                self._cache,
+                messages=messages,
+                recorded=recorded,
+            )
+            job.done = (out, raw, system, 0)
+            if self._summarizer is None or not _wants_summary(raw, self.config):
+                return job
+            native = NativeRequest(CHAT_ADAPTER, messages, tools, system, pins, repair)
+            first = None
         else:
-            check_message_list(messages)
-            native = plan_native(
-                self._adapter,
-                messages,
-                tools,
-                system,
+            native = NativeRequest(self._adapter, messages, tools, system, pins, repair)
+            job.payload = native.payload
+            first = native.plan(self._core, self._cache, self.config.budget, recorded=recorded)
+        job.native, job.recorded = native, recorded
+        if self._summarizer is not None:
+            first_raw = job.done[1] if job.done is not None else first[1]
+            if job.done is not None:
+                first_raw = dict(
+                    first_raw,
+                    canonical_dropped=sorted(
+                        first_raw["dropped_rings"] + first_raw["dropped_turns"]
+                    ),
+                )
+            job.draft = compaction.draft(
+                native,
+                first_raw,
+                cfg=self.config,
+                core_for=self._core_for,
+                cache=self._cache,
+                recorded=recorded,
+                ledger=list(ledger or ()),
+                count=self._count,
+                token_ratio=self._ratio,
+                redactor=self._redactor,
+            )
+        if job.draft is None or isinstance(job.draft, compaction.Skipped):
+            if job.done is None:
+                job.native_plan = plan_native(
+                    native,
+                    self._core_for,
+                    self.config.budget,
+                    self._counting(),
+                    recorded=recorded,
+                    first=first,
+                )
+        return job
+
+    def _finish(self, job: _Job) -> tuple[AssemblyResult, bytes]:
+        """The result: the plan rendered, the summary note written into its place."""
+        summary = stage = None
+        d = job.draft
+        if isinstance(d, compaction.Draft):
+            note = compaction.note_for(d, job.outcome)
+            job.native_plan = plan_native(
+                job.native,
                 self._core_for,
                 self.config.budget,
-                Counting(
-                    self.config.encoding,
-                    self.config.tokenizer_backend,
-                    self._image_formula,
-                    self._ratio,
-                    self._cache,
-                ),
-                _pins(pinned, len(messages)),
-                repair=self.config.on_pairing_error == "synthesize_error_results",
+                self._counting(),
+                start_budget=d.start_budget,
+                reserve=d.reserve,
+                recorded=job.recorded,
+                fill=compaction.filler(note),
+                first=d.first,
             )
-            raw, payload = native.raw, native.payload
-            out, system_out = native.rendered.messages, native.rendered.system
-            merged = native.rendered.merged
+            job.done = None
+            summary, stage = compaction.record(d, job.outcome, note, self._count)
+        elif isinstance(d, compaction.Skipped):
+            summary, stage = compaction.record(d, None, None, self._count)
+        if job.native_plan is not None:
+            p: NativePlan = job.native_plan
+            out, raw = p.rendered.messages, p.raw
+            system_out, merged = p.rendered.system, p.rendered.merged
+        else:
+            out, raw, system_out, merged = job.done
+        stages = [StageRecord(*s) for s in raw["stages"]]
+        if stage is not None:
+            stages.append(stage)
+        rewrites = [RewriteRecord(*r) for r in raw["rewrites"]]
         report = AssemblyReport(
             tokens_before=raw["tokens_before"],
             tokens_after=raw["tokens_after"],
             budget=raw["budget"],
             dropped_rings=raw["dropped_rings"],
             dropped_turns=raw["dropped_turns"],
-            stages=[StageRecord(*s) for s in raw["stages"]],
+            truncated_results=[r.index for r in rewrites if r.kind == "truncated"],
+            rewrites=rewrites,
+            summarized=summary is not None and summary.tokens > 0,
+            summary_failed=summary is not None and summary.failed,
+            summary=summary,
+            stages=stages,
             repairs=raw["repairs"],
             ledger_added=[LedgerEntry(*e) for e in raw["ledger_added"]],
             ledger_entries=raw["ledger_entries"],
             bucket_tokens=raw["bucket_tokens"],
             tools_dropped=raw["tools_dropped"],
             merged=merged,
-            messages_before=len(messages),
+            messages_before=len(job.messages),
             messages_after=len(out),
-            elapsed_s=time.perf_counter() - start,
+            elapsed_s=time.perf_counter() - job.start,
             tokens_before_exact=raw["tokens_before_exact"],
         )
-        kept_tools = None if report.tools_dropped or tools is None else tools
-        result = AssemblyResult(messages=out, tools=kept_tools, report=report, system=system_out)
-        return result, payload
+        tools = job.tools if not report.tools_dropped else None
+        result = AssemblyResult(messages=out, tools=tools, report=report, system=system_out)
+        return result, job.payload
+
+
+def _wants_summary(raw: dict[str, Any], cfg: AssemblyConfig) -> bool:
+    """Whether a plan leaves anything for the summary stage (see ``compaction.draft``)."""
+    if raw["dropped_rings"] or raw["dropped_turns"]:
+        return True
+    goal = cfg.summarize_trigger_ratio * cfg.budget
+    return raw["tokens_after"] > goal and raw["bucket_tokens"]["middle"] > 0
+
+
+@dataclass
+class _Job:
+    """One assembly between its steps."""
+
+    start: float
+    messages: list[Any]
+    system: Any
+    tools: list[Any] | None = None
+    payload: bytes = b""
+    #: The finished request of the direct chat path: (messages, raw, system, merged).
+    done: tuple[list[Any], dict[str, Any], Any, int] | None = None
+    native: NativeRequest | None = None
+    native_plan: NativePlan | None = None
+    recorded: list[tuple[Any, ...]] | None = None
+    draft: compaction.Draft | compaction.Skipped | None = None
+    outcome: summarize.SummaryOutcome | None = None
 
 
 def _pins(pinned: Iterable[int] | None, n: int) -> list[int]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from . import summarizers
 from .assembler import Assembler
 from .bench import bench_sessions, format_table
 from .config import AssemblyConfig
@@ -40,19 +41,27 @@ def _config(args: argparse.Namespace) -> AssemblyConfig:
 def _assemble(args: argparse.Namespace) -> int:
     session = load_session(args.session)
     provider = _provider(args, session)
-    res = Assembler(_config(args), provider=provider).assemble(
+    summarizer = summarizers.extractive() if args.summarize else None
+    res = Assembler(_config(args), provider=provider, summarizer=summarizer).assemble(
         session.messages, session.tools, system=session.system
     )
     r = res.report
     if args.json:
         sys.stdout.write(orjson.dumps(r.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        print(f"tokens   {r.tokens_before} -> {r.tokens_after} (budget {r.budget})")
+        bound = "" if r.tokens_before_exact else " at most"
+        print(f"tokens  {bound} {r.tokens_before} -> {r.tokens_after} (budget {r.budget})")
         print(f"messages {r.messages_before} -> {r.messages_after}")
         for s in r.stages:
             print(f"stage    {s.stage}: {s.units} unit(s), {s.tokens_saved} tokens saved")
         if r.repairs:
             print(f"repaired {len(r.repairs)} call(s) without result: {', '.join(r.repairs)}")
+        for w in r.rewrites:
+            print(f"rewrote  message {w.index} ({w.kind}), {w.tokens_saved} tokens saved")
+        if r.summary is not None:
+            s = r.summary
+            state = "failed: " + str(s.reason) if s.failed else (s.reason or "written")
+            print(f"summary  {s.units} unit(s) -> {s.tokens} tokens ({state})")
         if r.ledger_entries:
             print(f"ledger   {r.ledger_entries} side-effecting call(s) recorded")
         print("buckets  " + ", ".join(f"{k} {v}" for k, v in r.bucket_tokens.items()))
@@ -140,6 +149,11 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--limit", type=int, help="model_input_limit (reserve and margin still apply)")
     a.add_argument("--budget", type=int, help="the whole budget (no reserve, no margin)")
     a.add_argument("--repair", action="store_true", help="synthesize results for unanswered calls")
+    a.add_argument(
+        "--summarize",
+        action="store_true",
+        help="summarize dropped units with the deterministic extractive summarizer",
+    )
     a.add_argument("--provider", choices=PROVIDERS, help="default: detected from the body")
     a.add_argument("-o", "--output", help="write the assembled request here")
     a.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -4,6 +4,7 @@ config is built, so a typo or an out-of-range value fails at start-up, not on a 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,14 +15,25 @@ __all__ = ["PINS", "STAGES", "AssemblyConfig"]
 
 #: Items that may be pinned (kept whatever the budget).
 PINS = ("first_user_message", "side_effect_ledger", "security_system_prompt")
-#: Drop stages in their default order, cheapest loss first.
-STAGES = ("drop_rings", "drop_plain_turns", "drop_error_rings")
+#: Stages in their default order, cheapest loss first: rewrites that keep the message, then
+#: drops of whole units, then the summary of what was dropped (with a summarizer only).
+STAGES = (
+    "dedupe_superseded_reads",
+    "truncate_oversized_results",
+    "degrade_media",
+    "drop_rings",
+    "drop_plain_turns",
+    "drop_error_rings",
+    "summarize",
+)
 _CHOICES: dict[str, tuple[str, ...]] = {
     "middle_delete_unit": ("tool_ring",),
     "on_pairing_error": ("fail_closed", "synthesize_error_results"),
     "on_still_over_budget": ("fail_closed", "drop_tools_schema_then_fail"),
     "token_counter": ("provider_or_tiktoken_model_encoding", "tiktoken"),
     "encoding": ("o200k_base", "cl100k_base"),
+    "on_summary_failure": ("fallback", "fail_closed"),
+    "summary_fallback": ("extractive", "none"),
 }
 _BACKENDS = ("tiktoken", "bpe_openai")
 
@@ -66,11 +78,29 @@ class AssemblyConfig:
     #: How many such short error rings (the most recent) are held back.
     max_held_error_rings: int = 4
     stages: tuple[str, ...] = STAGES
+    #: Middle tool results over this many tokens keep their head and tail
+    #: (``truncate_oversized_results``).
+    max_tool_result_tokens: int = 4000
+    #: Size asked of the summarizer; None for clamp(0.2 x summarized, 2000,
+    #: min(0.05 x model_input_limit, summary_max_tokens)).
+    summary_target_tokens: int | None = None
+    #: The summarizer's own input window in tokens; larger input is chunked (map, reduce).
+    summarizer_input_limit: int | None = None
+    #: When the summarizer fails: write the fallback summary (``fallback``) or raise
+    #: SummaryError (``fail_closed``).
+    on_summary_failure: str = "fallback"
+    #: The summary written when the summarizer fails: ``extractive`` (deterministic, no
+    #: model) or ``none`` (the units are dropped without a summary; the ledger still holds
+    #: their side effects).
+    summary_fallback: str = "extractive"
+    #: Regular expressions of secrets to redact, besides the built-in kinds, before any text
+    #: reaches the summarizer.
+    redact_patterns: tuple[str, ...] = ()
     max_messages: int = 100_000
     max_request_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
-        for name in ("pin", "side_effect_tools", "stages"):
+        for name in ("pin", "side_effect_tools", "stages", "redact_patterns"):
             value = getattr(self, name)
             if isinstance(value, str) or not isinstance(value, (list, tuple)):
                 raise _error(name, f"must be a list of strings, got {value!r}")
@@ -96,12 +126,26 @@ class AssemblyConfig:
             ("summary_timeout_ms", 1),
             ("short_error_result_tokens", 0),
             ("max_held_error_rings", 0),
+            ("max_tool_result_tokens", 16),
             ("max_messages", 1),
             ("max_request_bytes", 1),
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise _error(name, f"must be an integer >= {low}, got {value!r}")
+        for name in ("summary_target_tokens", "summarizer_input_limit"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 16
+            ):
+                raise _error(name, f"must be an integer >= 16 (or null), got {value!r}")
+        for pattern in self.redact_patterns:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise _error(
+                    "redact_patterns", f"holds an invalid pattern {pattern!r}: {e}"
+                ) from None
         ratio = self.summarize_trigger_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
             raise _error("summarize_trigger_ratio", f"must be a number in (0, 1], got {ratio!r}")

@@ -5,9 +5,10 @@ side effects in view."""
 from __future__ import annotations
 
 from importlib import resources
-from typing import TextIO
+from typing import Any, TextIO
 
-from ._core import LEDGER_MARKER
+from . import summarizers
+from ._core import LEDGER_MARKER, SUMMARY_MARKER
 from .assembler import Assembler
 from .config import AssemblyConfig
 from .counting import count_tokens, validate
@@ -95,9 +96,44 @@ def run_demo(out: TextIO, fractions: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25))
         out.write("\nledger note at the smallest budget that fits:\n")
         for line in last_note.splitlines():
             out.write(f"  {line}\n")
+    failures += _summary_demo(out, messages, int(total * 0.5))
     out.write(
         "\nbefore/after: tokens of the request; msgs: kept/given; rings-/turns-: units "
         "dropped whole;\npairing: ringbound's validator on the output and an exact recount "
         "within the budget.\n"
     )
     return failures
+
+
+def _summary_demo(out: TextIO, messages: list[Any], budget: int) -> int:
+    """The same session at half its size with the extractive summarizer (no model needed):
+    the dropped rings become one note after the ledger note. Returns 1 if the output fails a
+    check."""
+    cfg = AssemblyConfig(
+        model_input_limit=budget,
+        output_reserve_tokens=0,
+        safety_margin_tokens=0,
+        recent_tool_rings=2,
+        recent_user_turns=1,
+        side_effect_tools=AIRLINE_SIDE_EFFECT_TOOLS,
+        summary_max_tokens=400,
+    )
+    try:
+        res = Assembler(cfg, summarizer=summarizers.extractive()).assemble(messages)
+    except BudgetExceededError as e:
+        out.write(f"\nwith a summary at {budget}: fails closed ({e.tokens} tokens needed)\n")
+        return 0
+    r, s = res.report, res.report.summary
+    ok = not validate(res.messages) and count_tokens(res.messages) == r.tokens_after <= budget
+    out.write(
+        f"\nwith the extractive summarizer at {budget} tokens: {r.tokens_after} tokens, "
+        f"{s.units if s else 0} dropped unit(s) summarized in {s.tokens if s else 0} tokens "
+        "(compacted to summarize_trigger_ratio of the budget):\n"
+    )
+    note = next(
+        (m["content"] for m in res.messages if str(m.get("content")).startswith(SUMMARY_MARKER)),
+        "",
+    )
+    for line in note.splitlines()[:14]:
+        out.write(f"  {line[:100]}\n")
+    return 0 if ok else 1

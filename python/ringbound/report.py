@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AssemblyReport", "LedgerEntry", "StageRecord"]
+__all__ = ["AssemblyReport", "LedgerEntry", "RewriteRecord", "StageRecord", "SummaryRecord"]
 
 
 @dataclass(frozen=True)
@@ -16,10 +16,12 @@ class StageRecord:
     """One stage that changed the request.
 
     Attributes:
-        stage: Stage name (``drop_rings``, ``drop_plain_turns``, ``drop_error_rings``,
-            ``drop_tools_schema``; ``merge_ledger_notes`` when the input held several ledger
-            notes, which become one at the first one's place).
-        units: Units (rings, turns, or the schema) it removed.
+        stage: Stage name (``dedupe_superseded_reads``, ``truncate_oversized_results``,
+            ``degrade_media``, ``drop_rings``, ``drop_plain_turns``, ``drop_error_rings``,
+            ``summarize``, ``drop_tools_schema``; ``merge_ledger_notes`` when the input held
+            several ledger notes, which become one at the first one's place).
+        units: Messages it rewrote, or units (rings, turns, the schema) it removed; for
+            ``summarize``, the units the summary stands for.
         tokens_saved: Tokens the request shrank by in this stage, ledger growth included.
     """
 
@@ -36,13 +38,71 @@ class LedgerEntry:
         tool: Tool name.
         call_id: The call's id.
         args: The identifying arguments, as canonical JSON.
-        status: ``ok``, ``error`` or ``not_completed``.
+        status: ``ok``, ``error`` or ``not_completed`` (or what the execution layer recorded).
+        idempotency_key: The key the effect is deduplicated by, when known (recorded, or the
+            call's ``idempotency_key`` argument).
+        resource_id: What the effect created or changed, when the execution layer said.
+        turn: The conversation turn of the call (1 = the first user message).
     """
 
     tool: str
     call_id: str
-    args: str
-    status: str
+    args: str = "{}"
+    status: str = "ok"
+    idempotency_key: str | None = None
+    resource_id: str | None = None
+    turn: int | None = None
+
+
+@dataclass(frozen=True)
+class RewriteRecord:
+    """A middle message a cheap stage kept with new content.
+
+    Attributes:
+        index: The caller's message (native index; for providers whose items hold several
+            results, the item holding the rewritten one).
+        kind: ``truncated`` (head and tail kept, with a recovery anchor), ``deduped`` (an
+            older result of the same read) or ``media`` (images replaced by a placeholder).
+        tokens_saved: Tokens the rewrite saved.
+    """
+
+    index: int
+    kind: str
+    tokens_saved: int
+
+
+@dataclass(frozen=True)
+class SummaryRecord:
+    """What the summary stage did. Carries counts, never text.
+
+    Attributes:
+        units: Units the summary stands for (dropped in this assembly).
+        span: ``(start, end)`` of the caller's messages those units came from.
+        tokens: Tokens of the summary note in the request (0 when none was inserted).
+        target_tokens: The size the summarizer was asked for.
+        replaced_previous: Whether an earlier summary note was updated.
+        calls: Summarizer calls made (several when the input was chunked).
+        chunks: Chunks the input was split into for the summarizer's window (1 = no split).
+        cut: Whether the summarizer's text was cut to the target.
+        failed: Whether the caller's summarizer failed.
+        reason: Why it failed: ``timeout``, ``empty``, ``oversized``, ``not_text``,
+            ``exception:<type>``; None when it did not.
+        fallback_used: Whether the deterministic fallback wrote the summary.
+        redactions: Secrets removed before any text reached the summarizer, per kind.
+    """
+
+    units: int
+    span: tuple[int, int]
+    tokens: int
+    target_tokens: int
+    replaced_previous: bool = False
+    calls: int = 0
+    chunks: int = 0
+    cut: bool = False
+    failed: bool = False
+    reason: str | None = None
+    fallback_used: bool = False
+    redactions: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -58,10 +118,12 @@ class AssemblyReport:
         dropped_rings: ``(start, end)`` index spans of the caller's messages dropped as
             whole tool rings.
         dropped_turns: Spans of plain turns dropped.
-        truncated_results: Indices of tool results cut by ``truncate_oversized_results``
-            (that stage is not part of this release, so the list is empty).
-        summarized: Whether a summary replaced dropped units (no summarizer in this release).
-        summary_failed: Whether a summarizer failed (no summarizer in this release).
+        truncated_results: Indices of tool results cut by ``truncate_oversized_results``.
+        rewrites: Every message a cheap stage rewrote (truncated, deduped, media).
+        summarized: Whether a summary note stands for dropped units.
+        summary_failed: Whether the caller's summarizer failed (the fallback, if any, wrote
+            the note; see ``summary``).
+        summary: What the summary stage did, or None when it did not run.
         stages: Stages that changed the request, in the order they ran.
         repairs: Call ids that received a synthesized error result.
         ledger_added: Ledger entries this assembly added.
@@ -85,8 +147,10 @@ class AssemblyReport:
     dropped_rings: list[tuple[int, int]] = field(default_factory=list)
     dropped_turns: list[tuple[int, int]] = field(default_factory=list)
     truncated_results: list[int] = field(default_factory=list)
+    rewrites: list[RewriteRecord] = field(default_factory=list)
     summarized: bool = False
     summary_failed: bool = False
+    summary: SummaryRecord | None = None
     stages: list[StageRecord] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)
     ledger_added: list[LedgerEntry] = field(default_factory=list)
@@ -103,7 +167,7 @@ class AssemblyReport:
     def changed(self) -> bool:
         """Whether the assembled request differs from the input."""
         return (
-            bool(self.stages or self.repairs or self.merged)
+            bool(self.stages or self.repairs or self.merged or self.summarized)
             or self.messages_before != self.messages_after
         )
 

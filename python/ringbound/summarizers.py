@@ -68,6 +68,10 @@ class _Unit:
     questions: list[str] = field(default_factory=list)
 
 
+#: How a decision line that only records a read opens.
+_LOOKUP = "looked up "
+
+
 def _extract(request: SummaryRequest, width: int) -> str:
     earlier = _sections(request.previous_summary or "")
     # A reduce call's text is the part summaries of this input, oldest first: their lines
@@ -82,13 +86,20 @@ def _extract(request: SummaryRequest, width: int) -> str:
     goal = request.goal or " ".join(earlier.get(_GOAL) or parts.get(_GOAL) or []) or None
     old = [_clip(line, width) for line in earlier.get(_DECISIONS, [])]
     new = [_clip(line, width) for line in parts.get(_DECISIONS, [])]
+    # The side-effects section holds the ledger's entries only: a read is not an effect, and
+    # calls of ledgered tools are there already. Other calls are what the agent looked up.
+    effects = {getattr(e, "tool", None) for e in request.ledger}
     for unit in units:
         lines = [unit.texts[0], unit.texts[-1]] if len(unit.texts) > 1 else unit.texts
         new.extend(_clip(line, width) for line in lines)
+        new.extend(
+            _clip(f"{_LOOKUP}{line}", width)
+            for (name, _), line in zip(unit.calls, _tool_lines(unit), strict=True)
+            if name not in effects
+        )
     executed = _dedupe(
         [_clip(line, width) for line in earlier.get(_EXECUTED, []) + parts.get(_EXECUTED, [])]
         + [_clip(_ledger_line(e), width) for e in request.ledger]
-        + [_clip(line, width) for unit in units for line in _tool_lines(unit)]
     )
     asked = [_clip(q, width) for q in parts.get(_QUESTIONS, [])]
     asked += [_clip(q, width) for unit in units for q in unit.questions]
@@ -113,7 +124,12 @@ def _fitted(
         return text
     # Middle-out: the new lines after the previous summary's (oldest first, the newest
     # kept), then the previous summary's own from its end (its first kept).
-    order = list(range(len(old), len(decisions) - 1)) + list(range(len(old) - 1, 0, -1))
+    # Lookups go first: what the agent read matters less than what was said and decided. The
+    # first new line stays as long as any does (often where the facts are stated).
+    fresh = range(len(old), len(decisions) - 1)
+    lookups = [i for i in fresh if decisions[i].startswith(_LOOKUP)]
+    said = [i for i in fresh if i not in lookups]
+    order = lookups + said[1:] + said[:1] + list(range(len(old) - 1, 0, -1))
     decisions, excess = _drop(decisions, order, excess)
     if excess > 0:
         executed, excess = _drop(executed, list(range(1, len(executed) - 1)), excess)

@@ -140,6 +140,11 @@ def assembled(
             "repairs": len(report.repairs),
             "ledger_added": len(report.ledger_added),
             "tools_dropped": report.tools_dropped,
+            "rewrites": len(report.rewrites),
+            "summarized": report.summarized,
+            "summary_failed": report.summary_failed,
+            "summary_reason": None if report.summary is None else report.summary.reason,
+            "redactions": {} if report.summary is None else dict(report.summary.redactions),
             "elapsed_s": report.elapsed_s,
         }
         logger.debug(
@@ -175,6 +180,9 @@ def assembled(
                 "ringbound.repairs": len(report.repairs),
                 "ringbound.ledger_added": len(report.ledger_added),
                 "ringbound.tools_dropped": report.tools_dropped,
+                "ringbound.rewrites": len(report.rewrites),
+                "ringbound.summarized": report.summarized,
+                "ringbound.summary_failed": report.summary_failed,
             }
         )
         span.end()
