@@ -193,6 +193,16 @@ impl<'a> Request<'a> {
         u64::from(self.scheme.scale(exact))
     }
 
+    /// Tokens of a message as the tokenizer counts them, before the provider ratio.
+    pub fn raw_tokens(&self, msg: &Message) -> u64 {
+        u64::from(message_tokens_with(msg, self.counter(), self.scheme.images))
+    }
+
+    /// The most raw tokens whose scaled count stays within `limit`.
+    pub fn raw_limit(&self, limit: u64) -> u64 {
+        limit * 1000 / u64::from(self.scheme.ratio_milli.max(1))
+    }
+
     /// Whether message `i` has an exact count without tokenizing anything.
     pub fn is_counted(&self, i: usize) -> bool {
         self.entries[i].tokens.get().is_some()

@@ -35,9 +35,23 @@ pub fn content_id(text: &str) -> String {
 
 /// The longest prefix of `text` (or suffix, `from_end`) that ends on a char boundary and has at
 /// most `max_tokens` tokens. A BPE count is not strictly monotone in the length of a prefix, so
-/// this is the cut a binary search finds: within budget, and at most a token or two short of
-/// the longest one.
+/// this is the cut a search finds: within budget, and at most a token or two short of the
+/// longest one.
 pub fn cut<'t>(text: &'t str, max_tokens: usize, counter: &dyn Counter, from_end: bool) -> &'t str {
+    cut_counted(text, counter.count(text), max_tokens, counter, from_end)
+}
+
+/// [`cut`] of a text whose token count `total` is known.
+pub fn cut_counted<'t>(
+    text: &'t str,
+    total: usize,
+    max_tokens: usize,
+    counter: &dyn Counter,
+    from_end: bool,
+) -> &'t str {
+    if total <= max_tokens {
+        return text;
+    }
     let piece = |len: usize| -> &'t str {
         if from_end {
             &text[text.len() - len..]
@@ -52,59 +66,105 @@ pub fn cut<'t>(text: &'t str, max_tokens: usize, counter: &dyn Counter, from_end
         }
         len
     };
-    if counter.count(text) <= max_tokens {
-        return text;
+    let scaled = |len: usize, num: usize, den: usize| -> usize {
+        usize::try_from(len as u128 * num as u128 / den.max(1) as u128).unwrap_or(usize::MAX)
+    };
+    // `lo` fits, `hi` does not. Secant steps from the text's own bytes per token land within a
+    // token or two in a few probes, each tokenizing about as much as the cut keeps.
+    let (mut lo, mut hi) = (0usize, text.len());
+    let mut guess = scaled(text.len(), max_tokens, total);
+    for _ in 0..8 {
+        let p = boundary(guess.clamp(lo + 1, hi.saturating_sub(1).max(lo + 1)));
+        if p <= lo || p >= hi {
+            break;
+        }
+        let c = counter.count(piece(p));
+        if c <= max_tokens {
+            lo = p;
+            if max_tokens - c <= 1 {
+                return piece(lo);
+            }
+        } else {
+            hi = p;
+        }
+        let next = scaled(p, max_tokens, c);
+        // A step that would not move (or overshoot the bracket) bisects instead.
+        guess = if next <= lo || next >= hi || next == p {
+            lo + (hi - lo) / 2
+        } else {
+            next
+        };
     }
-    // Search a window a few bytes per token wide, widened until it overflows: each probe then
-    // tokenizes about as much as the cut keeps, however long the text.
-    let mut hi = boundary(text.len().min(max_tokens.saturating_mul(8).max(16)));
-    while hi < text.len() && counter.count(piece(hi)) <= max_tokens {
-        hi = boundary(text.len().min(hi.saturating_mul(2)));
-    }
-    let mut lo = 0usize;
-    while lo < hi {
-        let mid = boundary(lo + (hi - lo).div_ceil(2));
+    while hi - lo > 1 {
+        let mid = boundary(lo + (hi - lo) / 2);
         if mid <= lo {
             break;
         }
         if counter.count(piece(mid)) <= max_tokens {
             lo = mid;
         } else {
-            hi = mid - 1;
-            hi = boundary(hi);
+            hi = mid;
         }
     }
     piece(lo)
 }
 
-/// A tool result over the size limit, cut so that the whole message stays within
-/// `max_tokens`: two thirds head, one third tail, and between them the anchor naming the
-/// original for `expand_message`. None when the text is too short to gain anything.
+/// The recovery anchor written between the head and the tail of a cut result.
+fn anchor(id: &str, omitted: usize, total: usize) -> String {
+    format!(
+        "\n[ringbound: {omitted} of {total} tokens of this tool result were cut. To read them, \
+         call expand_message with {{\"message_id\": \"{id}\"}}]\n"
+    )
+}
+
+/// Tokens, beyond its text, that a cut result costs at most: the message with only the
+/// anchor, for the largest numbers and the costliest id (one token per hex digit). A cut is
+/// planned only when the limit leaves room for text beyond this.
+pub fn truncation_overhead(original: &Message, raw_tokens: impl Fn(&Message) -> u64) -> u64 {
+    let widest = anchor("rb-", u32::MAX as usize, u32::MAX as usize);
+    raw_tokens(&rewritten(original, &widest)) + 16
+}
+
+/// Fewest tokens of text a cut keeps: below this, cutting is not worth an anchor.
+pub const MIN_KEPT_TOKENS: u64 = 16;
+
+/// A tool result over the size limit, cut so that the whole message has at most `max_raw`
+/// tokens (as `raw_tokens` counts a message): two thirds of the room as head, one third as
+/// tail, and between them the anchor naming the original for `expand_message` (the anchor
+/// alone when the text no longer fits beside it). None when not even the anchor fits.
 pub fn truncated_result(
     original: &Message,
-    max_tokens: u64,
+    max_raw: u64,
     counter: &dyn Counter,
-    message_tokens: impl Fn(&Message) -> u64,
+    raw_tokens: impl Fn(&Message) -> u64,
 ) -> Option<(Message, String)> {
     let text: String = original.texts.concat();
     let total = counter.count(&text);
-    let anchor = |omitted: usize| {
-        format!(
-            "\n[ringbound: {omitted} of {total} tokens of this tool result were cut. To read \
-             them, call expand_message with {{\"message_id\": \"{}\"}}]\n",
-            content_id(&text)
-        )
-    };
-    let probe = rewritten(original, &anchor(total));
-    let overhead = message_tokens(&probe);
-    let room = usize::try_from(max_tokens.checked_sub(overhead)?).ok()?;
-    let head = cut(&text, room * 2 / 3, counter, false);
-    let tail = cut(&text, room - room * 2 / 3, counter, true);
-    if head.len() + tail.len() >= text.len() {
-        return None;
+    let id = content_id(&text);
+    let overhead = raw_tokens(&rewritten(original, &anchor(&id, total, total)));
+    let mut room = usize::try_from(max_raw.checked_sub(overhead)?).ok()?;
+    // Text joined across the anchor can tokenize a little differently than apart: check the
+    // whole and give back what it overshot.
+    for _ in 0..4 {
+        if (room as u64) < MIN_KEPT_TOKENS {
+            break;
+        }
+        let head = cut_counted(&text, total, room * 2 / 3, counter, false);
+        let mut tail = cut_counted(&text, total, room - room * 2 / 3, counter, true);
+        if head.len() + tail.len() >= text.len() {
+            tail = "";
+        }
+        let omitted = total.saturating_sub(counter.count(head) + counter.count(tail));
+        let new_text = format!("{head}{}{tail}", anchor(&id, omitted, total));
+        let msg = rewritten(original, &new_text);
+        let tokens = raw_tokens(&msg);
+        if tokens <= max_raw {
+            return Some((msg, new_text));
+        }
+        room = room.saturating_sub(usize::try_from(tokens - max_raw).unwrap_or(room) + 2);
     }
-    let omitted = total.saturating_sub(counter.count(head) + counter.count(tail));
-    let new_text = format!("{head}{}{tail}", anchor(omitted));
+    // The anchor alone: what the overhead was measured on, so it fits.
+    let new_text = anchor(&id, total, total);
     Some((rewritten(original, &new_text), new_text))
 }
 
@@ -177,6 +237,7 @@ mod tests {
         let msg = Message::tool_result("call_1", &body, false);
         let tokens = |m: &Message| u64::from(crate::count::chat::message_tokens(m, c()));
         let (cut_msg, text) = truncated_result(&msg, 500, c(), tokens).unwrap();
+        assert!(truncation_overhead(&msg, tokens) < 200);
         assert!(tokens(&cut_msg) <= 500);
         assert!(text.starts_with("line 0: ok\n"));
         assert!(text.trim_end().ends_with("line 2999: ok"));

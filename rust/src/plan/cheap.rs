@@ -31,8 +31,9 @@ fn slot(kind: RewriteKind) -> usize {
 pub(super) struct CheapStages {
     /// Candidates per kind, oldest first.
     candidates: [Vec<usize>; 3],
-    /// Messages some cheap stage may rewrite.
-    shrinkable: Vec<bool>,
+    /// For each message some cheap stage may rewrite, the fewest tokens it can end with as
+    /// the loop plans it: the limit for a cut result, nothing for the others.
+    floor: Vec<Option<u64>>,
     /// For a superseded read: its tool's name.
     read_tool: HashMap<usize, String>,
     actions: Vec<[OnceCell<Option<Action>>; 3]>,
@@ -68,6 +69,7 @@ impl CheapStages {
             if enabled.contains(&RewriteKind::Truncated)
                 && msg.role == Role::Tool
                 && work.bound(w) > cfg.max_tool_result_tokens
+                && truncatable(work, cfg, w)
             {
                 candidates[slot(RewriteKind::Truncated)].push(w);
             }
@@ -75,13 +77,19 @@ impl CheapStages {
                 candidates[slot(RewriteKind::Media)].push(w);
             }
         }
-        let mut shrinkable = vec![false; len];
-        for &w in candidates.iter().flatten() {
-            shrinkable[w] = true;
+        let mut floor = vec![None; len];
+        for (kind, list) in KINDS.iter().zip(&candidates) {
+            let least = match kind {
+                RewriteKind::Truncated => cfg.max_tool_result_tokens,
+                _ => 0,
+            };
+            for &w in list {
+                floor[w] = Some(floor[w].map_or(least, |f: u64| f.min(least)));
+            }
         }
         CheapStages {
             candidates,
-            shrinkable,
+            floor,
             read_tool,
             actions: (0..len).map(|_| Default::default()).collect(),
         }
@@ -91,16 +99,35 @@ impl CheapStages {
         &self.candidates[slot(kind)]
     }
 
-    /// Tokens of unit `u` that cheap stages could remove: all of its candidates' tokens.
+    /// Tokens of unit `u` that cheap stages could remove.
     pub fn shrinkable(&self, u: &Unit, tokens: impl Fn(usize) -> u64) -> u64 {
         (u.start..u.end)
-            .filter(|&w| self.shrinkable[w])
-            .map(tokens)
+            .filter_map(|w| {
+                let least = self.floor[w]?;
+                Some(tokens(w).saturating_sub(least))
+            })
             .sum()
     }
 
-    /// The rewrite of message `w` by `kind`, or None when it would not make it smaller.
-    pub fn action(
+    /// Tokens message `w` has after a rewrite by `kind`, as the stage loop plans them, or None
+    /// when the rewrite would not make it smaller. A cut result is planned at the limit, which
+    /// it never exceeds: its text is made only if the plan keeps it (`rewrite`).
+    pub fn planned(
+        &self,
+        kind: RewriteKind,
+        w: usize,
+        work: &Work<'_, '_>,
+        cfg: &PlanConfig,
+    ) -> Option<u64> {
+        if kind == RewriteKind::Truncated {
+            let cap = cfg.max_tool_result_tokens;
+            return (work.tokens(w) > cap).then_some(cap);
+        }
+        self.rewrite(kind, w, work, cfg).map(|a| a.tokens)
+    }
+
+    /// The rewrite of message `w` by `kind`: its text and exact tokens.
+    pub fn rewrite(
         &self,
         kind: RewriteKind,
         w: usize,
@@ -116,17 +143,12 @@ impl CheapStages {
                         let text = rewrite::dedupe_stub(self.read_tool.get(&w)?);
                         (rewrite::rewritten(work.msgs[w], &text), text)
                     }
-                    RewriteKind::Truncated => {
-                        if old <= cfg.max_tool_result_tokens {
-                            return None;
-                        }
-                        rewrite::truncated_result(
-                            &work.full(w),
-                            cfg.max_tool_result_tokens,
-                            req.counter(),
-                            |m| req.inserted_tokens(m),
-                        )?
-                    }
+                    RewriteKind::Truncated => rewrite::truncated_result(
+                        &work.full(w),
+                        req.raw_limit(cfg.max_tool_result_tokens),
+                        req.counter(),
+                        |m| req.raw_tokens(m),
+                    )?,
                     RewriteKind::Media => (
                         rewrite::without_media(&work.full(w)),
                         MEDIA_PLACEHOLDER.to_owned(),
@@ -137,6 +159,13 @@ impl CheapStages {
             })
             .as_ref()
     }
+}
+
+/// Whether the limit leaves a cut of message `w` room for text beside its anchor.
+fn truncatable(work: &Work<'_, '_>, cfg: &PlanConfig, w: usize) -> bool {
+    let req = work.req;
+    let overhead = rewrite::truncation_overhead(work.msgs[w], |m| req.raw_tokens(m));
+    req.raw_limit(cfg.max_tool_result_tokens) >= overhead + rewrite::MIN_KEPT_TOKENS
 }
 
 /// Results of reads that a later result of the same read supersedes: same tool, same

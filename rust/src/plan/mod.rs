@@ -542,7 +542,7 @@ pub fn plan(
         unit_of[u.start..u.end].fill(k);
     }
     let cheap = CheapStages::find(&work, cfg, &unit_of, &protected, &is_note);
-    let action = |kind: RewriteKind, w: usize| cheap.action(kind, w, &work, cfg);
+    let planned = |kind: RewriteKind, w: usize| cheap.planned(kind, w, &work, cfg);
 
     let framing = u64::from(REPLY_PRIMING);
     let total = |messages_kept: u64, ledger: &LedgerState, tools: u64| {
@@ -642,10 +642,10 @@ pub fn plan(
                     if out.dropped[k] || certain[k] || out.rewritten[w].is_some() {
                         continue;
                     }
-                    let Some(act) = action(kind, w) else {
+                    let Some(tokens) = planned(kind, w) else {
                         continue;
                     };
-                    let saved = work.tokens(w) - act.tokens;
+                    let saved = work.tokens(w) - tokens;
                     out.rewritten[w] = Some((kind, saved));
                     out.unit_now[k] -= saved;
                     out.messages_kept -= saved;
@@ -704,19 +704,35 @@ pub fn plan(
     }
     let Outcome {
         dropped,
-        unit_now,
+        mut unit_now,
         rewritten,
         ledger: ledger_state,
         tools_tokens,
         stages: mut stage_reports,
-        messages_kept,
+        mut messages_kept,
         ..
     } = outcome;
-    // Rewrites of units dropped later count for the drop, not for the cheap stage.
-    let kept_rewrites: Vec<(usize, RewriteKind, u64)> = (0..len)
-        .filter(|&w| !dropped[unit_of[w]])
-        .filter_map(|w| rewritten[w].map(|(kind, saved)| (w, kind, saved)))
-        .collect();
+    // Rewrites of units dropped later count for the drop, not for the cheap stage. Kept ones
+    // are made now, and a cut result's exact size (at most the planned limit) replaces the
+    // plan's.
+    let mut kept_rewrites: Vec<(usize, RewriteKind, u64)> = Vec::new();
+    let mut rewrites: HashMap<usize, (RewriteKind, String)> = HashMap::new();
+    for w in (0..len).filter(|&w| !dropped[unit_of[w]]) {
+        let Some((kind, saved)) = rewritten[w] else {
+            continue;
+        };
+        let Some(done) = cheap.rewrite(kind, w, &work, cfg) else {
+            return Err(CoreError::InvalidMessage {
+                index: original_index(&work, w),
+                reason: "a planned rewrite could not be made".into(),
+            });
+        };
+        let slack = (work.tokens(w) - saved).saturating_sub(done.tokens);
+        messages_kept -= slack;
+        unit_now[unit_of[w]] -= slack;
+        kept_rewrites.push((w, kind, saved + slack));
+        rewrites.insert(w, (kind, done.text.clone()));
+    }
     stage_reports.retain_mut(|report| {
         let Some(kind) = Stage::from_name(report.stage).and_then(Stage::rewrites) else {
             return true;
@@ -768,10 +784,6 @@ pub fn plan(
         });
     }
 
-    let rewrites: HashMap<usize, (RewriteKind, String)> = kept_rewrites
-        .iter()
-        .filter_map(|&(w, kind, _)| Some((w, (kind, action(kind, w)?.text.clone()))))
-        .collect();
     let items = emit(
         &work,
         &all_units,
@@ -879,6 +891,13 @@ fn side_effects(ring: &[&Message], cfg: &PlanConfig, turn: Option<u32>) -> Vec<L
             )
         })
         .collect()
+}
+
+fn original_index(work: &Work<'_, '_>, w: usize) -> Option<usize> {
+    match work.source[w] {
+        Source::Original(i) => Some(i),
+        Source::Synthesized => None,
+    }
 }
 
 fn original_span(work: &Work<'_, '_>, u: &Unit) -> Option<Span> {
