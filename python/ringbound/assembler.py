@@ -4,9 +4,10 @@ plus the few insertions the plan asks for."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,18 +187,13 @@ class Assembler:
             ConfigError: The summarizer is async and an event loop is running (use
                 ``assemble_async``).
         """
-        span = telemetry.start_span(self._tracer, self.provider)
-        try:
+        with self._observed(ledger) as done:
             job = self._begin(messages, tools, system, pinned, ledger)
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = summarize.run(
                     self._summarizer, job.draft.request, **self._run_args(job.draft)
                 )
-            result, payload = self._finish(job)
-        except BaseException as e:
-            telemetry.rejected(e, self.provider, self._sink, span)
-            raise
-        return self._done(result, payload, ledger, span)
+            return done(*self._finish(job))
 
     async def assemble_async(
         self,
@@ -211,26 +207,33 @@ class Assembler:
         """``assemble`` for async callers: an async summarizer is awaited, a sync one runs in
         a worker thread, so the event loop is never blocked by a summary. Same arguments,
         result and errors as ``assemble``."""
-        span = telemetry.start_span(self._tracer, self.provider)
-        try:
+        with self._observed(ledger) as done:
             job = self._begin(messages, tools, system, pinned, ledger)
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = await summarize.arun(
                     self._summarizer, job.draft.request, **self._run_args(job.draft)
                 )
-            result, payload = self._finish(job)
+            return done(*self._finish(job))
+
+    @contextlib.contextmanager
+    def _observed(
+        self, ledger: SideEffectLedger | None
+    ) -> Iterator[Callable[[AssemblyResult, bytes], AssemblyResult]]:
+        """One assembly's span, metrics and ledger update: ``done(result, payload)`` reports
+        a success; an exception leaving the block is reported as a rejection."""
+        span = telemetry.start_span(self._tracer, self.provider)
+
+        def done(result: AssemblyResult, payload: bytes) -> AssemblyResult:
+            if ledger is not None:
+                ledger.extend(result.report.ledger_added)
+            telemetry.assembled(result.report, payload, self.provider, self._sink, span)
+            return result
+
+        try:
+            yield done
         except BaseException as e:
             telemetry.rejected(e, self.provider, self._sink, span)
             raise
-        return self._done(result, payload, ledger, span)
-
-    def _done(
-        self, result: AssemblyResult, payload: bytes, ledger: SideEffectLedger | None, span: Any
-    ) -> AssemblyResult:
-        if ledger is not None:
-            ledger.extend(result.report.ledger_added)
-        telemetry.assembled(result.report, payload, self.provider, self._sink, span)
-        return result
 
     def _run_args(self, d: compaction.Draft) -> dict[str, Any]:
         cfg = self.config

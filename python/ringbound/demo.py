@@ -35,6 +35,20 @@ def bundled_session() -> Session:
         return load_session(path)
 
 
+def _config(budget: int, **extra: Any) -> AssemblyConfig:
+    """The demo's policy: the whole budget for the request, the last 2 rings and the last
+    user turn protected, the airline's side-effecting tools ledgered."""
+    return AssemblyConfig(
+        model_input_limit=budget,
+        output_reserve_tokens=0,
+        safety_margin_tokens=0,
+        recent_tool_rings=2,
+        recent_user_turns=1,
+        side_effect_tools=AIRLINE_SIDE_EFFECT_TOOLS,
+        **extra,
+    )
+
+
 def run_demo(out: TextIO, fractions: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25)) -> int:
     """Prints the demo table; returns the number of assemblies whose output failed a check."""
     session = bundled_session()
@@ -58,14 +72,7 @@ def run_demo(out: TextIO, fractions: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25))
     last_note = None
     for fraction in fractions:
         budget = int(total * fraction)
-        cfg = AssemblyConfig(
-            model_input_limit=budget,
-            output_reserve_tokens=0,
-            safety_margin_tokens=0,
-            recent_tool_rings=2,
-            recent_user_turns=1,
-            side_effect_tools=AIRLINE_SIDE_EFFECT_TOOLS,
-        )
+        cfg = _config(budget)
         try:
             res = Assembler(cfg).assemble(messages)
         except BudgetExceededError as e:
@@ -109,15 +116,7 @@ def _summary_demo(out: TextIO, messages: list[Any], budget: int) -> int:
     """The same session at half its size with the extractive summarizer (no model needed):
     the dropped rings become one note after the ledger note. Returns 1 if the output fails a
     check."""
-    cfg = AssemblyConfig(
-        model_input_limit=budget,
-        output_reserve_tokens=0,
-        safety_margin_tokens=0,
-        recent_tool_rings=2,
-        recent_user_turns=1,
-        side_effect_tools=AIRLINE_SIDE_EFFECT_TOOLS,
-        summary_max_tokens=400,
-    )
+    cfg = _config(budget, summary_max_tokens=400)
     try:
         res = Assembler(cfg, summarizer=summarizers.extractive()).assemble(messages)
     except BudgetExceededError as e:
