@@ -302,3 +302,26 @@ def test_no_text_reaches_the_logs_on_the_summary_path(caplog: pytest.LogCaptureF
     assert res.report.summary_failed
     logged = "\n".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
     assert caplog.records and SECRET not in logged and FACT not in logged and "locker" not in logged
+
+
+@pytest.mark.parametrize("provider", ["openai_chat", "anthropic"])
+def test_each_notch_of_tighten_drops_more(provider: str) -> None:
+    canonical = session(rings=20)
+    native, system = (
+        (canonical, None)
+        if provider == "openai_chat"
+        else adapter(provider).from_canonical(canonical)
+    )
+    asm = rb.Assembler(config(model_input_limit=6000), provider=provider)
+    kept = []
+    for notch in range(4):
+        res = asm.assemble(native, system=system, tighten=notch)
+        r = res.report
+        assert r.tightened == notch and r.tokens_after <= r.budget
+        assert rb.validate(res.messages, provider=provider, system=res.system) == []
+        kept.append(r.tokens_after)
+    assert kept == sorted(kept, reverse=True) and len(set(kept)) == 4
+    with pytest.raises(rb.ConfigError):
+        asm.assemble(native, system=system, tighten=-1)
+    with pytest.raises(rb.BudgetExceededError):
+        asm.assemble(native, system=system, tighten=200)

@@ -163,6 +163,7 @@ class Assembler:
         system: Any = None,
         pinned: Iterable[int] | None = (),
         ledger: SideEffectLedger | None = None,
+        tighten: int = 0,
     ) -> AssemblyResult:
         """Assembles the next request from ``messages``.
 
@@ -175,6 +176,9 @@ class Assembler:
                 kept with them).
             ledger: The run's side-effect ledger: its entries are rendered into the ledger
                 note, and the side-effecting calls this assembly drops are added to it.
+            tighten: Notches to tighten by: each one plans again under the tokens the last
+                plan took, so at least one more unit is dropped or rewritten (after the
+                provider refused a request as too long, see ``with_context_retry``).
 
         Returns:
             The request to send and its report.
@@ -188,7 +192,7 @@ class Assembler:
                 ``assemble_async``).
         """
         with self._observed(ledger) as done:
-            job = self._begin(messages, tools, system, pinned, ledger)
+            job = self._begin(messages, tools, system, pinned, ledger, tighten)
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = summarize.run(
                     self._summarizer, job.draft.request, **self._run_args(job.draft)
@@ -203,12 +207,13 @@ class Assembler:
         system: Any = None,
         pinned: Iterable[int] | None = (),
         ledger: SideEffectLedger | None = None,
+        tighten: int = 0,
     ) -> AssemblyResult:
         """``assemble`` for async callers: an async summarizer is awaited, a sync one runs in
         a worker thread, so the event loop is never blocked by a summary. Same arguments,
         result and errors as ``assemble``."""
         with self._observed(ledger) as done:
-            job = self._begin(messages, tools, system, pinned, ledger)
+            job = self._begin(messages, tools, system, pinned, ledger, tighten)
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = await summarize.arun(
                     self._summarizer, job.draft.request, **self._run_args(job.draft)
@@ -279,6 +284,7 @@ class Assembler:
         system: Any,
         pinned: Iterable[int] | None,
         ledger: SideEffectLedger | None,
+        tighten: int,
     ) -> _Job:
         """Plans the request; when a summary is due, leaves room for it and says what to ask."""
         start = time.perf_counter()
@@ -292,27 +298,45 @@ class Assembler:
         check_message_list(messages)
         pins = _pins(pinned, len(messages))
         repair = self.config.on_pairing_error == "synthesize_error_results"
-        job = _Job(start=start, messages=messages, system=system, tools=tools)
+        if isinstance(tighten, bool) or not isinstance(tighten, int) or tighten < 0:
+            raise ConfigError(
+                f"tighten must be an integer >= 0, got {tighten!r}",
+                key="tighten",
+                reason="must be an integer >= 0",
+            )
+        job = _Job(start=start, messages=messages, system=system, tools=tools, tighten=tighten)
+        job.budget = budget = self.config.budget
         if self._adapter is None:
             job.payload = dump_messages(messages)
-            out, raw = _core.plan_openai_chat(
-                job.payload,
-                dump_tools(tools),
-                self._core,
-                pins,
-                self._cache,
-                messages=messages,
-                recorded=recorded,
-            )
+            tools_payload = dump_tools(tools)
+
+            def plan_chat(budget: int) -> tuple[list[Any], dict[str, Any]]:
+                return _core.plan_openai_chat(
+                    job.payload,
+                    tools_payload,
+                    self._core_for(budget),
+                    pins,
+                    self._cache,
+                    messages=messages,
+                    recorded=recorded,
+                )
+
+            out, raw = plan_chat(budget)
+            for _ in range(tighten):
+                job.budget = budget = raw["tokens_after"] - 1
+                out, raw = plan_chat(budget)
             job.done = (out, raw, system, 0)
-            if self._summarizer is None or not _wants_summary(raw, self.config):
+            if self._summarizer is None or not _wants_summary(raw, self.config, budget):
                 return job
             native = NativeRequest(CHAT_ADAPTER, messages, tools, system, pins, repair)
             first = None
         else:
             native = NativeRequest(self._adapter, messages, tools, system, pins, repair)
             job.payload = native.payload
-            first = native.plan(self._core, self._cache, self.config.budget, recorded=recorded)
+            first = native.plan(self._core, self._cache, budget, recorded=recorded)
+            for _ in range(tighten):
+                job.budget = budget = first[1]["tokens_after"] - 1
+                first = native.plan(self._core_for(budget), self._cache, budget, recorded=recorded)
         job.native, job.recorded = native, recorded
         if self._summarizer is not None:
             first_raw = job.done[1] if job.done is not None else first[1]
@@ -326,6 +350,7 @@ class Assembler:
             job.draft = compaction.draft(
                 native,
                 first_raw,
+                budget=budget,
                 cfg=self.config,
                 core_for=self._core_for,
                 cache=self._cache,
@@ -340,7 +365,7 @@ class Assembler:
                 job.native_plan = plan_native(
                     native,
                     self._core_for,
-                    self.config.budget,
+                    budget,
                     self._counting(),
                     recorded=recorded,
                     first=first,
@@ -356,7 +381,7 @@ class Assembler:
             job.native_plan = plan_native(
                 job.native,
                 self._core_for,
-                self.config.budget,
+                job.budget,
                 self._counting(),
                 start_budget=d.start_budget,
                 reserve=d.reserve,
@@ -400,17 +425,18 @@ class Assembler:
             messages_after=len(out),
             elapsed_s=time.perf_counter() - job.start,
             tokens_before_exact=raw["tokens_before_exact"],
+            tightened=job.tighten,
         )
         tools = job.tools if not report.tools_dropped else None
         result = AssemblyResult(messages=out, tools=tools, report=report, system=system_out)
         return result, job.payload
 
 
-def _wants_summary(raw: dict[str, Any], cfg: AssemblyConfig) -> bool:
+def _wants_summary(raw: dict[str, Any], cfg: AssemblyConfig, budget: int) -> bool:
     """Whether a plan leaves anything for the summary stage (see ``compaction.draft``)."""
     if raw["dropped_rings"] or raw["dropped_turns"]:
         return True
-    goal = cfg.summarize_trigger_ratio * cfg.budget
+    goal = cfg.summarize_trigger_ratio * budget
     return raw["tokens_after"] > goal and raw["bucket_tokens"]["middle"] > 0
 
 
@@ -422,6 +448,9 @@ class _Job:
     messages: list[Any]
     system: Any
     tools: list[Any] | None = None
+    #: The budget planned for: the config's, or lower after ``tighten`` notches.
+    budget: int = 0
+    tighten: int = 0
     payload: bytes = b""
     #: The finished request of the direct chat path: (messages, raw, system, merged).
     done: tuple[list[Any], dict[str, Any], Any, int] | None = None

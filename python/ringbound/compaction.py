@@ -85,6 +85,7 @@ def draft(
     native: NativeRequest,
     first_raw: Mapping[str, Any],
     *,
+    budget: int,
     cfg: AssemblyConfig,
     core_for: Callable[[int], Any],
     cache: Any,
@@ -99,7 +100,6 @@ def draft(
     ``first_raw`` is the report of the plan without a summary: the stage runs when it dropped
     units, or when it still sits above the trigger with middle left.
     """
-    budget = cfg.budget
     goal = max(1, math.floor(cfg.summarize_trigger_ratio * budget))
     dropped = bool(first_raw["dropped_rings"] or first_raw["dropped_turns"])
     above = first_raw["tokens_after"] > goal and first_raw["bucket_tokens"]["middle"] > 0

@@ -139,6 +139,8 @@ class AssemblyReport:
         elapsed_s: Wall time of the assembly.
         tokens_before_exact: Whether ``tokens_before`` (and the stages' ``tokens_saved``)
             are exact counts rather than upper bounds.
+        tightened: Notches the assembly was tightened by (``assemble(..., tighten=n)``);
+            ``budget`` is then the tightened one.
     """
 
     tokens_before: int
@@ -162,6 +164,7 @@ class AssemblyReport:
     messages_after: int = 0
     elapsed_s: float = 0.0
     tokens_before_exact: bool = True
+    tightened: int = 0
 
     @property
     def changed(self) -> bool:
