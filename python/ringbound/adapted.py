@@ -219,7 +219,9 @@ def plan_native(
         )
         if actual <= budget:
             break
-        plan_budget = min(plan_budget, budget) - (actual - budget)
+        # Under what this plan took, by what its rendering overshot: the next plan must
+        # drop or cut something more, whatever budget it was given.
+        plan_budget = min(plan_budget, raw["tokens_after"]) - (actual - budget)
         if plan_budget < 1:
             break
     if actual > budget:
