@@ -308,3 +308,17 @@ def test_usage_errors_are_argparse_errors() -> None:
     proc = run("assemble", "x.json", "--budget", "lots")
     assert proc.returncode == 2
     assert "invalid int value" in proc.stderr
+
+
+def test_calibrate_prints_the_recommendation() -> None:
+    sample = Path(__file__).parent / "data" / "usage_sample.jsonl"
+    proc = run("calibrate", sample, "--coverage", "0.99")
+    assert proc.returncode == 0, proc.stderr
+    assert "token_ratio: " in proc.stdout and "safety_margin_tokens: " in proc.stdout
+
+
+def test_calibrate_bad_file_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "usage.jsonl"
+    bad.write_text('{"local_estimate": 10, "prompt_tokens": 11}\nnot json\n')
+    proc = run("calibrate", bad)
+    assert proc.returncode == 2 and "line 2" in proc.stderr

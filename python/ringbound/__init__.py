@@ -7,6 +7,7 @@ from __future__ import annotations
 from . import recovery, summarizers
 from ._core import CountCache, __version__
 from .assembler import Assembler, AssemblyResult
+from .calibrate import Calibration, calibrate, load_usage
 from .config import AssemblyConfig
 from .counting import count_text, count_tokens, validate
 from .detect import detect_provider
@@ -31,14 +32,17 @@ from .recovery import (
 from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord, SummaryRecord
 from .summarize import SummaryRequest
 from .telemetry import disable_tracing, enable_tracing
+from .token_ledger import Admission, TokenLedger, ToolStats
 
 __all__ = [
+    "Admission",
     "AnchorNotFoundError",
     "Assembler",
     "AssemblyConfig",
     "AssemblyReport",
     "AssemblyResult",
     "BudgetExceededError",
+    "Calibration",
     "ConfigError",
     "CountCache",
     "InvalidAnchorError",
@@ -57,7 +61,10 @@ __all__ = [
     "SummaryError",
     "SummaryRecord",
     "SummaryRequest",
+    "TokenLedger",
+    "ToolStats",
     "__version__",
+    "calibrate",
     "count_text",
     "count_tokens",
     "detect_provider",
@@ -65,6 +72,7 @@ __all__ = [
     "enable_tracing",
     "expand_message_tool",
     "get_default_sink",
+    "load_usage",
     "recover",
     "recovery",
     "set_default_sink",

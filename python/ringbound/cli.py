@@ -139,6 +139,12 @@ def _demo(args: argparse.Namespace) -> int:
     return 1 if run_demo(sys.stdout) else 0
 
 
+def _calibrate(args: argparse.Namespace) -> int:
+    from .calibrate import cli_main
+
+    return cli_main(args.usage, args.coverage, args.plot)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ringbound", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -192,6 +198,15 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="assemble a bundled real session at shrinking budgets")
     d.set_defaults(run=_demo)
+
+    k = sub.add_parser(
+        "calibrate",
+        help="safety_margin_tokens and token_ratio from (local estimate, reported) usage",
+    )
+    k.add_argument("usage", help="JSONL: one {local_estimate, prompt_tokens} object per line")
+    k.add_argument("--coverage", type=float, default=0.999, help="share of requests covered")
+    k.add_argument("--plot", help="write a PNG of the error distribution (needs matplotlib)")
+    k.set_defaults(run=_calibrate)
     return p
 
 

@@ -1,0 +1,342 @@
+"""The token ledger of one agent run, shared by the assembler and the tool-call budget: what the
+provider actually billed calibrates the local estimate, and what each tool has returned so far
+predicts what its next call will bring into the window.
+
+Units: every count given to the ledger (``current_tokens``, tool return sizes, predictions) is a
+local estimate; ``budget`` and every count the ledger returns are provider tokens, i.e. local
+estimates scaled by :attr:`TokenLedger.ratio`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .errors import ConfigError
+
+__all__ = [
+    "DEFAULT_TOOL_TOKENS",
+    "Admission",
+    "TokenLedger",
+    "ToolStats",
+]
+
+#: Predicted return of a tool never observed: a large file read or search page, capped at a
+#: quarter of the budget so an unknown tool can still be admitted into a small window.
+DEFAULT_TOOL_TOKENS = 4_096
+#: Observations kept per series (provider ratios, each tool's returns) for the p95; the max
+#: and the count cover the whole run.
+HISTORY = 256
+_VERSION = 1
+_DECISIONS = ("allow", "compact_first", "deny")
+
+Decision = Literal["allow", "compact_first", "deny"]
+
+
+@dataclass(frozen=True)
+class ToolStats:
+    """Observed return sizes of one tool, in local tokens.
+
+    Attributes:
+        count: Returns observed in the run.
+        max: The largest single return of the run.
+        p95: Nearest-rank 95th percentile of the last returns (the max below 20 returns).
+    """
+
+    count: int
+    max: int
+    p95: int
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Whether a tool call may run now.
+
+    Attributes:
+        decision: ``allow`` (the predicted return fits the free space), ``compact_first`` (it
+            fits the budget once the history is compacted) or ``deny`` (it cannot fit the
+            budget at all, or it would take the run past ``hard_cap``).
+        predicted_tokens: The predicted return, in provider tokens.
+        remaining_tokens: Free space now: ``budget`` minus the calibrated ``current_tokens``
+            minus ``margin_tokens``; negative when the context is already over.
+        reason: One line saying why, with the numbers.
+    """
+
+    decision: Decision
+    predicted_tokens: int
+    remaining_tokens: int
+    reason: str
+
+
+def _quantile(sorted_values: list[int] | list[float], q: float) -> Any:
+    """Nearest-rank quantile: always an observed value, and monotone in ``q``."""
+    rank = max(1, math.ceil(q * len(sorted_values) - 1e-9))
+    return sorted_values[rank - 1]
+
+
+def _count(name: str, value: Any, *, positive: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
+        bound = "a positive" if positive else "a non-negative"
+        raise ConfigError(
+            f"{name} must be {bound} int, got {value!r}", key=name, reason=f"{bound} int"
+        )
+    return value
+
+
+class _Series:
+    """Count, max and recent values of one tool's returns."""
+
+    __slots__ = ("count", "max", "recent")
+
+    def __init__(self, count: int = 0, max_: int = 0, recent: Iterable[int] = ()) -> None:
+        self.count = count
+        self.max = max_
+        self.recent: deque[int] = deque(recent, maxlen=HISTORY)
+
+    def add(self, tokens: int) -> None:
+        self.count += 1
+        self.max = max(self.max, tokens)
+        self.recent.append(tokens)
+
+    def stats(self) -> ToolStats:
+        p95 = _quantile(sorted(self.recent), 0.95) if self.recent else 0
+        return ToolStats(self.count, self.max, p95)
+
+
+class TokenLedger:
+    """Token accounting of one agent run. Thread-safe: one ledger may be shared by the
+    assembler and by tool calls running in parallel.
+
+    Args:
+        budget: Provider tokens the context may hold (the compaction trigger).
+        hard_cap: Provider tokens of tool returns the whole run may take in; a call whose
+            predicted return would pass it is denied. None: no cap.
+        margin_tokens: Kept free on top of every prediction and of the tail reserve.
+        default_tool_tokens: Predicted return of a tool never observed; None takes
+            ``min(DEFAULT_TOOL_TOKENS, budget // 4)``.
+
+    Example:
+        >>> ledger = TokenLedger(10_000, margin_tokens=100)
+        >>> ledger.observe_usage(prompt_tokens=1_030, local_estimate=1_000)
+        >>> ledger.ratio, ledger.calibrated(2_000)
+        (1.03, 2060)
+        >>> ledger.observe_tool_result("read_file", 3_000)
+        >>> ledger.admit("read_file", current_tokens=5_000).decision
+        'allow'
+        >>> ledger.admit("read_file", current_tokens=7_000).decision
+        'compact_first'
+        >>> ledger.tail_reserve(["read_file"])
+        3190
+    """
+
+    def __init__(
+        self,
+        budget: int,
+        *,
+        hard_cap: int | None = None,
+        margin_tokens: int = 0,
+        default_tool_tokens: int | None = None,
+    ) -> None:
+        self.budget = _count("budget", budget, positive=True)
+        self.hard_cap = None if hard_cap is None else _count("hard_cap", hard_cap)
+        self.margin_tokens = _count("margin_tokens", margin_tokens)
+        self.default_tool_tokens = (
+            min(DEFAULT_TOOL_TOKENS, max(1, budget // 4))
+            if default_tool_tokens is None
+            else _count("default_tool_tokens", default_tool_tokens)
+        )
+        self._lock = threading.Lock()
+        self._ratios: deque[float] = deque(maxlen=HISTORY)
+        self._tools: dict[str, _Series] = {}
+        self._tool_tokens_total = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"TokenLedger(budget={self.budget}, hard_cap={self.hard_cap}, "
+            f"margin_tokens={self.margin_tokens}, ratio={self.ratio}, "
+            f"tools={sorted(self._tools)})"
+        )
+
+    def observe_usage(self, prompt_tokens: int, local_estimate: int) -> None:
+        """Record the provider's reported prompt tokens for a request estimated locally at
+        ``local_estimate`` (a usage block, or the count quoted by a context-length error)."""
+        _count("prompt_tokens", prompt_tokens)
+        _count("local_estimate", local_estimate, positive=True)
+        with self._lock:
+            self._ratios.append(prompt_tokens / local_estimate)
+
+    @property
+    def ratio(self) -> float:
+        """Provider tokens per local token: the p95 of the last reported/estimate ratios
+        (nearest rank, so the max below 20 observations); 1.0 before any observation."""
+        with self._lock:
+            return self._ratio_locked()
+
+    def _ratio_locked(self) -> float:
+        return _quantile(sorted(self._ratios), 0.95) if self._ratios else 1.0
+
+    def calibrated(self, estimate: int) -> int:
+        """``estimate`` local tokens in provider tokens, rounded up."""
+        _count("estimate", estimate)
+        return _scale(estimate, self.ratio)
+
+    def observe_tool_result(self, tool: str, tokens: int) -> None:
+        """Record that one call of ``tool`` returned ``tokens`` local tokens."""
+        if not isinstance(tool, str) or not tool:
+            raise ConfigError(f"tool must be a non-empty str, got {tool!r}", key="tool")
+        _count("tokens", tokens)
+        with self._lock:
+            self._tools.setdefault(tool, _Series()).add(tokens)
+            self._tool_tokens_total += tokens
+
+    def tool_stats(self, tool: str) -> ToolStats:
+        """Observed return sizes of ``tool``; all zero when it was never observed."""
+        with self._lock:
+            series = self._tools.get(tool)
+            return series.stats() if series else ToolStats(0, 0, 0)
+
+    @property
+    def tool_tokens_total(self) -> int:
+        """Local tokens of every tool return observed in the run (what ``hard_cap`` limits)."""
+        with self._lock:
+            return self._tool_tokens_total
+
+    def admit(
+        self, tool: str, predicted_tokens: int | None = None, *, current_tokens: int
+    ) -> Admission:
+        """Decide whether a call of ``tool`` may run with ``current_tokens`` (local) in the
+        context.
+
+        The prediction is ``predicted_tokens`` when given, else the tool's observed p95 (its
+        max below 20 observations), else ``default_tool_tokens``. With the margin added, it is
+        ``allow`` when it fits the free space, ``compact_first`` when it fits the budget on its
+        own, ``deny`` otherwise or when it would take the run's tool returns past ``hard_cap``.
+        """
+        _count("current_tokens", current_tokens)
+        if predicted_tokens is not None:
+            _count("predicted_tokens", predicted_tokens)
+        with self._lock:
+            ratio = self._ratio_locked()
+            if predicted_tokens is None:
+                series = self._tools.get(tool)
+                predicted_tokens = series.stats().p95 if series else self.default_tool_tokens
+            total = self._tool_tokens_total
+        predicted = _scale(predicted_tokens, ratio)
+        remaining = self.budget - _scale(current_tokens, ratio) - self.margin_tokens
+        if self.hard_cap is not None and _scale(total, ratio) + predicted > self.hard_cap:
+            return Admission(
+                "deny",
+                predicted,
+                remaining,
+                f"{tool}: {predicted} predicted would take the run's tool returns "
+                f"({_scale(total, ratio)}) past the hard cap {self.hard_cap}",
+            )
+        if predicted <= remaining:
+            return Admission(
+                "allow", predicted, remaining, f"{tool}: {predicted} predicted, {remaining} free"
+            )
+        if predicted + self.margin_tokens <= self.budget:
+            return Admission(
+                "compact_first",
+                predicted,
+                remaining,
+                f"{tool}: {predicted} predicted, only {remaining} free; fits the budget "
+                f"{self.budget} after compaction",
+            )
+        return Admission(
+            "deny",
+            predicted,
+            remaining,
+            f"{tool}: {predicted} predicted plus margin {self.margin_tokens} exceeds the "
+            f"budget {self.budget}",
+        )
+
+    def tail_reserve(self, tools: Iterable[str] | None = None) -> int:
+        """Provider tokens to leave free after compaction: the worst single return observed of
+        ``tools`` (every observed tool when None; a listed tool never observed counts as
+        ``default_tool_tokens``), plus ``margin_tokens``. With at least this much free, every
+        one of those tools is admitted with ``allow``."""
+        with self._lock:
+            ratio = self._ratio_locked()
+            if tools is None:
+                worst = max((s.max for s in self._tools.values()), default=0)
+            else:
+                worst = max(
+                    (
+                        self._tools[t].max if t in self._tools else self.default_tool_tokens
+                        for t in tools
+                    ),
+                    default=0,
+                )
+        return _scale(worst, ratio) + self.margin_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data; :meth:`from_dict` rebuilds an equal ledger."""
+        with self._lock:
+            return {
+                "version": _VERSION,
+                "budget": self.budget,
+                "hard_cap": self.hard_cap,
+                "margin_tokens": self.margin_tokens,
+                "default_tool_tokens": self.default_tool_tokens,
+                "ratios": list(self._ratios),
+                "tools": {
+                    name: {"count": s.count, "max": s.max, "recent": list(s.recent)}
+                    for name, s in self._tools.items()
+                },
+                "tool_tokens_total": self._tool_tokens_total,
+            }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TokenLedger:
+        """Rebuild a ledger from :meth:`to_dict` output; ConfigError when it is malformed."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"token ledger must be a mapping, got {type(data).__name__}")
+        if data.get("version") != _VERSION:
+            raise ConfigError(
+                f"token ledger version {data.get('version')!r} is not {_VERSION}", key="version"
+            )
+        try:
+            ledger = cls(
+                data["budget"],
+                hard_cap=data["hard_cap"],
+                margin_tokens=data["margin_tokens"],
+                default_tool_tokens=data["default_tool_tokens"],
+            )
+            ratios, tools, total = data["ratios"], data["tools"], data["tool_tokens_total"]
+        except KeyError as e:
+            raise ConfigError(f"token ledger lacks {e.args[0]!r}", key=str(e.args[0])) from None
+        if not isinstance(ratios, list) or not all(
+            not isinstance(r, bool) and isinstance(r, (int, float)) and 0 <= r < math.inf
+            for r in ratios
+        ):
+            raise ConfigError(
+                "token ledger ratios must be a list of finite numbers >= 0", key="ratios"
+            )
+        if not isinstance(tools, Mapping):
+            raise ConfigError("token ledger tools must be a mapping", key="tools")
+        ledger._ratios.extend(float(r) for r in ratios)
+        for name, entry in tools.items():
+            key = f"tools.{name}"
+            if not isinstance(name, str) or not name or not isinstance(entry, Mapping):
+                raise ConfigError(f"token ledger {key} is malformed", key=key)
+            recent = entry.get("recent")
+            if not isinstance(recent, list):
+                raise ConfigError(f"token ledger {key}.recent must be a list", key=key)
+            count = _count(f"{key}.count", entry.get("count"))
+            max_ = _count(f"{key}.max", entry.get("max"))
+            values = [_count(f"{key}.recent", v) for v in recent]
+            if len(values) > count or any(v > max_ for v in values):
+                raise ConfigError(f"token ledger {key} is inconsistent", key=key)
+            ledger._tools[name] = _Series(count, max_, values)
+        ledger._tool_tokens_total = _count("tool_tokens_total", total)
+        return ledger
+
+
+def _scale(tokens: int, ratio: float) -> int:
+    # The epsilon keeps 1000 * 1.1 = 1100.0000000000002 at 1100 instead of 1101.
+    return max(0, math.ceil(tokens * ratio - 1e-9))
