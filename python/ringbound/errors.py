@@ -13,6 +13,7 @@ __all__ = [
     "PairingError",
     "PairingIssue",
     "RingboundError",
+    "StaleStateError",
     "SummaryError",
 ]
 
@@ -115,3 +116,19 @@ class SummaryError(RingboundError):
     def __init__(self, message: str, *, reason: str = "") -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class StaleStateError(RingboundError, ValueError):
+    """An ``AssemblyState`` does not describe the history it was given.
+
+    Raised when a state is corrupt, of another version, or from another session. A state whose
+    history was edited since (messages changed or removed) is not an error: the assembly falls
+    back to a fresh plan and says so in ``report.state``.
+
+    Attributes:
+        reason: What does not match.
+    """
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message

@@ -40,6 +40,8 @@ pub enum CoreError {
     },
     /// A configuration value is out of its range.
     Config { key: String, reason: String },
+    /// A previous plan to replay does not describe this request (the history changed).
+    StaleState { reason: String },
 }
 
 impl CoreError {
@@ -89,6 +91,7 @@ impl fmt::Display for CoreError {
                 buckets.framing,
                 buckets.middle
             ),
+            CoreError::StaleState { reason } => write!(f, "the assembly state is stale: {reason}"),
             CoreError::Config { key, reason } => write!(f, "config `{key}`: {reason}"),
         }
     }

@@ -12,8 +12,9 @@ use crate::count::{Backend, Encoding};
 use crate::error::{BucketTokens, CoreError};
 use crate::ledger::LedgerEntry;
 use crate::pairing::{self, PairingIssue};
-use crate::plan::{self, Item, Layout, PlanConfig, Stage};
+use crate::plan::{self, Item, Layout, PlanConfig, Replay, Stage};
 use crate::request::{load_openai_chat, Limits, Scheme};
+use crate::rewrite::RewriteKind;
 
 fn bucket_dict<'py>(py: Python<'py>, b: &BucketTokens) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -78,6 +79,10 @@ fn raise(py: Python<'_>, err: &CoreError) -> PyResult<PyErr> {
             kwargs.set_item("reason", reason)?;
             "ConfigError"
         }
+        CoreError::StaleState { reason } => {
+            kwargs.set_item("reason", reason)?;
+            "StaleStateError"
+        }
     };
     let exc = errors.getattr(class)?.call((text,), Some(&kwargs))?;
     Ok(PyErr::from_value(exc))
@@ -129,6 +134,9 @@ type RecordedEntry = (
     Option<String>,
     Option<u32>,
 );
+
+/// A plan to make again: (dropped message indices, [(index, rewrite kind)]).
+type ReplayArg = (Vec<usize>, Vec<(usize, String)>);
 
 fn recorded_entry(entry: RecordedEntry) -> Result<LedgerEntry, CoreError> {
     let (tool, call_id, args, status, idempotency_key, resource_id, turn) = entry;
@@ -218,6 +226,7 @@ impl CoreConfig {
                 max_tool_result_tokens,
                 summary_reserve: None,
                 recorded_ledger: Vec::new(),
+                replay: None,
             },
             scheme: scheme(encoding, tokenizer_backend, image_formula, token_ratio)
                 .map_err(|e| to_py(py, e))?,
@@ -272,7 +281,7 @@ fn chosen(cache: Option<&PyCountCache>) -> &CountCache {
 /// caller's message at that index), `("synthesized", call_id)` or `("ledger", text, role)`;
 /// given the caller's `messages`, the items are the request itself instead.
 #[pyfunction]
-#[pyo3(signature = (messages_json, tools_json, config, pinned, cache=None, groups=None, binds_next=None, messages=None, summary_reserve=None, recorded=None))]
+#[pyo3(signature = (messages_json, tools_json, config, pinned, cache=None, groups=None, binds_next=None, messages=None, summary_reserve=None, recorded=None, replay=None))]
 #[allow(clippy::too_many_arguments)]
 fn plan_openai_chat<'py>(
     py: Python<'py>,
@@ -286,10 +295,11 @@ fn plan_openai_chat<'py>(
     messages: Option<Bound<'py, PyAny>>,
     summary_reserve: Option<u64>,
     recorded: Option<Vec<RecordedEntry>>,
+    replay: Option<ReplayArg>,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
     let cache = chosen(cache);
     let per_call;
-    let plan_config = if summary_reserve.is_none() && recorded.is_none() {
+    let plan_config = if summary_reserve.is_none() && recorded.is_none() && replay.is_none() {
         &config.plan
     } else {
         let mut cfg = config.plan.clone();
@@ -299,6 +309,22 @@ fn plan_openai_chat<'py>(
             .into_iter()
             .map(recorded_entry)
             .collect::<Result<_, _>>()
+            .map_err(|e| to_py(py, e))?;
+        cfg.replay = replay
+            .map(|(dropped, rewrites)| {
+                let rewrites = rewrites
+                    .into_iter()
+                    .map(|(i, kind)| {
+                        RewriteKind::from_name(&kind)
+                            .map(|k| (i, k))
+                            .ok_or_else(|| CoreError::StaleState {
+                                reason: format!("unknown rewrite kind {kind:?}"),
+                            })
+                    })
+                    .collect::<Result<_, _>>()?;
+                Ok::<_, CoreError>(Replay { dropped, rewrites })
+            })
+            .transpose()
             .map_err(|e| to_py(py, e))?;
         per_call = cfg;
         &per_call

@@ -22,6 +22,16 @@ impl RewriteKind {
             RewriteKind::Media => "media",
         }
     }
+
+    pub fn from_name(name: &str) -> Option<RewriteKind> {
+        [
+            RewriteKind::Truncated,
+            RewriteKind::Deduped,
+            RewriteKind::Media,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
+    }
 }
 
 /// The text that stands in for each image a message loses.

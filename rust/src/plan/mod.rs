@@ -110,6 +110,18 @@ pub struct PlanConfig {
     pub summary_reserve: Option<u64>,
     /// Entries the execution layer recorded, rendered in the note whatever was dropped.
     pub recorded_ledger: Vec<LedgerEntry>,
+    /// A previous plan's decisions to make again instead of running the stages.
+    pub replay: Option<Replay>,
+}
+
+/// What an earlier plan decided about the messages it saw, to be decided the same way again
+/// (cache-stable assembly): the caller's messages it dropped and those it rewrote. Messages
+/// after them are kept. The budget is not checked: the caller compares the total with its
+/// trigger.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Replay {
+    pub dropped: Vec<usize>,
+    pub rewrites: Vec<(usize, RewriteKind)>,
 }
 
 /// How canonical messages map onto a provider's native items, for providers whose items do not
@@ -592,7 +604,27 @@ pub fn plan(
         }
         (value, is_certain)
     };
-    let (mut unit_value, mut certain) = values(true);
+    // A replay decides nothing: every kept unit is counted, the dropped ones are bounded.
+    let (mut unit_value, mut certain) = match &cfg.replay {
+        None => values(true),
+        Some(r) => {
+            let gone: HashSet<usize> = r.dropped.iter().copied().collect();
+            let value = all_units
+                .iter()
+                .map(|u| {
+                    let dropped = (u.start..u.end).any(
+                        |w| matches!(work.source[w], Source::Original(i) if gone.contains(&i)),
+                    );
+                    if dropped {
+                        unit_bound(u)
+                    } else {
+                        unit_tokens(u)
+                    }
+                })
+                .collect();
+            (value, vec![false; all_units.len()])
+        }
+    };
     let messages_total: u64 = unit_value.iter().sum();
     // As given: repairs are not part of the input, earlier ledger notes are.
     let synthesized_total: u64 = work.synthesized_tokens.iter().sum();
@@ -693,8 +725,29 @@ pub fn plan(
         out
     };
 
-    let mut outcome = run(cfg.budget, &unit_value, &certain);
-    let fits = total(outcome.messages_kept, &outcome.ledger, outcome.tools_tokens) <= cfg.budget;
+    let replayed = cfg.replay.as_ref().map(|r| {
+        replay(
+            r,
+            &Replaying {
+                work: &work,
+                all_units: &all_units,
+                protected: &protected,
+                unit_of: &unit_of,
+                unit_value: &unit_value,
+                original_to_work: &original_to_work,
+                cheap: &cheap,
+                cfg,
+            },
+            ledger_state.clone(),
+            req,
+        )
+    });
+    let mut outcome = match replayed {
+        Some(outcome) => outcome?,
+        None => run(cfg.budget, &unit_value, &certain),
+    };
+    let fits = cfg.replay.is_some()
+        || total(outcome.messages_kept, &outcome.ledger, outcome.tools_tokens) <= cfg.budget;
     if !fits {
         // Describe the smallest request the policy allows, not wherever the sequence ended:
         // count everything exactly (a failure is rare) and walk again to that point.
@@ -844,6 +897,112 @@ pub fn plan(
     };
     check_output(&plan, &synthesized, req)?;
     Ok(plan)
+}
+
+/// What `replay` reads of the plan under way.
+struct Replaying<'p, 'r, 'a> {
+    work: &'p Work<'r, 'a>,
+    all_units: &'p [Unit],
+    protected: &'p [bool],
+    unit_of: &'p [usize],
+    unit_value: &'p [u64],
+    original_to_work: &'p HashMap<usize, usize>,
+    cheap: &'p CheapStages,
+    cfg: &'p PlanConfig,
+}
+
+/// The outcome of making a previous plan's decisions again, or `StaleState` when they no
+/// longer fit this request: a dropped message outside the middle or not a whole unit, a
+/// rewrite that cannot be made.
+fn replay(
+    r: &Replay,
+    p: &Replaying<'_, '_, '_>,
+    ledger: LedgerState,
+    req: &Request,
+) -> Result<Outcome, CoreError> {
+    let stale = |reason: String| CoreError::StaleState { reason };
+    let work = p.work;
+    let len = work.msgs.len();
+    let gone: HashSet<usize> = r.dropped.iter().copied().collect();
+    let mut out = Outcome {
+        dropped: vec![false; p.all_units.len()],
+        unit_now: p.unit_value.to_vec(),
+        rewritten: vec![None; len],
+        ledger,
+        messages_kept: 0,
+        tools_tokens: req.tools_tokens,
+        stages: Vec::new(),
+        least: 0,
+    };
+    for &i in &r.dropped {
+        let w = *p
+            .original_to_work
+            .get(&i)
+            .ok_or_else(|| stale(format!("message {i} it dropped is not in the request")))?;
+        let k = p.unit_of[w];
+        let u = &p.all_units[k];
+        if p.protected[k] {
+            return Err(stale(format!("message {i} it dropped is protected now")));
+        }
+        let whole = (u.start..u.end).all(|v| match work.source[v] {
+            Source::Original(j) => gone.contains(&j),
+            Source::Synthesized => true,
+        });
+        if !whole {
+            return Err(stale(format!(
+                "message {i} it dropped is part of a unit now"
+            )));
+        }
+        if !out.dropped[k] {
+            out.dropped[k] = true;
+            if u.kind == UnitKind::Ring && p.cfg.pin_side_effect_ledger {
+                let turn = u32::try_from(
+                    (0..u.start)
+                        .filter(|&v| work.msgs[v].role == Role::User)
+                        .count(),
+                )
+                .ok();
+                for entry in side_effects(&work.msgs[u.start..u.end], p.cfg, turn) {
+                    out.ledger.add(entry, req);
+                }
+            }
+        }
+    }
+    for &(i, kind) in &r.rewrites {
+        let w = *p
+            .original_to_work
+            .get(&i)
+            .ok_or_else(|| stale(format!("message {i} it rewrote is not in the request")))?;
+        let k = p.unit_of[w];
+        if out.dropped[k] {
+            continue;
+        }
+        if p.protected[k] {
+            return Err(stale(format!("message {i} it rewrote is protected now")));
+        }
+        let act = p
+            .cheap
+            .rewrite(kind, w, work, p.cfg)
+            .ok_or_else(|| stale(format!("message {i} cannot be rewritten as before")))?;
+        let saved = work.tokens(w) - act.tokens;
+        out.rewritten[w] = Some((kind, saved));
+        out.unit_now[k] -= saved;
+    }
+    out.messages_kept = (0..p.all_units.len())
+        .filter(|&k| !out.dropped[k])
+        .map(|k| out.unit_now[k])
+        .sum();
+    let units = out.dropped.iter().filter(|&&d| d).count()
+        + out.rewritten.iter().filter(|x| x.is_some()).count();
+    if units > 0 {
+        let before: u64 = p.unit_value.iter().sum();
+        out.stages.push(StageReport {
+            stage: "reuse_previous_cut",
+            units,
+            tokens_saved: before.saturating_sub(out.messages_kept),
+        });
+    }
+    Ok(out)
 }
 
 /// Start of the protected suffix: the earliest of the last `recent_tool_rings` rings and the
@@ -1051,6 +1210,7 @@ mod tests {
             max_tool_result_tokens: 4000,
             summary_reserve: None,
             recorded_ledger: Vec::new(),
+            replay: None,
         }
     }
 
@@ -1324,6 +1484,44 @@ mod tests {
             "the recorded entry stands for ring c0"
         );
         assert_eq!(p.ledger_entries, 1);
+    }
+
+    #[test]
+    fn a_replayed_plan_keeps_its_decisions_as_the_history_grows() {
+        let req = request(session(6));
+        let full = plan(&req, &cfg(100_000), &[], None).unwrap().tokens_after;
+        let first = plan(&req, &cfg(full / 2), &[], None).unwrap();
+        let dropped: Vec<usize> = first
+            .dropped_rings
+            .iter()
+            .flat_map(|s| s.start..s.end)
+            .collect();
+        // Two more rings appended: the replay drops the same, keeps the rest, whatever the budget.
+        let mut longer = session(6);
+        let tail = longer.split_off(longer.len() - 2);
+        longer.extend(ring("n1", "read", &"data ".repeat(50), false));
+        longer.extend(ring("n2", "read", &"data ".repeat(50), false));
+        longer.extend(tail);
+        let req2 = request(longer);
+        let mut c = cfg(10);
+        c.replay = Some(Replay {
+            dropped: dropped.clone(),
+            rewrites: Vec::new(),
+        });
+        let p = plan(&req2, &c, &[], None).unwrap();
+        let k = kept(&p);
+        assert!(dropped.iter().all(|i| !k.contains(i)));
+        assert_eq!(k.len() + dropped.len(), req2.len());
+        assert_eq!(p.ledger_entries, first.ledger_entries);
+        // A dropped message that is protected now makes the replay stale.
+        c.replay = Some(Replay {
+            dropped: vec![1],
+            rewrites: Vec::new(),
+        });
+        assert!(matches!(
+            plan(&req2, &c, &[], None),
+            Err(CoreError::StaleState { .. })
+        ));
     }
 
     proptest! {
