@@ -18,6 +18,7 @@ from .errors import (
     PairingError,
     PairingIssue,
     RingboundError,
+    StaleStateError,
     SummaryError,
 )
 from .ledger import SideEffectLedger
@@ -30,6 +31,14 @@ from .recovery import (
     recover,
 )
 from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord, SummaryRecord
+from .retry import (
+    ContextOverflow,
+    RetryOutcome,
+    is_context_length_error,
+    with_context_retry,
+    with_context_retry_async,
+)
+from .state import AssemblyState
 from .summarize import SummaryRequest
 from .telemetry import disable_tracing, enable_tracing
 from .token_ledger import Admission, TokenLedger, ToolStats
@@ -41,9 +50,11 @@ __all__ = [
     "AssemblyConfig",
     "AssemblyReport",
     "AssemblyResult",
+    "AssemblyState",
     "BudgetExceededError",
     "Calibration",
     "ConfigError",
+    "ContextOverflow",
     "CountCache",
     "InvalidAnchorError",
     "InvalidMessageError",
@@ -54,10 +65,12 @@ __all__ = [
     "PairingIssue",
     "PrometheusSink",
     "Recovered",
+    "RetryOutcome",
     "RewriteRecord",
     "RingboundError",
     "SideEffectLedger",
     "StageRecord",
+    "StaleStateError",
     "SummaryError",
     "SummaryRecord",
     "SummaryRequest",
@@ -72,10 +85,13 @@ __all__ = [
     "enable_tracing",
     "expand_message_tool",
     "get_default_sink",
+    "is_context_length_error",
     "load_usage",
     "recover",
     "recovery",
     "set_default_sink",
     "summarizers",
     "validate",
+    "with_context_retry",
+    "with_context_retry_async",
 ]
