@@ -131,6 +131,7 @@ class NativeRequest:
         *,
         reserve: int | None = None,
         recorded: list[tuple[Any, ...]] | None = None,
+        replay: tuple[list[int], list[tuple[int, str]]] | None = None,
     ) -> tuple[list[Any], dict[str, Any]]:
         """The core's plan of the canonical view: items and the raw report, in canonical
         indices. Errors name the caller's budget and native indices."""
@@ -145,6 +146,7 @@ class NativeRequest:
                 self._binds,
                 summary_reserve=reserve,
                 recorded=recorded,
+                replay=replay,
             )
         except BudgetExceededError as e:
             e.budget = budget
@@ -237,6 +239,7 @@ def plan_native(
     raw["canonical_dropped"] = sorted(raw["dropped_rings"] + raw["dropped_turns"])
     raw["dropped_rings"] = native.native_spans(raw["dropped_rings"])
     raw["dropped_turns"] = native.native_spans(raw["dropped_turns"])
+    raw["canonical_rewrites"] = [(k, kind) for k, kind, _ in raw["rewrites"]]
     raw["rewrites"] = [
         (native.canonical.spans[k][0], kind, saved) for k, kind, saved in raw["rewrites"]
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Any
 from . import _core, compaction, summarize, summarizers, telemetry
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
 from .config import AssemblyConfig
-from .errors import ConfigError
+from .errors import BudgetExceededError, ConfigError, StaleStateError
 from .ledger import SideEffectLedger
 from .metrics import MetricsSink, check_sink
 from .payload import check_message_list, dump_messages, dump_tools
@@ -22,6 +23,7 @@ from .providers import adapter, check_provider
 from .providers.chat_adapter import ADAPTER as CHAT_ADAPTER
 from .redact import Redactor
 from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord
+from .state import AssemblyState, fingerprint
 
 __all__ = ["Assembler", "AssemblyResult"]
 
@@ -41,6 +43,9 @@ class AssemblyResult:
     messages: list[Any]
     tools: list[Any] | None
     report: AssemblyReport
+    #: The checkpoint for the next turn (``cache_stable`` assembly, or when a state was
+    #: given); None otherwise.
+    state: AssemblyState | None = None
     #: The top-level system to send, for providers that have one (Anthropic ``system``,
     #: Gemini ``systemInstruction``, Bedrock ``system``, Responses ``instructions``): the
     #: caller's value, or a new one carrying the side-effect ledger note.
@@ -164,6 +169,7 @@ class Assembler:
         pinned: Iterable[int] | None = (),
         ledger: SideEffectLedger | None = None,
         tighten: int = 0,
+        state: AssemblyState | None = None,
     ) -> AssemblyResult:
         """Assembles the next request from ``messages``.
 
@@ -179,6 +185,10 @@ class Assembler:
             tighten: Notches to tighten by: each one plans again under the tokens the last
                 plan took, so at least one more unit is dropped or rewritten (after the
                 provider refused a request as too long, see ``with_context_retry``).
+            state: The previous turn's ``res.state`` (cache-stable assembly): its cut is made
+                again while the request stays under ``compact_trigger_ratio`` of the budget,
+                so the request's prefix is byte-identical to the previous one's. Implies
+                ``cache_stable``.
 
         Returns:
             The request to send and its report.
@@ -190,9 +200,12 @@ class Assembler:
             SummaryError: The summarizer failed and ``on_summary_failure`` is fail_closed.
             ConfigError: The summarizer is async and an event loop is running (use
                 ``assemble_async``).
+            StaleStateError: ``state`` is from another session or provider (a history
+                edited since is not an error: the assembly plans afresh, ``report.state``
+                says why).
         """
         with self._observed(ledger) as done:
-            job = self._begin(messages, tools, system, pinned, ledger, tighten)
+            job = self._begin(messages, tools, system, pinned, ledger, tighten, state)
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = summarize.run(
                     self._summarizer, job.draft.request, **self._run_args(job.draft)
@@ -208,12 +221,13 @@ class Assembler:
         pinned: Iterable[int] | None = (),
         ledger: SideEffectLedger | None = None,
         tighten: int = 0,
+        state: AssemblyState | None = None,
     ) -> AssemblyResult:
         """``assemble`` for async callers: an async summarizer is awaited, a sync one runs in
         a worker thread, so the event loop is never blocked by a summary. Same arguments,
         result and errors as ``assemble``."""
         with self._observed(ledger) as done:
-            job = self._begin(messages, tools, system, pinned, ledger, tighten)
+            job = self._begin(messages, tools, system, pinned, ledger, tighten, state)
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = await summarize.arun(
                     self._summarizer, job.draft.request, **self._run_args(job.draft)
@@ -285,6 +299,7 @@ class Assembler:
         pinned: Iterable[int] | None,
         ledger: SideEffectLedger | None,
         tighten: int,
+        state: AssemblyState | None = None,
     ) -> _Job:
         """Plans the request; when a summary is due, leaves room for it and says what to ask."""
         start = time.perf_counter()
@@ -305,7 +320,18 @@ class Assembler:
                 reason="must be an integer >= 0",
             )
         job = _Job(start=start, messages=messages, system=system, tools=tools, tighten=tighten)
-        job.budget = budget = self.config.budget
+        if state is not None and not isinstance(state, AssemblyState):
+            raise ConfigError(
+                f"state must be a ringbound.AssemblyState, got {type(state).__name__}",
+                key="state",
+                reason="must be an AssemblyState",
+            )
+        if state is not None or self.config.cache_stable:
+            native = NativeRequest(
+                self._adapter or CHAT_ADAPTER, messages, tools, system, pins, repair
+            )
+            return self._begin_stateful(job, native, state, recorded, ledger)
+        job.budget = budget = math.floor(self.config.emergency_ratio * self.config.budget)
         if self._adapter is None:
             job.payload = dump_messages(messages)
             tools_payload = dump_tools(tools)
@@ -333,7 +359,7 @@ class Assembler:
         else:
             native = NativeRequest(self._adapter, messages, tools, system, pins, repair)
             job.payload = native.payload
-            first = native.plan(self._core, self._cache, budget, recorded=recorded)
+            first = native.plan(self._core_for(budget), self._cache, budget, recorded=recorded)
             for _ in range(tighten):
                 job.budget = budget = first[1]["tokens_after"] - 1
                 first = native.plan(self._core_for(budget), self._cache, budget, recorded=recorded)
@@ -372,12 +398,147 @@ class Assembler:
                 )
         return job
 
+    def _begin_stateful(
+        self,
+        job: _Job,
+        native: NativeRequest,
+        state: AssemblyState | None,
+        recorded: list[tuple[Any, ...]] | None,
+        ledger: SideEffectLedger | None,
+    ) -> _Job:
+        """Cache-stable assembly: the previous cut again while it fits under the trigger,
+        else a compaction down to the low-water mark (see ``ringbound.state``)."""
+        cfg = self.config
+        job.native, job.recorded, job.payload = native, recorded, native.payload
+        job.budget = budget = cfg.budget
+        canon = native.canonical.messages
+        job.session = fingerprint(canon[:1])
+        if state is not None and (state.provider != self.provider or state.session != job.session):
+            what = "provider" if state.provider != self.provider else "session"
+            raise StaleStateError(
+                f"the assembly state is from another {what}; start this one without a state",
+                reason=f"another {what}",
+            )
+        trigger = math.floor(cfg.compact_trigger_ratio * budget)
+        job.state_in = state
+        job.state_status = "new"
+        if state is not None:
+            stale = _stale_reason(state, canon, budget)
+            job.state_status = "compacted" if stale is None else f"stale: {stale}"
+            if stale is None and job.tighten == 0:
+                reserve = (
+                    None
+                    if state.summary is None
+                    else compaction.note_reserve(state.summary, self._count, self._ratio)
+                )
+                try:
+                    first = native.plan(
+                        self._core,
+                        self._cache,
+                        budget,
+                        reserve=reserve,
+                        recorded=recorded,
+                        replay=(list(state.dropped), list(state.rewrites)),
+                    )
+                except StaleStateError as e:
+                    job.state_status = f"stale: {e.reason}"
+                else:
+                    if first[1]["tokens_after"] <= trigger:
+                        job.state_status = "reused"
+                        job.note = state.summary
+                        job.native_plan = plan_native(
+                            native,
+                            self._core_for,
+                            budget,
+                            self._counting(),
+                            reserve=reserve,
+                            recorded=recorded,
+                            fill=compaction.filler(state.summary),
+                            first=first,
+                        )
+                        return job
+        first = native.plan(self._core, self._cache, budget, recorded=recorded)
+        for _ in range(job.tighten):
+            job.budget = budget = first[1]["tokens_after"] - 1
+            first = native.plan(self._core_for(budget), self._cache, budget, recorded=recorded)
+        start = budget
+        raw = first[1]
+        if raw["tokens_after"] > trigger or raw["dropped_rings"] or raw["dropped_turns"]:
+            job.compacted = True
+            target = math.floor(cfg.compact_target_ratio * cfg.budget)
+            with contextlib.suppress(BudgetExceededError):
+                first = native.plan(self._core_for(target), self._cache, budget, recorded=recorded)
+                start = target
+        if self._summarizer is not None and job.compacted:
+            previous = None
+            if state is not None and state.summary is not None and state.summary_span:
+                previous = (state.summary, state.summary_span)
+            job.draft = compaction.draft(
+                native,
+                dict(
+                    first[1],
+                    canonical_dropped=sorted(first[1]["dropped_rings"] + first[1]["dropped_turns"]),
+                ),
+                budget=budget,
+                goal=start,
+                previous=previous,
+                cfg=cfg,
+                core_for=self._core_for,
+                cache=self._cache,
+                recorded=recorded,
+                ledger=list(ledger or ()),
+                count=self._count,
+                token_ratio=self._ratio,
+                redactor=self._redactor,
+            )
+        if not isinstance(job.draft, compaction.Draft):
+            job.native_plan = plan_native(
+                native,
+                self._core_for,
+                budget,
+                self._counting(),
+                start_budget=start,
+                recorded=recorded,
+                first=first,
+            )
+        return job
+
+    def _state_out(self, job: _Job, raw: dict[str, Any]) -> AssemblyState:
+        """The checkpoint of this assembly, for the next turn."""
+        assert job.native is not None
+        canon = job.native.canonical.messages
+        d = job.draft
+        if isinstance(d, compaction.Draft) and job.note is not None:
+            summary, span = job.note, d.canonical_span
+        elif job.state_status == "reused" and job.state_in is not None:
+            summary, span = job.state_in.summary, job.state_in.summary_span
+        else:
+            summary, span = None, None
+        previous = job.state_in.compactions if job.state_in is not None else 0
+        dropped = tuple(i for s, e in raw["canonical_dropped"] for i in range(s, e))
+        rewrites = tuple((k, kind) for k, kind in raw["canonical_rewrites"])
+        # The decisions cover the history up to the last message they touch: later messages
+        # may change (a retried turn, an edited question) without making the cut stale.
+        extent = max([*dropped, *(k for k, _ in rewrites), *(span or (0, 0))], default=-1) + 1
+        return AssemblyState(
+            provider=self.provider,
+            session=job.session,
+            messages=extent,
+            prefix=fingerprint(canon[:extent]),
+            budget=self.config.budget,
+            dropped=dropped,
+            rewrites=rewrites,
+            summary=summary,
+            summary_span=span,
+            compactions=previous + int(job.compacted),
+        )
+
     def _finish(self, job: _Job) -> tuple[AssemblyResult, bytes]:
         """The result: the plan rendered, the summary note written into its place."""
         summary = stage = None
         d = job.draft
         if isinstance(d, compaction.Draft):
-            note = compaction.note_for(d, job.outcome)
+            note = job.note = compaction.note_for(d, job.outcome)
             job.native_plan = plan_native(
                 job.native,
                 self._core_for,
@@ -426,10 +587,25 @@ class Assembler:
             elapsed_s=time.perf_counter() - job.start,
             tokens_before_exact=raw["tokens_before_exact"],
             tightened=job.tighten,
+            state=job.state_status,
         )
         tools = job.tools if not report.tools_dropped else None
-        result = AssemblyResult(messages=out, tools=tools, report=report, system=system_out)
+        state = None if job.session is None else self._state_out(job, raw)
+        result = AssemblyResult(
+            messages=out, tools=tools, report=report, system=system_out, state=state
+        )
         return result, job.payload
+
+
+def _stale_reason(state: AssemblyState, canon: list[Any], budget: int) -> str | None:
+    """Why a state no longer describes this history, or None when it does."""
+    if state.budget != budget:
+        return f"it was made for a budget of {state.budget}, this one is {budget}"
+    if len(canon) < state.messages:
+        return f"the history has {len(canon)} messages, fewer than the {state.messages} it saw"
+    if fingerprint(canon[: state.messages]) != state.prefix:
+        return "the messages it saw have changed"
+    return None
 
 
 def _wants_summary(raw: dict[str, Any], cfg: AssemblyConfig, budget: int) -> bool:
@@ -459,6 +635,13 @@ class _Job:
     recorded: list[tuple[Any, ...]] | None = None
     draft: compaction.Draft | compaction.Skipped | None = None
     outcome: summarize.SummaryOutcome | None = None
+    #: Cache-stable assembly: the session's hash (None when stateless), the state given,
+    #: what became of it, whether this assembly compacted, and the summary note it sends.
+    session: str | None = None
+    state_in: AssemblyState | None = None
+    state_status: str | None = None
+    compacted: bool = False
+    note: str | None = None
 
 
 def _pins(pinned: Iterable[int] | None, n: int) -> list[int]:

@@ -53,6 +53,8 @@ class Draft:
     messages: int
     #: Units this assembly summarizes.
     new_units: int
+    #: Canonical messages the note stands for, earlier summaries included.
+    canonical_span: tuple[int, int]
     span: tuple[int, int]
     replaced_previous: bool
     redactions: dict[str, int] = field(default_factory=dict)
@@ -94,13 +96,19 @@ def draft(
     count: Callable[[str], int],
     token_ratio: float,
     redactor: Redactor,
+    goal: int | None = None,
+    previous: tuple[str, tuple[int, int]] | None = None,
 ) -> Draft | Skipped | None:
     """The summary plan, or None when there is nothing to summarize.
 
     ``first_raw`` is the report of the plan without a summary: the stage runs when it dropped
-    units, or when it still sits above the trigger with middle left.
+    units, or when it still sits above the trigger with middle left. ``goal`` is the
+    low-water mark (default ``summarize_trigger_ratio`` of the budget). ``previous`` is an
+    earlier note that the request itself does not hold (a cache-stable state's) and the span
+    of canonical messages it covers: those units are dropped again but not summarized again.
     """
-    goal = max(1, math.floor(cfg.summarize_trigger_ratio * budget))
+    if goal is None:
+        goal = max(1, math.floor(cfg.summarize_trigger_ratio * budget))
     dropped = bool(first_raw["dropped_rings"] or first_raw["dropped_turns"])
     above = first_raw["tokens_after"] > goal and first_raw["bucket_tokens"]["middle"] > 0
     if not (dropped or above):
@@ -125,6 +133,9 @@ def draft(
         return Skipped(units=len(spans), span=_hull(native_spans)) if spans else None
     items, raw = plan
     spans = sorted(raw["dropped_rings"] + raw["dropped_turns"])
+    if previous is not None:
+        covered_start, covered_end = previous[1]
+        spans = [(s, e) for s, e in spans if not covered_start <= s < covered_end]
     if not spans:
         return None
     counts: dict[str, int] = {}
@@ -133,14 +144,13 @@ def draft(
     ]
     text = "\n\n".join(blocks)
     previous_index = raw["summary_notes"][0] if raw["summary_notes"] else None
-    previous = (
-        None if previous_index is None else note_body(_text(canon[previous_index]["content"]))
-    )
-    earlier = (
-        _COUNTS.search(_text(canon[previous_index]["content"]))
+    earlier_note = (
+        _text(canon[previous_index]["content"])
         if previous_index is not None
-        else None
+        else (previous[0] if previous is not None else None)
     )
+    previous_body = None if earlier_note is None else note_body(earlier_note)
+    earlier = None if earlier_note is None else _COUNTS.search(earlier_note)
     first_user = next((m for m in canon if m.get("role") == "user"), None)
     goal_text = (
         None if first_user is None else _redacted(redactor, _text(first_user["content"]), counts)
@@ -149,7 +159,9 @@ def draft(
     request = SummaryRequest(
         units=[list(native.messages[s:e]) for s, e in native_spans],
         text=text,
-        previous_summary=None if previous is None else _redacted(redactor, previous, counts),
+        previous_summary=None
+        if previous_body is None
+        else _redacted(redactor, previous_body, counts),
         target_tokens=min(
             upper,
             summary_target(
@@ -177,8 +189,9 @@ def draft(
         units=units,
         messages=messages,
         new_units=len(spans),
+        canonical_span=_hull(spans if previous is None else [*spans, previous[1]]),
         span=_hull(native_spans),
-        replaced_previous=previous_index is not None,
+        replaced_previous=earlier_note is not None,
         redactions=counts,
     )
 
@@ -202,6 +215,11 @@ def filler(note: str | None) -> Callable[[list[Any]], list[Any]]:
         return out
 
     return fill
+
+
+def note_reserve(note: str, count: Callable[[str], int], token_ratio: float) -> int:
+    """Room for a note of known text: its tokens and a message's framing."""
+    return math.ceil((count(note) + _NOTE_SLACK) * token_ratio)
 
 
 def note_for(d: Draft, outcome: SummaryOutcome) -> str | None:

@@ -96,6 +96,16 @@ class AssemblyConfig:
     #: Regular expressions of secrets to redact, besides the built-in kinds, before any text
     #: reaches the summarizer.
     redact_patterns: tuple[str, ...] = ()
+    #: Return an ``AssemblyState`` with every result (``res.state``); passing one back keeps
+    #: the previous cut while it fits, so the request's prefix stays byte-identical.
+    cache_stable: bool = False
+    #: With a state: the previous cut is reused while the request stays under this share of
+    #: the budget (the agent-side trigger) ...
+    compact_trigger_ratio: float = 0.75
+    #: ... and a compaction goes down to this share (the low-water mark).
+    compact_target_ratio: float = 0.5
+    #: Without a state (a gateway's safety net): the share of the budget an assembly fills.
+    emergency_ratio: float = 1.0
     max_messages: int = 100_000
     max_request_bytes: int = 64 * 1024 * 1024
 
@@ -146,6 +156,18 @@ class AssemblyConfig:
                 raise _error(
                     "redact_patterns", f"holds an invalid pattern {pattern!r}: {e}"
                 ) from None
+        for name in ("compact_trigger_ratio", "compact_target_ratio", "emergency_ratio"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise _error(name, f"must be a number in (0, 1], got {value!r}")
+        if self.compact_target_ratio > self.compact_trigger_ratio:
+            raise _error(
+                "compact_target_ratio",
+                f"must not be above compact_trigger_ratio ({self.compact_target_ratio} > "
+                f"{self.compact_trigger_ratio})",
+            )
+        if not isinstance(self.cache_stable, bool):
+            raise _error("cache_stable", f"must be true or false, got {self.cache_stable!r}")
         ratio = self.summarize_trigger_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
             raise _error("summarize_trigger_ratio", f"must be a number in (0, 1], got {ratio!r}")

@@ -141,6 +141,9 @@ class AssemblyReport:
             are exact counts rather than upper bounds.
         tightened: Notches the assembly was tightened by (``assemble(..., tighten=n)``);
             ``budget`` is then the tightened one.
+        state: Cache-stable assembly only: ``new`` (no state given), ``reused`` (the
+            previous cut made again), ``compacted`` (it no longer fit under the trigger), or
+            ``stale: <why>`` (the history changed; planned afresh).
     """
 
     tokens_before: int
@@ -165,6 +168,7 @@ class AssemblyReport:
     elapsed_s: float = 0.0
     tokens_before_exact: bool = True
     tightened: int = 0
+    state: str | None = None
 
     @property
     def changed(self) -> bool:

@@ -1,0 +1,148 @@
+"""Cache-stable assembly: the checkpoint an assembly leaves for the next turn.
+
+A provider's prompt cache only hits while the request begins with exactly the bytes of an
+earlier one. Re-planning every turn moves the cut through the middle and rewrites the prefix;
+an ``AssemblyState`` remembers where the cut was (the units dropped, the messages rewritten),
+the summary note and the ledger, so the next turn makes the same decisions again and only
+appends. When the reused cut no longer fits under ``compact_trigger_ratio`` of the budget, the
+assembly compacts down to ``compact_target_ratio`` (a low-water mark), not just under the
+trigger, so the next many turns append again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from .errors import StaleStateError
+
+__all__ = ["AssemblyState"]
+
+_FORMAT = "ringbound.AssemblyState"
+_VERSION = 1
+
+
+def fingerprint(messages: Sequence[Any]) -> str:
+    """A hash of canonical messages, as the state compares histories."""
+    return hashlib.blake2b(orjson.dumps(list(messages)), digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True)
+class AssemblyState:
+    """Where the last assembly cut the history, to cut it the same way next turn.
+
+    Pass ``res.state`` back as ``assemble(messages, state=...)`` with the history grown by the
+    new turns. Serializable with ``to_bytes``/``from_bytes``; indices are positions in the
+    provider-independent (canonical) view of the history.
+
+    Attributes:
+        provider: The provider key of the history.
+        session: A hash of the history's first message: a state is never applied to another
+            session.
+        messages: How many canonical messages its decisions cover (up to the last one it
+            dropped or rewrote); later ones may change freely.
+        prefix: A hash of those messages: a history edited there no longer matches.
+        budget: The budget it was planned for.
+        dropped: Canonical messages dropped (whole units).
+        rewrites: ``(index, kind)`` of the messages a cheap stage rewrote.
+        summary: The summary note's text, or None.
+        summary_span: ``(start, end)`` of the canonical messages the summary stands for.
+        ledger: Lines of the ledger note (for the record; the next assembly derives them).
+        compactions: Compactions so far in this session.
+    """
+
+    provider: str
+    session: str
+    messages: int
+    prefix: str
+    budget: int
+    dropped: tuple[int, ...] = ()
+    rewrites: tuple[tuple[int, str], ...] = ()
+    summary: str | None = None
+    summary_span: tuple[int, int] | None = None
+    ledger: tuple[str, ...] = field(default_factory=tuple)
+    compactions: int = 0
+
+    def to_bytes(self) -> bytes:
+        """The state as versioned JSON."""
+        return orjson.dumps(
+            {
+                "format": _FORMAT,
+                "version": _VERSION,
+                "provider": self.provider,
+                "session": self.session,
+                "messages": self.messages,
+                "prefix": self.prefix,
+                "budget": self.budget,
+                "dropped": list(self.dropped),
+                "rewrites": [list(r) for r in self.rewrites],
+                "summary": self.summary,
+                "summary_span": None if self.summary_span is None else list(self.summary_span),
+                "ledger": list(self.ledger),
+                "compactions": self.compactions,
+            }
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes | str) -> AssemblyState:
+        """Reads ``to_bytes``'s output.
+
+        Raises:
+            StaleStateError: Not a state, corrupt, or of another version.
+        """
+        try:
+            d = orjson.loads(data)
+        except (orjson.JSONDecodeError, TypeError) as e:
+            raise _corrupt(f"not JSON ({e})") from None
+        if not isinstance(d, dict) or d.get("format") != _FORMAT:
+            raise _corrupt("not an AssemblyState")
+        if d.get("version") != _VERSION:
+            raise _corrupt(f"version {d.get('version')!r}, this release reads {_VERSION}")
+        try:
+            state = cls(
+                provider=_typed(d, "provider", str),
+                session=_typed(d, "session", str),
+                messages=_typed(d, "messages", int),
+                prefix=_typed(d, "prefix", str),
+                budget=_typed(d, "budget", int),
+                dropped=tuple(_ints(d["dropped"])),
+                rewrites=tuple((int(i), str(k)) for i, k in d["rewrites"]),
+                summary=d["summary"] if isinstance(d["summary"], str) else None,
+                summary_span=None
+                if d["summary_span"] is None
+                else (int(d["summary_span"][0]), int(d["summary_span"][1])),
+                ledger=tuple(str(line) for line in d["ledger"]),
+                compactions=_typed(d, "compactions", int),
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise _corrupt(f"a field is missing or malformed ({type(e).__name__}: {e})") from None
+        if any(i < 0 or i >= state.messages for i in state.dropped) or state.messages < 0:
+            raise _corrupt("a dropped index is out of range")
+        return state
+
+    def advanced(self, messages: int, prefix: str) -> AssemblyState:
+        """The same cut over a longer history."""
+        return replace(self, messages=messages, prefix=prefix)
+
+
+def _typed(d: dict[str, Any], key: str, kind: type) -> Any:
+    value = d[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise TypeError(f"{key} must be {kind.__name__}")
+    return value
+
+
+def _ints(values: Any) -> list[int]:
+    if not isinstance(values, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in values
+    ):
+        raise TypeError("dropped must be a list of integers")
+    return values
+
+
+def _corrupt(reason: str) -> StaleStateError:
+    return StaleStateError(f"cannot read the assembly state: {reason}", reason=reason)
