@@ -214,3 +214,24 @@ def test_a_gateway_fills_only_the_emergency_share() -> None:
     res = rb.Assembler(cfg).assemble(history)
     assert res.report.budget == int(0.85 * cfg.budget)
     assert res.report.tokens_after <= res.report.budget and res.state is None
+
+
+def test_a_compaction_leaves_room_for_the_worst_tool_return() -> None:
+    history = [*START]
+    for t in range(60):
+        history += ring(t)
+    tools = [{"type": "function", "function": {"name": "read_log", "parameters": {}}}]
+    plain = rb.Assembler(config(cache_stable=False)).assemble(history, tools)
+    ledger = rb.TokenLedger(budget=5400)
+    ledger.observe_tool_result("read_log", 1500)
+    roomy = rb.Assembler(config(cache_stable=False)).assemble(history, tools, token_ledger=ledger)
+    r = roomy.report
+    assert r.budget == plain.report.budget and r.tokens_after <= r.budget - 1500
+    assert plain.report.tokens_after > r.budget - 1500
+    stateful = rb.Assembler(config()).assemble(history, tools, token_ledger=ledger)
+    assert stateful.report.state == "new" and stateful.report.tokens_after <= 5400 - 1500
+    # Nothing to compact, nothing reserved: a request that fits is left as it is.
+    short = [*START, *ring(0)]
+    assert rb.Assembler(config()).assemble(short, token_ledger=ledger).messages == short
+    with pytest.raises(rb.ConfigError):
+        rb.Assembler(config()).assemble(history, token_ledger=object())  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ from .providers.chat_adapter import ADAPTER as CHAT_ADAPTER
 from .redact import Redactor
 from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord
 from .state import AssemblyState, fingerprint
+from .token_ledger import TokenLedger
 
 __all__ = ["Assembler", "AssemblyResult"]
 
@@ -170,6 +171,7 @@ class Assembler:
         ledger: SideEffectLedger | None = None,
         tighten: int = 0,
         state: AssemblyState | None = None,
+        token_ledger: TokenLedger | None = None,
     ) -> AssemblyResult:
         """Assembles the next request from ``messages``.
 
@@ -189,6 +191,9 @@ class Assembler:
                 again while the request stays under ``compact_trigger_ratio`` of the budget,
                 so the request's prefix is byte-identical to the previous one's. Implies
                 ``cache_stable``.
+            token_ledger: The run's ``TokenLedger``: a compaction then leaves free at least
+                the worst return it has seen of the tools in ``tools`` (``tail_reserve``), so
+                the next tool result fits without another compaction.
 
         Returns:
             The request to send and its report.
@@ -205,7 +210,7 @@ class Assembler:
                 says why).
         """
         with self._observed(ledger) as done:
-            job = self._begin(messages, tools, system, pinned, ledger, tighten, state)
+            job = self._begin(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = summarize.run(
                     self._summarizer, job.draft.request, **self._run_args(job.draft)
@@ -222,12 +227,13 @@ class Assembler:
         ledger: SideEffectLedger | None = None,
         tighten: int = 0,
         state: AssemblyState | None = None,
+        token_ledger: TokenLedger | None = None,
     ) -> AssemblyResult:
         """``assemble`` for async callers: an async summarizer is awaited, a sync one runs in
         a worker thread, so the event loop is never blocked by a summary. Same arguments,
         result and errors as ``assemble``."""
         with self._observed(ledger) as done:
-            job = self._begin(messages, tools, system, pinned, ledger, tighten, state)
+            job = self._begin(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = await summarize.arun(
                     self._summarizer, job.draft.request, **self._run_args(job.draft)
@@ -300,6 +306,7 @@ class Assembler:
         ledger: SideEffectLedger | None,
         tighten: int,
         state: AssemblyState | None = None,
+        token_ledger: TokenLedger | None = None,
     ) -> _Job:
         """Plans the request; when a summary is due, leaves room for it and says what to ask."""
         start = time.perf_counter()
@@ -330,7 +337,9 @@ class Assembler:
             native = NativeRequest(
                 self._adapter or CHAT_ADAPTER, messages, tools, system, pins, repair
             )
+            job.tail = self._tail_reserve(token_ledger, tools)
             return self._begin_stateful(job, native, state, recorded, ledger)
+        job.tail = self._tail_reserve(token_ledger, tools)
         job.budget = budget = math.floor(self.config.emergency_ratio * self.config.budget)
         if self._adapter is None:
             job.payload = dump_messages(messages)
@@ -348,6 +357,11 @@ class Assembler:
                 )
 
             out, raw = plan_chat(budget)
+            if job.tail and raw["stages"] and budget - job.tail > 0:
+                # Compacting anyway: down to where the worst tool return still fits.
+                with contextlib.suppress(BudgetExceededError):
+                    out, raw = plan_chat(budget - job.tail)
+                    raw = dict(raw, budget=budget)
             for _ in range(tighten):
                 job.budget = budget = raw["tokens_after"] - 1
                 out, raw = plan_chat(budget)
@@ -360,6 +374,12 @@ class Assembler:
             native = NativeRequest(self._adapter, messages, tools, system, pins, repair)
             job.payload = native.payload
             first = native.plan(self._core_for(budget), self._cache, budget, recorded=recorded)
+            if job.tail and first[1]["stages"] and budget - job.tail > 0:
+                with contextlib.suppress(BudgetExceededError):
+                    first = native.plan(
+                        self._core_for(budget - job.tail), self._cache, budget, recorded=recorded
+                    )
+                    first = (first[0], dict(first[1], budget=budget))
             for _ in range(tighten):
                 job.budget = budget = first[1]["tokens_after"] - 1
                 first = native.plan(self._core_for(budget), self._cache, budget, recorded=recorded)
@@ -465,7 +485,9 @@ class Assembler:
         raw = first[1]
         if raw["tokens_after"] > trigger or raw["dropped_rings"] or raw["dropped_turns"]:
             job.compacted = True
-            target = math.floor(cfg.compact_target_ratio * cfg.budget)
+            target = max(
+                1, min(math.floor(cfg.compact_target_ratio * cfg.budget), budget - job.tail)
+            )
             with contextlib.suppress(BudgetExceededError):
                 first = native.plan(self._core_for(target), self._cache, budget, recorded=recorded)
                 start = target
@@ -502,6 +524,26 @@ class Assembler:
                 first=first,
             )
         return job
+
+    def _tail_reserve(self, token_ledger: TokenLedger | None, tools: list[Any] | None) -> int:
+        """Room a compaction leaves free for the next tool return (0 without a ledger)."""
+        if token_ledger is None:
+            return 0
+        if not isinstance(token_ledger, TokenLedger):
+            raise ConfigError(
+                f"token_ledger must be a ringbound.TokenLedger, got {type(token_ledger).__name__}",
+                key="token_ledger",
+                reason="must be a TokenLedger",
+            )
+        names = None
+        if tools:
+            as_openai = tools if self._adapter is None else self._adapter.tools_to_openai(tools)
+            names = [
+                t["function"]["name"]
+                for t in as_openai
+                if isinstance(t, dict) and isinstance(t.get("function"), dict)
+            ] or None
+        return token_ledger.tail_reserve(names)
 
     def _state_out(self, job: _Job, raw: dict[str, Any]) -> AssemblyState:
         """The checkpoint of this assembly, for the next turn."""
@@ -642,6 +684,8 @@ class _Job:
     state_status: str | None = None
     compacted: bool = False
     note: str | None = None
+    #: Tokens a compaction leaves free for the next tool return (``TokenLedger``).
+    tail: int = 0
 
 
 def _pins(pinned: Iterable[int] | None, n: int) -> list[int]:
