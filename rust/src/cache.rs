@@ -23,6 +23,9 @@ pub struct Entry {
     pub tokens: OnceLock<u32>,
     /// Upper bound of the tokens from the message's size.
     pub bound: u32,
+    /// For each tool call, a hash of its tool name and its arguments as canonical JSON: how
+    /// `dedupe_superseded_reads` recognizes the same read, parsed once per message.
+    pub call_keys: OnceLock<Vec<u64>>,
 }
 
 impl Entry {
@@ -167,6 +170,7 @@ mod tests {
             message: Message::text(Role::User, text),
             tokens: OnceLock::new(),
             bound: 0,
+            call_keys: OnceLock::new(),
         })
     }
 

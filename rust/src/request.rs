@@ -127,6 +127,7 @@ impl<'a> Request<'a> {
                     message: m,
                     tokens: OnceLock::new(),
                     bound,
+                    call_keys: OnceLock::new(),
                 })
             })
             .collect::<Vec<_>>();
@@ -191,6 +192,23 @@ impl<'a> Request<'a> {
     pub fn inserted_tokens(&self, msg: &Message) -> u64 {
         let exact = message_tokens_with(msg, self.counter(), self.scheme.images);
         u64::from(self.scheme.scale(exact))
+    }
+
+    /// For each tool call of message `i`, a hash of its name and canonical arguments (two
+    /// calls agree on it when they make the same call, whatever the JSON's spacing or key order).
+    pub fn call_keys(&self, i: usize) -> &[u64] {
+        self.entries[i].call_keys.get_or_init(|| {
+            self.entries[i]
+                .message
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    let args = serde_json::from_str::<serde_json::Value>(&c.arguments)
+                        .map_or_else(|_| c.arguments.clone(), |v| v.to_string());
+                    xxhash_rust::xxh3::xxh3_64(format!("{}\0{args}", c.name).as_bytes())
+                })
+                .collect()
+        })
     }
 
     /// Tokens of a message as the tokenizer counts them, before the provider ratio.
@@ -280,6 +298,7 @@ pub fn load_openai_chat<'a>(
             bound: message_tokens_bound(&full, raw.len(), scheme.images),
             message: skeleton(&full),
             tokens: OnceLock::new(),
+            call_keys: OnceLock::new(),
         });
         cache.insert(key, Arc::clone(&entry));
         entries.push(entry);

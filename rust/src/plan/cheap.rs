@@ -5,8 +5,6 @@
 use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 
-use serde_json::Value;
-
 use super::{PlanConfig, Source, Work};
 use crate::rewrite::{self, RewriteKind, MEDIA_PLACEHOLDER};
 use crate::units::Unit;
@@ -69,7 +67,6 @@ impl CheapStages {
             if enabled.contains(&RewriteKind::Truncated)
                 && msg.role == Role::Tool
                 && work.bound(w) > cfg.max_tool_result_tokens
-                && truncatable(work, cfg, w)
             {
                 candidates[slot(RewriteKind::Truncated)].push(w);
             }
@@ -121,7 +118,7 @@ impl CheapStages {
     ) -> Option<u64> {
         if kind == RewriteKind::Truncated {
             let cap = cfg.max_tool_result_tokens;
-            return (work.tokens(w) > cap).then_some(cap);
+            return (work.tokens(w) > cap && truncatable(work, cfg, w)).then_some(cap);
         }
         self.rewrite(kind, w, work, cfg).map(|a| a.tokens)
     }
@@ -177,32 +174,33 @@ fn superseded_reads(
     unit_of: &[usize],
 ) -> Vec<(usize, String)> {
     let len = work.msgs.len();
-    // The call each result answers, looked up within its own unit.
-    let mut calls: HashMap<(usize, &str), (&str, &str)> = HashMap::new();
+    // The call each result answers, looked up within its own unit: (tool, key of the read).
+    let mut calls: HashMap<(usize, &str), (&str, u64)> = HashMap::new();
     for (w, msg) in work.msgs.iter().enumerate() {
-        for c in &msg.tool_calls {
-            calls.insert(
-                (unit_of[w], c.id.as_str()),
-                (c.name.as_str(), c.arguments.as_str()),
-            );
+        if msg.tool_calls.is_empty() {
+            continue;
+        }
+        let Source::Original(i) = work.source[w] else {
+            continue;
+        };
+        for (c, &key) in msg.tool_calls.iter().zip(work.req.call_keys(i)) {
+            calls.insert((unit_of[w], c.id.as_str()), (c.name.as_str(), key));
         }
     }
-    let mut seen: HashSet<(String, String)> = HashSet::new();
+    let mut seen: HashSet<u64> = HashSet::new();
     let mut out = Vec::new();
     for w in (0..len).rev() {
         let msg = work.msgs[w];
         let Some(id) = msg.tool_call_id.as_deref() else {
             continue;
         };
-        let Some(&(tool, args)) = calls.get(&(unit_of[w], id)) else {
+        let Some(&(tool, key)) = calls.get(&(unit_of[w], id)) else {
             continue;
         };
         if cfg.side_effect_tools.contains(tool) {
             continue;
         }
-        let args =
-            serde_json::from_str::<Value>(args).map_or_else(|_| args.to_owned(), |v| v.to_string());
-        if !seen.insert((tool.to_owned(), args)) {
+        if !seen.insert(key) {
             out.push((w, tool.to_owned()));
         }
     }
