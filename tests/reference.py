@@ -1,16 +1,21 @@
-"""A pure-Python reference of the assembly plan (``rust/src/plan.rs``, ``units.rs``, ``ledger.rs``):
-units, protection, the stage loop, the side-effect ledger and its note, written to be read, not
-to be fast. Token counts per message come from ``rb.count_tokens([m]) - 3``: the tokenizer is
-tested elsewhere, this oracle checks the plan."""
+"""A pure-Python reference of the assembly plan (``rust/src/plan/``, ``rewrite.rs``, ``units.rs``,
+``ledger.rs``, ``summary.rs``): units, protection, the cheap stages' rewrites, the stage loop, the
+side-effect ledger and its note, written to be read, not to be fast. Token counts per message
+come from ``rb.count_tokens([m]) - 3``, a text's from ``_core.count_text``, and a token-exact cut
+from ``_core.cut_text``: the tokenizer and the cut are tested elsewhere, this oracle checks the
+plan."""
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import ringbound as rb
+from ringbound import _core
 
 INSTRUCTION = ("system", "developer")
 SYNTHESIZED_RESULT_TEXT = "Tool call was not completed (no result recorded)."
@@ -29,6 +34,22 @@ RUST_WHITESPACE = frozenset(
     + "".join(chr(c) for c in range(0x2000, 0x200B))
 )
 ERROR_OPENINGS = ("error", "traceback (most recent call last)", "exception")
+#: First line of a summary note an earlier assembly wrote.
+SUMMARY_MARKER = "[ringbound:summary]"
+#: The text each image of a degraded message becomes.
+MEDIA_PLACEHOLDER = "[ringbound: image omitted to save context]"
+#: Arguments read as a side-effecting call's idempotency key, in this order.
+IDEMPOTENCY_ARGS = ("idempotency_key", "idempotencyKey")
+#: The cheap stages and the kind of rewrite each makes.
+REWRITES = {
+    "dedupe_superseded_reads": "deduped",
+    "truncate_oversized_results": "truncated",
+    "degrade_media": "media",
+}
+#: Fewest tokens of text a cut keeps beside its anchor.
+MIN_KEPT_TOKENS = 16
+#: The stages the core runs (``summarize`` is the façade's).
+CORE_STAGES = (*REWRITES, "drop_rings", "drop_plain_turns", "drop_error_rings")
 
 Message = dict[str, Any]
 
@@ -74,6 +95,21 @@ def tools_tokens(tools: list[Any] | None, encoding: str) -> int:
 
 def synthesized_result(call_id: str) -> Message:
     return {"role": "tool", "tool_call_id": call_id, "content": SYNTHESIZED_RESULT_TEXT}
+
+
+def images(msg: Message) -> int:
+    """Images of a message: the image_url parts of a user message (the only role that has any)."""
+    content = msg.get("content")
+    if msg.get("role") != "user" or not isinstance(content, list):
+        return 0
+    return sum(1 for part in content if part.get("type") == "image_url")
+
+
+def is_summary_note(msg: Message) -> bool:
+    """Whether a message is a summary note an earlier assembly wrote: one instruction text that
+    opens with the marker."""
+    body = texts(msg)
+    return msg.get("role") in INSTRUCTION and len(body) == 1 and body[0].startswith(SUMMARY_MARKER)
 
 
 # Units and repairs --------------------------------------------------------------------------
@@ -153,6 +189,99 @@ def _push(work: Work, msg: Message, source: int | None, enc: str, error: bool) -
     work.errors.append(error)
 
 
+# Rewrites of the cheap stages ---------------------------------------------------------------
+
+
+def dedupe_stub(tool: str) -> str:
+    """The text an older result of a read becomes when a later result of it is in the view."""
+    return (
+        f"[ringbound: superseded by a later {tool} call with the same arguments; this older "
+        "result was removed]"
+    )
+
+
+def anchor(message_id: str, omitted: int, total: int) -> str:
+    """The line between a truncated result's head and tail: how much was cut, how to get it."""
+    return (
+        f"\n[ringbound: {omitted} of {total} tokens of this tool result were cut. To read them, "
+        f'call expand_message with {{"message_id": "{message_id}"}}]\n'
+    )
+
+
+def rewritten(msg: Message, kind: str, text: str) -> Message:
+    """A new message: ``msg`` with its content rewritten. A tool result's content becomes the
+    single text ``text`` (truncated, deduped); each image part becomes a text part (media)."""
+    out = dict(msg)
+    if kind == "media":
+        out["content"] = [
+            {"type": "text", "text": text} if part.get("type") == "image_url" else part
+            for part in msg["content"]
+        ]
+    else:
+        out["content"] = text
+    return out
+
+
+def truncatable(msg: Message, max_tokens: int, encoding: str) -> bool:
+    """Whether the limit leaves a cut of ``msg`` room for MIN_KEPT_TOKENS of text beside the
+    costliest anchor (the largest numbers, and one token per hex digit of the id)."""
+    widest = anchor("rb-", 2**32 - 1, 2**32 - 1)
+    overhead = message_tokens(rewritten(msg, "truncated", widest), encoding) + 16
+    return max_tokens >= overhead + MIN_KEPT_TOKENS
+
+
+def truncated_text(msg: Message, max_tokens: int, encoding: str) -> str | None:
+    """A tool result cut to at most ``max_tokens``: two thirds of the room beside the anchor as
+    head, one third as tail (none when head and tail would cover the text); the whole is
+    counted, and the room given back by what it overshot, up to four tries; then the anchor
+    alone. None when not even the anchor fits."""
+    text = "".join(texts(msg))
+    total = _core.count_text(text, encoding)
+    message_id = _core.content_id(text)
+
+    def tokens(body: str) -> int:
+        return message_tokens(rewritten(msg, "truncated", body), encoding)
+
+    room = max_tokens - tokens(anchor(message_id, total, total))
+    if room < 0:
+        return None
+    for _ in range(4):
+        if room < MIN_KEPT_TOKENS:
+            break
+        head = _core.cut_text(text, room * 2 // 3, encoding, False)
+        tail = _core.cut_text(text, room - room * 2 // 3, encoding, True)
+        if len(head.encode()) + len(tail.encode()) >= len(text.encode()):
+            tail = ""
+        kept = _core.count_text(head, encoding) + _core.count_text(tail, encoding)
+        body = head + anchor(message_id, max(0, total - kept), total) + tail
+        if tokens(body) <= max_tokens:
+            return body
+        room = max(0, room - (tokens(body) - max_tokens + 2))
+    return anchor(message_id, total, total)
+
+
+def _json_key(arguments: str) -> tuple[str, str]:
+    """What makes two calls' arguments the same: equal JSON values (serde_json's: an integer
+    outside 64 bits is a float), or the same raw string when they are not JSON."""
+
+    def normal(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError("a number out of range is not JSON to serde_json")
+        if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**64:
+            return float(v)
+        if isinstance(v, list):
+            return [normal(x) for x in v]
+        if isinstance(v, dict):
+            return {k: normal(x) for k, x in v.items()}
+        return v
+
+    try:
+        value = normal(json.loads(arguments, parse_constant=_reject_constant))
+    except ValueError:
+        return ("raw", arguments)
+    return ("json", json.dumps(value, sort_keys=True, ensure_ascii=False))
+
+
 # The side-effect ledger ---------------------------------------------------------------------
 
 
@@ -186,6 +315,17 @@ def ledger_args(arguments: str, fields: Sequence[str] | None) -> str:
     return canonical(_shorten(value))
 
 
+def idempotency_key(arguments: str) -> str | None:
+    """The call's idempotency key: the first of IDEMPOTENCY_ARGS that is a string argument."""
+    try:
+        value = json.loads(arguments, parse_constant=_reject_constant)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    return next((value[k] for k in IDEMPOTENCY_ARGS if isinstance(value.get(k), str)), None)
+
+
 @dataclass(frozen=True)
 class Entry:
     """One side-effecting call that was dropped."""
@@ -195,14 +335,28 @@ class Entry:
     #: Canonical JSON.
     args: str
     status: str
+    idempotency_key: str | None = None
+    resource_id: str | None = None
+    #: User messages before the call's ring (1 = the first user message).
+    turn: int | None = None
 
     def line(self) -> str:
-        """``- send_email [ok] call_id="c1" args={...}``; odd tool names are JSON-quoted."""
+        """``- send_email [ok] call_id="c1" args={...}``, then ``idempotency_key=``,
+        ``resource_id=`` and ``turn=`` when known; odd tool names are JSON-quoted."""
         bare = self.tool and all(c.isascii() and (c.isalnum() or c in "_-.:") for c in self.tool)
         tool = self.tool if bare else canonical(self.tool)
         ok = all(c.isascii() and (c.isalnum() or c == "_") for c in self.status)
         status = self.status if ok else "unknown"
-        return f"- {tool} [{status}] call_id={canonical(self.call_id)} args={self.args}"
+        line = f"- {tool} [{status}] call_id={canonical(self.call_id)} args={self.args}"
+        for name, value in (
+            ("idempotency_key", self.idempotency_key),
+            ("resource_id", self.resource_id),
+        ):
+            if value is not None:
+                line += f" {name}={canonical(value)}"
+        if self.turn is not None:
+            line += f" turn={self.turn}"
+        return line
 
 
 def render(entries: Sequence[Entry]) -> str | None:
@@ -254,9 +408,27 @@ def parse_line(line: str) -> Entry | None:
         return None
     call_id, rest = got
     got = _next_json(rest[len(" args=") :])
-    if got is None or got[1] != "":
+    if got is None:
         return None
-    return Entry(tool, call_id, canonical(got[0]), status)
+    args, rest = got
+    optional: dict[str, str | None] = {}
+    for name in ("idempotency_key", "resource_id"):
+        optional[name] = None
+        if rest.startswith(f" {name}="):
+            got = _next_json(rest[len(name) + 2 :])
+            if got is None or not isinstance(got[0], str):
+                return None
+            optional[name], rest = got
+    turn = None
+    if rest.startswith(" turn="):
+        # Rust's u32::from_str: ASCII digits after an optional plus sign.
+        digits = rest[len(" turn=") :]
+        if not re.fullmatch(r"\+?[0-9]+", digits, flags=re.ASCII) or int(digits) >= 2**32:
+            return None
+        turn, rest = int(digits), ""
+    if rest:
+        return None
+    return Entry(tool, call_id, canonical(args), status, turn=turn, **optional)
 
 
 def parse_note(msg: Message) -> list[Entry] | None:
@@ -277,8 +449,8 @@ def identity(entry: Entry) -> str:
     return entry.line()
 
 
-def side_effect_entries(work: Work, ring: Unit, cfg: rb.AssemblyConfig) -> list[Entry]:
-    """Entries for the side-effecting calls of a ring, with how each ended."""
+def side_effect_entries(work: Work, ring: Unit, cfg: rb.AssemblyConfig, turn: int) -> list[Entry]:
+    """Entries for the side-effecting calls of a ring, with how each ended and its turn."""
     out = []
     for call in work.msgs[ring.start]["tool_calls"]:
         name = call["function"]["name"]
@@ -297,9 +469,17 @@ def side_effect_entries(work: Work, ring: Unit, cfg: rb.AssemblyConfig) -> list[
             status = "not_completed"
         elif result is not None and work.errors[result]:
             status = "error"
+        arguments = call["function"]["arguments"]
         fields = cfg.ledger_fields.get(name)
         out.append(
-            Entry(name, call["id"], ledger_args(call["function"]["arguments"], fields), status)
+            Entry(
+                name,
+                call["id"],
+                ledger_args(arguments, fields),
+                status,
+                idempotency_key=idempotency_key(arguments),
+                turn=turn,
+            )
         )
     return out
 
@@ -346,15 +526,22 @@ class Layout:
 
     work: Work
     notes: list[int]
+    #: Summary notes an earlier assembly wrote (pinned where they stand).
+    summaries: list[int]
     units: list[Unit]
     protected: list[bool]
     suffix_start: int
     prefix_end: int
     first_user: int | None
+    #: Positions of the user messages (a ring's turn is how many stand before it).
+    users: list[int]
     ledger: Ledger
 
     def unit_tokens(self, u: Unit) -> int:
         return sum(self.work.tokens[w] for w in range(u.start, u.end) if w not in self.notes)
+
+    def unit_of(self, w: int) -> int:
+        return next(k for k, u in enumerate(self.units) if u.start <= w < u.end)
 
 
 def suffix_start(all_units: list[Unit], recent_tool_rings: int) -> int:
@@ -375,12 +562,13 @@ def layout(work: Work, cfg: rb.AssemblyConfig, pinned: Iterable[int]) -> Layout:
             if parsed is not None:
                 notes.append(w)
                 entries += parsed
+    summaries = [w for w, m in enumerate(msgs) if w not in notes and is_summary_note(m)]
     instructions = [w for w, m in enumerate(msgs) if m["role"] in INSTRUCTION]
     role = msgs[(notes or instructions)[0]]["role"] if notes or instructions else "system"
     prefix_end = next((w for w, m in enumerate(msgs) if m["role"] not in INSTRUCTION), len(msgs))
     users = [w for w, m in enumerate(msgs) if m["role"] == "user"]
     first_user = users[0] if users else None
-    pin = set(range(prefix_end)) | set(notes)
+    pin = set(range(prefix_end)) | set(notes) | set(summaries)
     if "first_user_message" in cfg.pin and first_user is not None:
         pin.add(first_user)
     if "security_system_prompt" in cfg.pin:
@@ -393,7 +581,132 @@ def layout(work: Work, cfg: rb.AssemblyConfig, pinned: Iterable[int]) -> Layout:
         u.start >= start or any(w in pin for w in range(u.start, u.end)) for u in all_units
     ]
     ledger = Ledger(entries, role, cfg.encoding)
-    return Layout(work, notes, all_units, protected, start, prefix_end, first_user, ledger)
+    return Layout(
+        work, notes, summaries, all_units, protected, start, prefix_end, first_user, users, ledger
+    )
+
+
+# The cheap stages ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Action:
+    """A rewrite of one message: its new content and the message's tokens after it."""
+
+    text: str
+    tokens: int
+
+
+def superseded_reads(lay: Layout, cfg: rb.AssemblyConfig) -> dict[int, str]:
+    """Tool results (by position) that a later result of the same read supersedes, with the
+    tool's name: same tool, same arguments as JSON values, the tool not side-effecting. The
+    call a result answers is looked up in its own unit. The later result must be a real one
+    (not an error, not synthesized) in a protected unit, so it is certain to stay."""
+    calls: dict[tuple[int, str], tuple[str, str]] = {}
+    for k, u in enumerate(lay.units):
+        for w in range(u.start, u.end):
+            for c in lay.work.msgs[w].get("tool_calls") or ():
+                calls[(k, c["id"])] = (c["function"]["name"], c["function"]["arguments"])
+    seen: set[tuple[str, tuple[str, str]]] = set()
+    out: dict[int, str] = {}
+    for w in reversed(range(len(lay.work.msgs))):
+        msg = lay.work.msgs[w]
+        if msg["role"] != "tool":
+            continue
+        call = calls.get((lay.unit_of(w), msg["tool_call_id"]))
+        if call is None or call[0] in cfg.side_effect_tools:
+            continue
+        key = (call[0], _json_key(call[1]))
+        if key in seen:
+            out[w] = call[0]
+        elif (
+            lay.protected[lay.unit_of(w)]
+            and not lay.work.errors[w]
+            and lay.work.source[w] is not None
+        ):
+            seen.add(key)
+    return dict(sorted(out.items()))
+
+
+@dataclass
+class Cheap:
+    """What the cheap stages may rewrite: candidates per kind among the middle's own messages
+    (not synthesized, not notes), oldest first, and each rewrite, made when first asked for.
+    The stage loop plans a cut result at max_tool_result_tokens (the cut never exceeds it) and
+    cuts only the results the plan keeps."""
+
+    lay: Layout
+    cfg: rb.AssemblyConfig
+    candidates: dict[str, list[int]]
+    read_tool: dict[int, str]
+    made: dict[tuple[str, int], Action | None] = field(default_factory=dict)
+
+    @classmethod
+    def find(cls, lay: Layout, cfg: rb.AssemblyConfig) -> Cheap:
+        enabled = {REWRITES[s] for s in cfg.stages if s in REWRITES}
+        work = lay.work
+        limit = cfg.max_tool_result_tokens
+
+        def middle(w: int) -> bool:
+            k = lay.unit_of(w)
+            return not lay.protected[k] and w not in lay.notes and work.source[w] is not None
+
+        reads = superseded_reads(lay, cfg) if "deduped" in enabled else {}
+        read_tool = {w: tool for w, tool in reads.items() if middle(w)}
+        candidates: dict[str, list[int]] = {"deduped": [*read_tool], "truncated": [], "media": []}
+        for w in filter(middle, range(len(work.msgs))):
+            msg = work.msgs[w]
+            if "truncated" in enabled and msg["role"] == "tool" and work.tokens[w] > limit:
+                if truncatable(msg, limit, cfg.encoding):
+                    candidates["truncated"].append(w)
+            if "media" in enabled and images(msg):
+                candidates["media"].append(w)
+        return cls(lay, cfg, candidates, read_tool)
+
+    def floor(self, w: int) -> int | None:
+        """The fewest tokens message ``w`` can end with as the loop plans it: the limit for a
+        cut result, nothing for the others; None when no cheap stage may rewrite it."""
+        floors = [
+            self.cfg.max_tool_result_tokens if kind == "truncated" else 0
+            for kind, ws in self.candidates.items()
+            if w in ws
+        ]
+        return min(floors) if floors else None
+
+    def shrinkable(self, u: Unit) -> int:
+        """Tokens of a unit the cheap stages could remove, as the loop plans them."""
+        tokens = self.lay.work.tokens
+        return sum(
+            max(0, tokens[w] - f) for w in range(u.start, u.end) if (f := self.floor(w)) is not None
+        )
+
+    def planned(self, kind: str, w: int) -> int | None:
+        """Tokens of message ``w`` after the rewrite as the loop plans them, or None when the
+        rewrite would not make it smaller."""
+        if kind == "truncated":
+            limit = self.cfg.max_tool_result_tokens
+            return limit if self.lay.work.tokens[w] > limit else None
+        act = self.rewrite(kind, w)
+        return None if act is None else act.tokens
+
+    def rewrite(self, kind: str, w: int) -> Action | None:
+        """The rewrite of message ``w``: its text and exact tokens (None when not smaller)."""
+        if (kind, w) not in self.made:
+            self.made[(kind, w)] = self._make(kind, w)
+        return self.made[(kind, w)]
+
+    def _make(self, kind: str, w: int) -> Action | None:
+        msg, old, enc = self.lay.work.msgs[w], self.lay.work.tokens[w], self.cfg.encoding
+        if kind == "deduped":
+            text: str | None = dedupe_stub(self.read_tool[w])
+        elif kind == "truncated":
+            text = truncated_text(msg, self.cfg.max_tool_result_tokens, enc)
+        else:
+            text = MEDIA_PLACEHOLDER
+        if text is None:
+            return None
+        tokens = message_tokens(rewritten(msg, kind, text), enc)
+        return Action(text, tokens) if tokens < old else None
 
 
 # The stage loop -----------------------------------------------------------------------------
@@ -409,20 +722,41 @@ def _is_short_error_ring(lay: Layout, u: Unit, cfg: rb.AssemblyConfig) -> bool:
 
 
 def candidates(lay: Layout, cfg: rb.AssemblyConfig) -> dict[str, list[int]]:
-    """Units each stage may drop, oldest first."""
+    """Units each drop stage may drop, oldest first (none for the cheap stages)."""
     middle = [k for k, p in enumerate(lay.protected) if not p]
     held = [k for k in middle if _is_short_error_ring(lay, lay.units[k], cfg)]
     held = held[max(0, len(held) - cfg.max_held_error_rings) :]
     return {
+        **{stage: [] for stage in REWRITES},
         "drop_rings": [k for k in middle if lay.units[k].kind == "ring" and k not in held],
         "drop_plain_turns": [k for k in middle if lay.units[k].kind == "plain"],
         "drop_error_rings": held,
     }
 
 
+def core_stages(cfg: rb.AssemblyConfig) -> list[str]:
+    return [s for s in cfg.stages if s in CORE_STAGES]
+
+
+def certainly_dropped(lay: Layout, cfg: rb.AssemblyConfig, cheap: Cheap) -> set[int]:
+    """Units the drops reach whatever the cheap stages save: walking the drop sequence back from
+    its end, once what stays (every candidate of a cheap stage counted as nothing) is over the
+    budget, every earlier unit of the sequence goes. The cheap stages do not rewrite them."""
+    per_stage = candidates(lay, cfg)
+    sequence = list(dict.fromkeys(k for s in core_stages(cfg) for k in per_stage[s]))
+    value = [lay.unit_tokens(u) - cheap.shrinkable(u) for u in lay.units]
+    fixed = FRAMING + sum(v for k, v in enumerate(value) if k not in sequence)
+    tail = 0
+    for j in reversed(range(len(sequence))):
+        tail += value[sequence[j]]
+        if fixed + tail > cfg.budget:
+            return set(sequence[:j])
+    return set()
+
+
 @dataclass
 class Walk:
-    """Where one walk of the drop sequence ended."""
+    """Where one walk of the stages ended."""
 
     dropped: set[int]
     ledger: Ledger
@@ -431,25 +765,62 @@ class Walk:
     total: int
     #: The smallest total seen along the way: what a failed walk reports as needed.
     least: int
+    #: Tokens of each unit after the rewrites of its messages.
+    unit_now: list[int] = field(default_factory=list)
+    #: Message position -> (kind, tokens saved), for every rewrite made.
+    rewritten: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+    def kept_rewrites(self, lay: Layout) -> list[tuple[int, str, int]]:
+        """``(position, kind, saved)`` of the rewrites of units still kept, in order."""
+        return [
+            (w, kind, saved)
+            for w, (kind, saved) in sorted(self.rewritten.items())
+            if lay.unit_of(w) not in self.dropped
+        ]
 
 
-def walk(lay: Layout, cfg: rb.AssemblyConfig, tools: int, budget: int) -> Walk:
-    """Drops candidates stage by stage, oldest first, while the request is over ``budget``;
-    a dropped side-effecting ring adds its calls to the ledger note (which costs tokens too).
-    Then, still over and allowed, drops the tools schema."""
+def walk(
+    lay: Layout,
+    cfg: rb.AssemblyConfig,
+    cheap: Cheap,
+    tools: int,
+    budget: int,
+    certain: set[int] = frozenset(),  # type: ignore[assignment]
+) -> Walk:
+    """Runs the stages in order while the request is over ``budget``: a cheap stage rewrites its
+    candidates oldest first (one rewrite per message, units not certainly dropped), a drop stage
+    drops its units oldest first, and a dropped side-effecting ring adds its calls to the ledger
+    note (which costs tokens too). Then, still over and allowed, drops the tools schema."""
     ledger = Ledger(list(lay.ledger.entries), lay.ledger.role, lay.ledger.encoding)
-    kept = sum(lay.unit_tokens(u) for u in lay.units)
-    w = Walk(set(), ledger, [], tools, 0, 0)
+    full = [lay.unit_tokens(u) for u in lay.units]
+    w = Walk(set(), ledger, [], tools, 0, 0, unit_now=list(full))
 
     def total() -> int:
-        return kept + ledger.tokens + FRAMING + w.tools
+        return sum(w.unit_now[k] for k in range(len(full)) if k not in w.dropped) + (
+            ledger.tokens + FRAMING + w.tools
+        )
 
     w.least = total()
     per_stage = candidates(lay, cfg)
-    for stage in cfg.stages:
+    for stage in core_stages(cfg):
         if total() <= budget:
             break
-        before, count = total(), 0
+        before, count, restored = total(), 0, 0
+        kind = REWRITES.get(stage)
+        for m in cheap.candidates[kind] if kind else ():
+            if total() <= budget:
+                break
+            k = lay.unit_of(m)
+            if k in w.dropped or k in certain or m in w.rewritten:
+                continue
+            planned = cheap.planned(kind, m)  # type: ignore[arg-type]
+            if planned is None:
+                continue
+            saved = lay.work.tokens[m] - planned
+            w.rewritten[m] = (kind, saved)  # type: ignore[assignment]
+            w.unit_now[k] -= saved
+            count += 1
+            w.least = min(w.least, total())
         for k in per_stage[stage]:
             if total() <= budget:
                 break
@@ -457,19 +828,50 @@ def walk(lay: Layout, cfg: rb.AssemblyConfig, tools: int, budget: int) -> Walk:
                 continue
             w.dropped.add(k)
             count += 1
-            kept -= lay.unit_tokens(lay.units[k])
-            if lay.units[k].kind == "ring" and "side_effect_ledger" in cfg.pin:
-                for entry in side_effect_entries(lay.work, lay.units[k], cfg):
+            # The drop is reported at the unit's full size, whatever rewrites saved before.
+            restored += full[k] - w.unit_now[k]
+            u = lay.units[k]
+            if u.kind == "ring" and "side_effect_ledger" in cfg.pin:
+                turn = sum(1 for x in lay.users if x < u.start)
+                for entry in side_effect_entries(lay.work, u, cfg, turn):
                     ledger.add(entry)
             w.least = min(w.least, total())
         if count:
-            w.stages.append((stage, count, max(0, before - total())))
+            w.stages.append((stage, count, max(0, before + restored - total())))
     if total() > budget and cfg.on_still_over_budget == "drop_tools_schema_then_fail" and w.tools:
         w.stages.append(("drop_tools_schema", 1, w.tools))
         w.tools = 0
         w.least = min(w.least, total())
     w.total = total()
     return w
+
+
+def finish(lay: Layout, w: Walk, cheap: Cheap) -> None:
+    """Makes the rewrites the walk keeps: a cut result's exact size (at most the planned
+    limit) replaces the plan's, and what it saves beyond the plan comes off the total."""
+    for m, kind, saved in w.kept_rewrites(lay):
+        act = cheap.rewrite(kind, m)
+        if act is None:
+            raise rb.InvalidMessageError("a planned rewrite could not be made", index=m)
+        slack = max(0, lay.work.tokens[m] - saved - act.tokens)
+        w.unit_now[lay.unit_of(m)] -= slack
+        w.rewritten[m] = (kind, saved + slack)
+        w.total -= slack
+
+
+def stage_reports(lay: Layout, w: Walk) -> list[tuple[str, int, int]]:
+    """The walk's stages as reported: a cheap stage counts only the rewrites of messages still
+    kept (a rewrite of a unit dropped later counts for the drop), and goes if none is left."""
+    kept = w.kept_rewrites(lay)
+    out = []
+    for stage, units_, saved in w.stages:
+        kind = REWRITES.get(stage)
+        if kind is not None:
+            mine = [s for _, k, s in kept if k == kind]
+            units_, saved = len(mine), sum(mine)
+        if units_:
+            out.append((stage, units_, saved))
+    return out
 
 
 def buckets(lay: Layout, w: Walk) -> dict[str, int]:
@@ -480,15 +882,15 @@ def buckets(lay: Layout, w: Walk) -> dict[str, int]:
         if k in w.dropped:
             continue
         where = "prefix" if lay.protected[k] else "middle"
-        b["suffix" if u.start >= lay.suffix_start else where] += lay.unit_tokens(u)
+        b["suffix" if u.start >= lay.suffix_start else where] += w.unit_now[k]
     return b
 
 
-def emit(lay: Layout, w: Walk, cfg: rb.AssemblyConfig) -> list[Any]:
-    """Plan items: kept indices in order, synthesized results, the ledger note at its anchor
-    (where an earlier note stood, else right after the pinned first user message unless that
-    is the last message, else after the leading instructions). An unchanged single note is the
-    caller's own message again."""
+def emit(lay: Layout, w: Walk, cfg: rb.AssemblyConfig, cheap: Cheap) -> list[Any]:
+    """Plan items: kept indices in order, rewrites, synthesized results, the ledger note at its
+    anchor (where an earlier note stood, else right after the pinned first user message unless
+    that is the last message, else after the leading instructions). An unchanged single note is
+    the caller's own message again."""
     text = render(w.ledger.entries)
     note: list[Any] = []
     if text is not None:
@@ -499,25 +901,32 @@ def emit(lay: Layout, w: Walk, cfg: rb.AssemblyConfig) -> list[Any]:
                 note = [source]
     first_user = lay.first_user
     if lay.notes:
-        anchor = lay.notes[0]
+        at = lay.notes[0]
     elif "first_user_message" in cfg.pin and first_user is not None:
         # After the goal, unless the goal is the last message: the request must still end with
         # the turn the model answers.
         last = first_user + 1 >= len(lay.work.msgs)
-        anchor = lay.prefix_end if last else first_user + 1
+        at = lay.prefix_end if last else first_user + 1
     else:
-        anchor = lay.prefix_end
+        at = lay.prefix_end
+    rewrites = {m: kind for m, kind, _ in w.kept_rewrites(lay)}
     items: list[Any] = []
     for k, u in enumerate(lay.units):
         for i in range(u.start, u.end):
-            if i == anchor:
+            if i == at:
                 items += note
             if k in w.dropped or i in lay.notes:
                 continue
             source = lay.work.source[i]
-            call_id = lay.work.msgs[i].get("tool_call_id")
-            items.append(source if source is not None else ("synthesized", call_id))
-    if anchor >= len(lay.work.msgs):
+            if i in rewrites:
+                act = cheap.rewrite(rewrites[i], i)
+                assert act is not None
+                items.append(("rewrite", source, rewrites[i], act.text))
+            elif source is None:
+                items.append(("synthesized", lay.work.msgs[i].get("tool_call_id")))
+            else:
+                items.append(source)
+    if at >= len(lay.work.msgs):
         items += note
     return items
 
@@ -563,6 +972,10 @@ class Plan:
     ledger_entries: int
     buckets: dict[str, int]
     tools_dropped: bool
+    #: ``(index, kind, tokens_saved)`` of every message kept with rewritten content.
+    rewrites: list[tuple[int, str, int]] = field(default_factory=list)
+    #: Indices of the summary notes earlier assemblies wrote.
+    summary_notes: list[int] = field(default_factory=list)
 
 
 def plan(
@@ -572,22 +985,28 @@ def plan(
     pinned: Iterable[int] = (),
 ) -> Plan:
     """The expected plan, or the expected error raised. A request that cannot fit reports the
-    smallest request the drop sequence passes through."""
+    smallest request the stages pass through."""
     lay, repairs = prepare(messages, cfg, pinned)
+    cheap = Cheap.find(lay, cfg)
     tools_cost = tools_tokens(tools, cfg.encoding)
-    w = walk(lay, cfg, tools_cost, cfg.budget)
-    if w.total > cfg.budget:
-        w = walk(lay, cfg, tools_cost, w.least)
+    w = walk(lay, cfg, cheap, tools_cost, cfg.budget, certainly_dropped(lay, cfg, cheap))
+    fits = w.total <= cfg.budget
+    if not fits:
+        least = walk(lay, cfg, cheap, tools_cost, cfg.budget).least
+        w = walk(lay, cfg, cheap, tools_cost, least)
+    if not fits:
+        # The walk's own total: with a cut result planned at the limit, the budget that fits.
         raise rb.BudgetExceededError(
             "over budget", tokens=w.total, budget=cfg.budget, bucket_tokens=buckets(lay, w)
         )
+    finish(lay, w, cheap)
     before = sum(lay.work.tokens[i] for i, s in enumerate(lay.work.source) if s is not None)
-    spans = {"ring": [], "plain": []}
+    spans: dict[str, list[tuple[int, int]]] = {"ring": [], "plain": []}
     for k in sorted(w.dropped):
         span = _span(lay, lay.units[k])
         if span is not None:
             spans[lay.units[k].kind].append(span)
-    stages = list(w.stages)
+    stages = stage_reports(lay, w)
     if len(lay.notes) > 1:
         # Several earlier notes become one, at the first one's place; the report says so.
         notes_cost = sum(lay.work.tokens[n] for n in lay.notes)
@@ -595,7 +1014,7 @@ def plan(
             0, ("merge_ledger_notes", len(lay.notes) - 1, max(0, notes_cost - w.ledger.tokens))
         )
     return Plan(
-        items=emit(lay, w, cfg),
+        items=emit(lay, w, cfg, cheap),
         tokens_before=before + FRAMING + tools_cost,
         tokens_after=w.total,
         dropped_rings=spans["ring"],
@@ -606,6 +1025,11 @@ def plan(
         ledger_entries=len(w.ledger.entries),
         buckets=buckets(lay, w),
         tools_dropped=w.tools != tools_cost,
+        rewrites=[
+            (lay.work.source[m], kind, saved)  # type: ignore[misc]
+            for m, kind, saved in w.kept_rewrites(lay)
+        ],
+        summary_notes=[s for w_ in lay.summaries if (s := lay.work.source[w_]) is not None],
     )
 
 
@@ -617,6 +1041,8 @@ def materialize(messages: Sequence[Message], items: list[Any]) -> list[Any]:
             out.append(messages[item])
         elif item[0] == "synthesized":
             out.append(synthesized_result(item[1]))
+        elif item[0] == "rewrite":
+            out.append(rewritten(messages[item[1]], item[2], item[3]))
         else:
             out.append({"role": item[2], "content": item[1]})
     return out

@@ -1,6 +1,8 @@
 """Hypothesis strategies for realistic OpenAI Chat agent sessions and the assembly policies they
 are checked under: leading rules, the user's goal, then plain turns and tool rings (parallel
-calls, shuffled results, errors, huge outputs, reused call ids, images, side-effecting tools)."""
+calls, shuffled results, errors, huge outputs, reused call ids, images, side-effecting tools).
+With ``cheap=True`` sessions also repeat earlier reads (the same arguments written another way)
+and show more images, and policies cut tool results small, so the cheap stages have work."""
 
 from __future__ import annotations
 
@@ -81,10 +83,10 @@ def image_part(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @st.composite
-def user_message(draw: st.DrawFn, images: bool = True) -> dict[str, Any]:
-    """A user turn: a string, or text parts with the occasional image."""
+def user_message(draw: st.DrawFn, images: bool = True, image_odds: int = 6) -> dict[str, Any]:
+    """A user turn: a string, or text parts with an image one time in ``image_odds``."""
     body = draw(st.one_of(text, wild_text) if draw(st.integers(0, 9)) == 0 else text)
-    if images and draw(st.integers(0, 5)) == 0:
+    if images and draw(st.integers(1, image_odds)) == 1:
         parts = [
             {"type": "text", "text": body},
             *draw(st.lists(image_part(), min_size=1, max_size=2)),
@@ -99,8 +101,9 @@ def assistant_reply(body: str) -> dict[str, Any]:
 
 def _arguments(tool: str, rnd: random.Random) -> str:
     """The JSON-encoded arguments of a call: a realistic object (recipient, query, maybe a body
-    beyond the ledger's 120-character cut, an amount, passengers, nested options); now and then
-    not an object, or not JSON at all, as models emit."""
+    beyond the ledger's 120-character cut, an amount, passengers, nested options, for a
+    side-effecting tool an idempotency key); now and then not an object, or not JSON at all, as
+    models emit."""
     roll = rnd.random()
     if roll < 0.05:
         return '{"to": "ana@example.com", "body": "unterminated'
@@ -117,6 +120,10 @@ def _arguments(tool: str, rnd: random.Random) -> str:
     if rnd.random() < 0.5:
         n = rnd.randint(-(2**53), 2**53)
         args["options"] = {"confirm": rnd.random() < 0.5, "seat": None, "n": n}
+    if tool in SIDE_EFFECT_TOOLS and rnd.random() < 0.3:
+        # The ledger reads a string idempotency key (under either spelling), nothing else.
+        key = rnd.choice(("idempotency_key", "idempotencyKey"))
+        args[key] = f"idem-{rnd.randint(0, 999)}" if rnd.random() < 0.8 else rnd.randint(0, 9)
     return json.dumps(args, ensure_ascii=rnd.random() < 0.5)
 
 
@@ -179,12 +186,60 @@ def tool_ring(draw: st.DrawFn) -> list[dict[str, Any]]:
     return ring
 
 
+def rewritten_arguments(arguments: str, rnd: random.Random) -> str:
+    """The same arguments written another way: keys in another order, other whitespace, other
+    escaping; now and then an integral float written as an integer (another JSON value to
+    serde_json, so not the same read). Arguments that are not JSON stay as they are."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return arguments
+    if isinstance(value, dict):
+        items = list(value.items())
+        rnd.shuffle(items)
+        value = dict(items)
+        if rnd.random() < 0.2 and isinstance(value.get("amount"), float):
+            value["amount"] = int(value["amount"]) if value["amount"].is_integer() else 0
+    separators = rnd.choice(((",", ":"), (", ", ": "), (" ,", " : ")))
+    indent = rnd.choice((None, None, 2, "\t"))
+    out = json.dumps(value, ensure_ascii=rnd.random() < 0.5, separators=separators, indent=indent)
+    return rnd.choice(("", " ", "\n")) + out + rnd.choice(("", " ", "\n"))
+
+
 @st.composite
-def body_unit(draw: st.DrawFn, images: bool) -> list[dict[str, Any]]:
+def reread_ring(draw: st.DrawFn, call: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ring repeating an earlier call (same tool, same arguments written another way), now and
+    then twice in parallel, now and then beside another call; its results are new texts."""
+    rnd = random.Random(draw(seeds))
+    name, arguments = call["function"]["name"], call["function"]["arguments"]
+    copies = [rewritten_arguments(arguments, rnd) for _ in range(draw(st.sampled_from((1, 1, 2))))]
+    calls = [(name, a) for a in copies]
+    if draw(st.integers(0, 3)) == 0:
+        other = draw(tool_names)
+        calls.insert(rnd.randint(0, len(calls)), (other, _arguments(other, rnd)))
+    ids = draw(call_ids(len(calls)))
+    ring: list[dict[str, Any]] = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                for i, (n, a) in zip(ids, calls, strict=True)
+            ],
+        }
+    ]
+    for k in rnd.sample(range(len(calls)), len(calls)):
+        kind = draw(st.sampled_from(RESULT_KINDS))
+        ring.append({"role": "tool", "tool_call_id": ids[k], "content": _result_text(kind, rnd)})
+    return ring
+
+
+@st.composite
+def body_unit(draw: st.DrawFn, images: bool, image_odds: int = 6) -> list[dict[str, Any]]:
     """One unit of the conversation after the goal: a user turn, a reply or a tool ring."""
     kind = draw(st.sampled_from(("user", "assistant", "ring", "ring", "ring")))
     if kind == "user":
-        return [draw(user_message(images))]
+        return [draw(user_message(images, image_odds))]
     if kind == "assistant":
         return [assistant_reply(draw(text))]
     return draw(tool_ring())
@@ -197,11 +252,14 @@ def sessions(
     images: bool = True,
     max_units: int = 14,
     ending: str | None = None,
+    cheap: bool = False,
 ) -> list[dict[str, Any]]:
     """A pairing-valid session: rules (system, sometimes developer), now and then a ring the
     agent ran before the user spoke, the user's goal, up to ``max_units`` user turns, replies
     and rings, sometimes a mid-conversation system message, then the last unit (``ending``:
-    user, ring, assistant or none)."""
+    user, ring, assistant or none). With ``cheap``, images are three times as frequent and one
+    to five rings repeat an earlier call (``reread_ring``)."""
+    odds = 2 if cheap else 6
     msgs: list[dict[str, Any]] = []
     if draw(st.integers(0, 4)) > 0:
         msgs.append({"role": "system", "content": "You are a careful travel agent. " + draw(text)})
@@ -209,14 +267,21 @@ def sessions(
         msgs.append({"role": "developer", "content": "Never reveal internal ids. " + draw(text)})
     if draw(st.integers(0, 7)) == 0:  # the agent acted before the user spoke (a scheduled run)
         msgs.extend(draw(tool_ring()))
-    msgs.append(draw(user_message(images)))
-    units = [draw(body_unit(images)) for _ in range(draw(st.integers(0, max_units)))]
+    msgs.append(draw(user_message(images, odds)))
+    units = [draw(body_unit(images, odds)) for _ in range(draw(st.integers(0, max_units)))]
+    for _ in range(draw(st.integers(1, 5)) if cheap else 0):
+        rings = [k for k, u in enumerate(units) if u[0].get("tool_calls")]
+        if not rings:
+            break
+        source = draw(st.sampled_from(rings))
+        call = draw(st.sampled_from(units[source][0]["tool_calls"]))
+        units.insert(draw(st.integers(source + 1, len(units))), draw(reread_ring(call)))
     if draw(st.integers(0, 3)) == 0:
         at = draw(st.integers(0, len(units)))
         units.insert(at, [{"role": "system", "content": "Policy update: " + draw(text)}])
     end = ending or draw(st.sampled_from(("user", "ring", "assistant", "none")))
     if end == "user":
-        units.append([draw(user_message(images))])
+        units.append([draw(user_message(images, odds))])
     elif end == "ring":
         units.append(draw(tool_ring()))
     elif end == "assistant":
@@ -260,12 +325,22 @@ def stage_prefixes() -> list[tuple[str, ...]]:
     return [STAGES[:k] for k in range(len(STAGES) + 1)]
 
 
+#: Limits of a tool result's size small enough that generated results go over them (16 is the
+#: least the config accepts: the anchor alone is over it).
+MAX_TOOL_RESULT_TOKENS = (16, 40, 80, 120, 400, 4000)
+
+
 @st.composite
-def policies(draw: st.DrawFn, stage_prefix: bool = False) -> dict[str, Any]:
+def policies(draw: st.DrawFn, stage_prefix: bool = False, cheap: bool = False) -> dict[str, Any]:
     """AssemblyConfig keyword arguments, the budget aside. Stages: the default order, or with
-    ``stage_prefix`` one of its prefixes (tests that observe every stage override them)."""
+    ``stage_prefix`` one of its prefixes (tests that observe every stage override them). With
+    ``cheap``, max_tool_result_tokens is drawn from MAX_TOOL_RESULT_TOKENS."""
     ledger_fields = draw(st.sampled_from(({}, {"send_email": ["to"]}, {"book_reservation": []})))
+    extra = (
+        {"max_tool_result_tokens": draw(st.sampled_from(MAX_TOOL_RESULT_TOKENS))} if cheap else {}
+    )
     return {
+        **extra,
         "recent_tool_rings": draw(st.integers(0, 4)),
         "recent_user_turns": draw(st.integers(0, 3)),
         "pin": tuple(p for p in PINS if draw(st.integers(0, 3)) > 0),
@@ -313,11 +388,13 @@ def budget_for(full_tokens: int, fraction: float) -> int:
     return max(1, round(full_tokens * fraction))
 
 
-def least_tokens(case: Case) -> int | None:
-    """Tokens of the smallest request the policy allows (what a budget of 1 token reports), or
-    None when the session cannot be planned (a pairing error under fail_closed)."""
+def least_tokens(case: Case, stages: tuple[str, ...] | None = None) -> int | None:
+    """Tokens of the smallest request the policy (or these ``stages``) allows (what a budget of
+    1 token reports), or None when the session cannot be planned (a pairing error under
+    fail_closed)."""
+    cfg = case.config(model_input_limit=1, **({} if stages is None else {"stages": stages}))
     try:
-        reference.plan(case.messages, case.config(model_input_limit=1), case.tools, case.pinned)
+        reference.plan(case.messages, cfg, case.tools, case.pinned)
     except rb.BudgetExceededError as e:
         return e.tokens
     except rb.RingboundError:
@@ -354,18 +431,20 @@ def cases(
     pins: bool = True,
     stage_prefix: bool = False,
     ending: str | None = None,
+    cheap: bool = False,
 ) -> Case:
     """A session with a policy and a budget between 5% and 120% of its own token count.
 
     With ``missing_results`` some results may be deleted; they are repaired if ``repair`` or
-    if the policy drawn says so, else the assembly must fail closed.
+    if the policy drawn says so, else the assembly must fail closed. With ``cheap`` the session
+    and the policy give the cheap stages work (see ``sessions`` and ``policies``).
     """
-    msgs = draw(sessions(images=images, ending=ending))
+    msgs = draw(sessions(images=images, ending=ending, cheap=cheap))
     if missing_results and draw(st.booleans()):
         msgs = draw(drop_some_results(msgs))
     names = sorted({c["function"]["name"] for m in msgs for c in m.get("tool_calls") or ()})
     tools = tools_schema(names or list(TOOLS)) if draw(st.booleans()) else None
-    policy = draw(policies(stage_prefix))
+    policy = draw(policies(stage_prefix, cheap))
     if repair:
         policy["on_pairing_error"] = "synthesize_error_results"
     full = rb.count_tokens(msgs, encoding=policy["encoding"], tools=tools)
@@ -373,6 +452,9 @@ def cases(
     if pins and draw(st.integers(0, 3)) == 0:
         pinned = tuple(draw(st.lists(st.integers(0, len(msgs) - 1), max_size=2, unique=True)))
     case = Case(msgs, tools, policy, full, pinned, full)
-    least = least_tokens(case)
+    # With ``cheap``, half the budgets lie where the cheap stages alone decide: between the
+    # smallest request they can make and the whole session.
+    only_cheap = cheap and draw(st.booleans())
+    least = least_tokens(case, tuple(reference.REWRITES) if only_cheap else None)
     fraction = draw(budget_fraction(0.0 if least is None else least / full))
     return case.with_budget(budget_for(full, fraction))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import reference as ref
 import strategies as gen
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, Phase, assume, event, find, given, settings
 from hypothesis import strategies as st
 
 import ringbound as rb
@@ -75,8 +75,17 @@ def assert_same_report(report: rb.AssemblyReport, plan: ref.Plan) -> None:
     assert report.bucket_tokens == plan.buckets
     assert report.tools_dropped == plan.tools_dropped
     assert report.ledger_entries == plan.ledger_entries
-    added = [(e.tool, e.call_id, e.args, e.status) for e in report.ledger_added]
-    assert added == [(e.tool, e.call_id, e.args, e.status) for e in plan.ledger_added]
+    added = [
+        (e.tool, e.call_id, e.args, e.status, e.idempotency_key, e.resource_id, e.turn)
+        for e in report.ledger_added
+    ]
+    assert added == [
+        (e.tool, e.call_id, e.args, e.status, e.idempotency_key, e.resource_id, e.turn)
+        for e in plan.ledger_added
+    ]
+    rewrites = [(r.index, r.kind, r.tokens_saved if exact else None) for r in report.rewrites]
+    assert rewrites == [(i, kind, saved if exact else None) for i, kind, saved in plan.rewrites]
+    assert report.truncated_results == [i for i, kind, _ in plan.rewrites if kind == "truncated"]
 
 
 def check_against_reference(
@@ -109,6 +118,52 @@ def test_assembly_matches_the_reference(case: gen.Case) -> None:
 def test_any_stage_order_matches_the_reference(case: gen.Case, stages: list[str]) -> None:
     """Stages in any order and any subset run as configured, each only while over budget."""
     check_against_reference(case.messages, case.config(stages=stages), case.tools, case.pinned)
+
+
+@properties
+@given(gen.cases(missing_results=True, stage_prefix=True, cheap=True))
+def test_cheap_stages_match_the_reference(case: gen.Case) -> None:
+    """Sessions that repeat reads (the same arguments written another way), hold huge results
+    and images, under small max_tool_result_tokens: the same rewrites, texts and savings."""
+    res = check_against_reference(case.messages, case.config(), case.tools, case.pinned)
+    for r in [] if isinstance(res, Exception) else res.report.rewrites:
+        event(f"rewrite: {r.kind}")
+
+
+@properties
+@given(
+    gen.cases(missing_results=True, cheap=True),
+    st.lists(st.sampled_from(STAGES), unique=True),
+)
+def test_cheap_stages_in_any_order_match_the_reference(case: gen.Case, stages: list[str]) -> None:
+    """The cheap stages anywhere in the order (after drops, between them, some left out)."""
+    check_against_reference(case.messages, case.config(stages=stages), case.tools, case.pinned)
+
+
+@pytest.mark.parametrize("kind", ["deduped", "truncated", "media"])
+def test_the_generated_cases_exercise_every_rewrite(kind: str) -> None:
+    """The cheap strategies do reach each rewrite: hypothesis finds a case the reference
+    rewrites that way (the first one found: shrinking it would only cost time), and the
+    library agrees on it."""
+
+    def rewrites_so(case: gen.Case) -> bool:
+        try:
+            plan = ref.plan(case.messages, case.config(), case.tools, case.pinned)
+        except rb.RingboundError:
+            return False
+        return any(k == kind for _, k, _ in plan.rewrites)
+
+    case = find(
+        gen.cases(cheap=True),
+        rewrites_so,
+        settings=settings(
+            max_examples=500,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+    check_against_reference(case.messages, case.config(), case.tools, case.pinned)
 
 
 @properties
@@ -171,10 +226,40 @@ def test_the_reference_renders_the_note_byte_for_byte(note_entries: list[ref.Ent
     assert res.messages[2] is note
 
 
+@properties
+@given(gen.text, st.integers(0, 40), st.booleans(), st.sampled_from(("o200k_base", "cl100k_base")))
+def test_the_cut_the_reference_borrows_fits_and_keeps_an_end(
+    text: str, max_tokens: int, from_end: bool, encoding: str
+) -> None:
+    """``_core.cut_text`` (the cut truncation makes, which the reference calls rather than
+    re-implements): a prefix (or suffix) of the text within max_tokens, the text itself when
+    it fits."""
+    piece = _core.cut_text(text, max_tokens, encoding, from_end)
+    assert (text.endswith if from_end else text.startswith)(piece)
+    assert _core.count_text(piece, encoding) <= max_tokens
+    if _core.count_text(text, encoding) <= max_tokens:
+        assert piece == text
+
+
+def test_the_cut_is_at_most_two_tokens_short_of_the_longest() -> None:
+    """The longest suffix of "d 确认 ERROR" within 5 tokens is " 确认 ERROR" (5 tokens); the
+    cut keeps "认 ERROR" (2)."""
+    text, encoding = "d 确认 ERROR", "o200k_base"
+    fits = [
+        _core.count_text(text[k:], encoding)
+        for k in range(len(text) + 1)
+        if _core.count_text(text[k:], encoding) <= 5
+    ]
+    piece = _core.cut_text(text, 5, encoding, True)
+    assert max(fits) - _core.count_text(piece, encoding) <= 2
+
+
 def test_the_reference_uses_the_library_constants() -> None:
     """The fixed texts the reference re-implements are the library's own."""
     assert ref.MARKER == _core.LEDGER_MARKER
     assert ref.SYNTHESIZED_RESULT_TEXT == _core.SYNTHESIZED_RESULT_TEXT
+    assert ref.SUMMARY_MARKER == _core.SUMMARY_MARKER
+    assert ref.MEDIA_PLACEHOLDER == _core.MEDIA_PLACEHOLDER
 
 
 def test_the_reference_on_a_worked_example() -> None:
@@ -200,6 +285,55 @@ def test_the_reference_on_a_worked_example() -> None:
     plan = ref.plan(messages, cfg)
     assert plan.items[:2] == [0, 1] and plan.items[3:] == [4, 5]
     assert plan.items[2][0] == "ledger"
-    assert plan.items[2][1].endswith('- send_email [ok] call_id="c1" args={}')
+    assert plan.items[2][1].endswith('- send_email [ok] call_id="c1" args={} turn=1')
     assert plan.dropped_rings == [(2, 4)]
     assert [s[:2] for s in plan.stages] == [("drop_rings", 1)]
+
+
+def test_the_reference_on_a_worked_example_of_the_cheap_stages() -> None:
+    """Two reads of a.py (the same arguments written two ways) and a huge log: just over
+    budget, the older read becomes the stub and nothing else changes; further under, the log
+    is cut to its head, the anchor and its tail, within max_tool_result_tokens."""
+
+    def ring(call_id: str, name: str, arguments: str, result: str) -> list[dict[str, Any]]:
+        call = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+        return [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call_id, "content": result},
+        ]
+
+    log = "".join(f"line {i}: ok\n" for i in range(400))
+    messages = [
+        {"role": "system", "content": "rules"},
+        {"role": "user", "content": "goal"},
+        *ring("r1", "read_file", '{"path": "a.py", "lines": 10}', "file contents " * 100),
+        *ring("r2", "read_log", "{}", log),
+        *ring("r3", "read_file", '{ "lines": 10,\n "path": "a.py" }', "file contents " * 100),
+        {"role": "user", "content": "next"},
+    ]
+    full = rb.count_tokens(messages)
+    kw = {"output_reserve_tokens": 0, "safety_margin_tokens": 0, "max_tool_result_tokens": 300}
+    cfg = rb.AssemblyConfig(model_input_limit=full - 10, recent_tool_rings=1, **kw)
+    plan = ref.plan(messages, cfg)
+    assert plan.items == [
+        0,
+        1,
+        2,
+        ("rewrite", 3, "deduped", ref.dedupe_stub("read_file")),
+        *range(4, 9),
+    ]
+    assert [s[:2] for s in plan.stages] == [("dedupe_superseded_reads", 1)]
+    cfg = rb.AssemblyConfig(model_input_limit=full - 400, recent_tool_rings=1, **kw)
+    plan = ref.plan(messages, cfg)
+    kinds = [(i, kind) for i, kind, _ in plan.rewrites]
+    assert kinds == [(3, "deduped"), (5, "truncated")]
+    text = plan.items[5][3]
+    assert text.startswith("line 0: ok\n") and text.endswith("line 399: ok\n")
+    assert _core.content_id(log) in text
+    cut = ref.rewritten(messages[5], "truncated", text)
+    assert ref.message_tokens(cut, cfg.encoding) <= 300
+    check_against_reference(messages, cfg)

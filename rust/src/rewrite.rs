@@ -116,7 +116,36 @@ pub fn cut_counted<'t>(
             hi = mid;
         }
     }
-    piece(lo)
+    // A BPE count can fall as a piece grows (a character joins the token before it), so a
+    // few characters past the first overflow may fit again: keep the longest that does.
+    let mut best = lo;
+    let mut next = lo;
+    for _ in 0..MAX_EXTRA_CHARS {
+        next = grow(text, next, from_end);
+        if next <= best || next > text.len() {
+            break;
+        }
+        if counter.count(piece(next)) <= max_tokens {
+            best = next;
+        }
+    }
+    piece(best)
+}
+
+/// Characters tried past the first length that overflows.
+const MAX_EXTRA_CHARS: usize = 8;
+
+/// The length of the kept side with one more character.
+fn grow(text: &str, len: usize, from_end: bool) -> usize {
+    if len >= text.len() {
+        return len + 1;
+    }
+    let next_char = if from_end {
+        text[..text.len() - len].chars().next_back()
+    } else {
+        text[len..].chars().next()
+    };
+    len + next_char.map_or(1, char::len_utf8)
 }
 
 /// The recovery anchor written between the head and the tail of a cut result.

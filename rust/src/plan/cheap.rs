@@ -55,7 +55,7 @@ impl CheapStages {
         let mut candidates: [Vec<usize>; 3] = Default::default();
         let mut read_tool = HashMap::new();
         if enabled.contains(&RewriteKind::Deduped) {
-            for (w, tool) in superseded_reads(work, cfg, unit_of) {
+            for (w, tool) in superseded_reads(work, cfg, unit_of, protected) {
                 if middle(w) {
                     candidates[slot(RewriteKind::Deduped)].push(w);
                     read_tool.insert(w, tool);
@@ -167,11 +167,15 @@ fn truncatable(work: &Work<'_, '_>, cfg: &PlanConfig, w: usize) -> bool {
 
 /// Results of reads that a later result of the same read supersedes: same tool, same
 /// arguments (compared as JSON values), the tool not side-effecting (a second payment is not
-/// a repeat of the first). Yields (message, tool name), oldest first.
+/// a repeat of the first). The later result must say what the older one said: a real result
+/// (not an error, not one synthesized for a call that never answered), in a protected unit,
+/// so no later stage drops it and leaves only the stub. Yields (message, tool name), oldest
+/// first.
 fn superseded_reads(
     work: &Work<'_, '_>,
     cfg: &PlanConfig,
     unit_of: &[usize],
+    protected: &[bool],
 ) -> Vec<(usize, String)> {
     let len = work.msgs.len();
     // The call each result answers, looked up within its own unit: (tool, key of the read).
@@ -200,8 +204,13 @@ fn superseded_reads(
         if cfg.side_effect_tools.contains(tool) {
             continue;
         }
-        if !seen.insert(key) {
+        if seen.contains(&key) {
             out.push((w, tool.to_owned()));
+        } else if protected[unit_of[w]]
+            && !msg.is_error
+            && matches!(work.source[w], Source::Original(_))
+        {
+            seen.insert(key);
         }
     }
     out.reverse();

@@ -770,7 +770,7 @@ pub fn plan(
     // plan's.
     let mut kept_rewrites: Vec<(usize, RewriteKind, u64)> = Vec::new();
     let mut rewrites: HashMap<usize, (RewriteKind, String)> = HashMap::new();
-    for w in (0..len).filter(|&w| !dropped[unit_of[w]]) {
+    for w in (0..len).filter(|&w| fits && !dropped[unit_of[w]]) {
         let Some((kind, saved)) = rewritten[w] else {
             continue;
         };
@@ -1391,13 +1391,23 @@ mod tests {
             read("r2", r#"{"path":"b.py"}"#, &body),
             read("r3", r#"{ "path": "a.py" }"#, &body),
         ]));
-        let full = plan(&req, &cfg(100_000), &[], None).unwrap().tokens_after;
-        let p = plan(&req, &cfg(full - 10), &[], None).unwrap();
+        // r3 is one of the two protected recent rings: it stays, so r1 can go to a stub.
+        let recent = |budget| PlanConfig {
+            recent_tool_rings: 2,
+            ..cfg(budget)
+        };
+        let full = plan(&req, &recent(100_000), &[], None)
+            .unwrap()
+            .tokens_after;
+        let p = plan(&req, &recent(full - 10), &[], None).unwrap();
         assert_eq!(rewrites(&p), vec![(3, RewriteKind::Deduped)]);
         assert!(p.dropped_rings.is_empty());
         assert_eq!(p.stages[0].stage, "dedupe_superseded_reads");
         assert_eq!(p.rewrites[0].tokens_saved, p.stages[0].tokens_saved);
         assert_eq!(p.tokens_after + p.stages[0].tokens_saved, full);
+        // With only the last ring protected, r3 may be dropped itself: r1 is left whole.
+        let p = plan(&req, &cfg(full - 10), &[], None).unwrap();
+        assert!(rewrites(&p).is_empty());
     }
 
     #[test]
