@@ -212,7 +212,7 @@ def plan_native(
         rendered = native.adapter.render(
             native.messages, items, native.canonical, system=native.system
         )
-        if _as_planned(items, rendered, native.system):
+        if reserve is None and _as_planned(items, rendered, native.system):
             actual = raw["tokens_after"]
             break
         kept_tools = None if raw["tools_dropped"] else native.tools_payload
@@ -235,6 +235,11 @@ def plan_native(
         )
     raw = dict(raw)
     raw["budget"] = budget
+    # What the rendering cost beyond the plan (a note smaller than its reserved room, merged
+    # neighbours, a note moved into the system) is the insertions' doing.
+    buckets = dict(raw["bucket_tokens"])
+    buckets["insertions"] = max(0, buckets["insertions"] + actual - raw["tokens_after"])
+    raw["bucket_tokens"] = buckets
     raw["tokens_after"] = actual
     raw["canonical_dropped"] = sorted(raw["dropped_rings"] + raw["dropped_turns"])
     raw["dropped_rings"] = native.native_spans(raw["dropped_rings"])

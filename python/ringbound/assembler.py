@@ -488,9 +488,16 @@ class Assembler:
             target = max(
                 1, min(math.floor(cfg.compact_target_ratio * cfg.budget), budget - job.tail)
             )
-            with contextlib.suppress(BudgetExceededError):
+            try:
                 first = native.plan(self._core_for(target), self._cache, budget, recorded=recorded)
                 start = target
+            except BudgetExceededError as e:
+                # The protected part is above the low-water mark: go as low as it allows.
+                if e.tokens < budget:
+                    first = native.plan(
+                        self._core_for(e.tokens), self._cache, budget, recorded=recorded
+                    )
+                    start = e.tokens
         if self._summarizer is not None and job.compacted:
             previous = None
             if state is not None and state.summary is not None and state.summary_span:

@@ -34,6 +34,8 @@ from .summarize import (
 
 __all__ = ["Draft", "draft", "filler", "record"]
 
+#: The smallest summary target: the template alone takes about this much.
+MIN_SUMMARY_TOKENS = 64
 #: Tokens a note's first line and its message framing may take beyond the body.
 _NOTE_SLACK = 16
 _COUNTS = re.compile(r"summary of (\d+) earlier messages \((\d+) units\)")
@@ -113,8 +115,9 @@ def draft(
     above = first_raw["tokens_after"] > goal and first_raw["bucket_tokens"]["middle"] > 0
     if not (dropped or above):
         return None
-    upper = cfg.summary_target_tokens or min(
-        int(0.05 * cfg.model_input_limit), cfg.summary_max_tokens
+    # Below a few dozen tokens not even the template fits: a summary that small is none.
+    upper = cfg.summary_target_tokens or max(
+        MIN_SUMMARY_TOKENS, min(int(0.05 * cfg.model_input_limit), cfg.summary_max_tokens)
     )
     reserve = math.ceil(
         (upper + _NOTE_SLACK + count(note_text("", units=0, messages=0))) * token_ratio
@@ -164,11 +167,14 @@ def draft(
         else _redacted(redactor, previous_body, counts),
         target_tokens=min(
             upper,
-            summary_target(
-                count(text),
-                cfg.model_input_limit,
-                cfg.summary_max_tokens,
-                cfg.summary_target_tokens,
+            max(
+                cfg.summary_target_tokens or MIN_SUMMARY_TOKENS,
+                summary_target(
+                    count(text),
+                    cfg.model_input_limit,
+                    cfg.summary_max_tokens,
+                    cfg.summary_target_tokens,
+                ),
             ),
         ),
         ledger=[*ledger, *(LedgerEntry(*e) for e in raw["ledger_added"])],
