@@ -139,6 +139,22 @@ def _demo(args: argparse.Namespace) -> int:
     return 1 if run_demo(sys.stdout) else 0
 
 
+def _simulate(args: argparse.Namespace) -> int:
+    from .simulate import cli_main
+
+    return cli_main(
+        args.session,
+        budget=args.budget,
+        limit=args.limit,
+        config=args.config,
+        provider=args.provider,
+        price_factor=args.price_factor,
+        summarize=args.summarize,
+        per_turn=args.per_turn,
+        json_out=args.json,
+    )
+
+
 def _calibrate(args: argparse.Namespace) -> int:
     from .calibrate import cli_main
 
@@ -198,6 +214,22 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="assemble a bundled real session at shrinking budgets")
     d.set_defaults(run=_demo)
+
+    m = sub.add_parser(
+        "simulate",
+        help="replay a session turn by turn: cache-stable vs stateless vs trim_messages",
+    )
+    m.add_argument("session", help="JSON: a list of messages or {messages, tools}")
+    size = m.add_mutually_exclusive_group()
+    size.add_argument("--budget", type=int, help="the whole budget (default: half the session)")
+    size.add_argument("--limit", type=int, help="model_input_limit (reserve and margin apply)")
+    m.add_argument("--config", help="YAML file with a context_assembly: block")
+    m.add_argument("--provider", choices=PROVIDERS, help="default: detected from the body")
+    m.add_argument("--price-factor", type=float, default=0.1, help="price of a cached token (0.1)")
+    m.add_argument("--summarize", action="store_true", help="with the extractive summarizer")
+    m.add_argument("--per-turn", action="store_true", help="a row per turn as well")
+    m.add_argument("--json", action="store_true", help="everything as JSON")
+    m.set_defaults(run=_simulate)
 
     k = sub.add_parser(
         "calibrate",

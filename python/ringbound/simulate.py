@@ -1,0 +1,759 @@
+"""Replaying a session turn by turn to show what cache-stable assembly buys: every turn's
+request is assembled with the previous turn's state, statelessly, and by LangChain's
+``trim_messages``, all at one budget; for each, the share of the request a provider's prompt
+cache could serve (the prefix it shares with the previous request), how full it is, and what
+it costs. ``ringbound simulate SESSION.json`` prints the comparison."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+from . import summarizers
+from .assembler import Assembler
+from .config import AssemblyConfig
+from .counting import count_tokens, validate
+from .detect import detect_provider, provider_candidates
+from .errors import ConfigError, RingboundError
+from .providers import adapter, check_provider
+from .session import Session, load_session
+
+__all__ = [
+    "STATEFUL",
+    "STATELESS",
+    "TRIM",
+    "Simulation",
+    "Turn",
+    "Way",
+    "agent_session",
+    "cli_main",
+    "simulate",
+    "turn_ends",
+]
+
+STATEFUL = "ringbound stateful"
+STATELESS = "ringbound stateless"
+TRIM = "trim_messages"
+
+#: LangChain's recommended settings for chat histories (as in benches/langchain_baseline.py):
+#: keep the system message, start the kept history on a human message, end on a human or
+#: tool message.
+TRIM_SETTINGS: dict[str, Any] = {
+    "strategy": "last",
+    "include_system": True,
+    "start_on": "human",
+    "end_on": ("human", "tool"),
+}
+
+LEGEND = (
+    "1st cut: the first turn that compacted (stateful) or did not begin with the whole "
+    "previous request;\n"
+    "cached>: mean share of the request's tokens equal to a prefix of the previous request, "
+    "over the turns after it;\n"
+    "util>, util: mean tokens / budget over those turns, over all turns; compact: such "
+    "turns; summ: summarizer calls;\n"
+    "eff. cost: uncached + cached x price factor, summed over the turns; /stateless: that "
+    "cost over stateless ringbound's;\n"
+    "empty: requests left with no message but the system one; bad: requests over budget or "
+    "with broken pairing."
+)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One replayed turn of one way of assembling.
+
+    Attributes:
+        turn: 1 for the first turn.
+        history: Messages of the session given to this turn.
+        tokens: Tokens of the request (messages, framing, tools schema, system).
+        messages: Messages in the request.
+        conversation: Of those, the ones that are not a system (or developer) message: 0
+            means the request lost the whole conversation.
+        cached_tokens: Tokens of its longest run of leading messages identical to the
+            previous request's (0 on the first turn).
+        kept_previous: Whether the whole previous request is a prefix of this one (the
+            turn only appended).
+        compacted: Whether this turn cut the history anew (the stateful way: a compaction;
+            the others: a request that does not begin with the whole previous one).
+        state: ``report.state`` of the stateful way, else None.
+        summarizer_calls: Summarizer calls this turn made.
+        within_budget: Whether ``tokens`` is at most the budget.
+        valid: Whether the request passes ``ringbound.validate``.
+    """
+
+    turn: int
+    history: int
+    tokens: int
+    messages: int
+    conversation: int
+    cached_tokens: int
+    kept_previous: bool
+    compacted: bool
+    state: str | None = None
+    summarizer_calls: int = 0
+    within_budget: bool = True
+    valid: bool = True
+
+    @property
+    def cached_fraction(self) -> float:
+        return self.cached_tokens / self.tokens if self.tokens else 0.0
+
+    def cost(self, price_factor: float) -> float:
+        """Effective input tokens: the uncached ones, plus the cached ones at their price."""
+        return self.tokens - self.cached_tokens + self.cached_tokens * price_factor
+
+
+@dataclass(frozen=True)
+class Way:
+    """One way of assembling, over the whole replay.
+
+    Attributes:
+        name: ``ringbound stateful``, ``ringbound stateless`` or ``trim_messages``.
+        turns: Its turns, in order.
+        skipped: Why it did not run (a dependency missing), else None.
+        error: The error that stopped it (``turn N: Type: message``), else None.
+    """
+
+    name: str
+    turns: tuple[Turn, ...] = ()
+    skipped: str | None = None
+    error: str | None = None
+
+    @property
+    def first_compaction(self) -> int | None:
+        """The turn number of the first compaction, None when there was none."""
+        return next((t.turn for t in self.turns if t.compacted), None)
+
+    @property
+    def cached_after_first_compaction(self) -> float | None:
+        """Mean cached-prefix fraction over the turns after the first compaction."""
+        first = self.first_compaction
+        after = [t.cached_fraction for t in self.turns if first is not None and t.turn > first]
+        return statistics.fmean(after) if after else None
+
+    @property
+    def compactions(self) -> int:
+        return sum(t.compacted for t in self.turns)
+
+    @property
+    def summarizer_calls(self) -> int:
+        return sum(t.summarizer_calls for t in self.turns)
+
+    @property
+    def broken(self) -> int:
+        """Turns whose request was over budget or would be refused for its pairing."""
+        return sum(not (t.within_budget and t.valid) for t in self.turns)
+
+    @property
+    def empty(self) -> int:
+        """Turns whose request kept no message but the system one."""
+        return sum(t.conversation == 0 for t in self.turns)
+
+    @property
+    def reuse_breaks(self) -> int:
+        """Stateful turns reported ``reused`` whose request rewrote the previous one's
+        prefix: each one is a bug (the cache it promised was lost)."""
+        return sum(t.state == "reused" and not t.kept_previous for t in self.turns)
+
+    def utilization(self, budget: int, after_first_compaction: bool = False) -> float | None:
+        """Mean request tokens / budget, over every turn or the turns after the first
+        compaction."""
+        first = self.first_compaction if after_first_compaction else 0
+        ratios = [t.tokens / budget for t in self.turns if first is not None and t.turn > first]
+        return statistics.fmean(ratios) if ratios else None
+
+    def cost(self, price_factor: float) -> float:
+        return sum(t.cost(price_factor) for t in self.turns)
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """A replayed session: the turns of each way and the totals."""
+
+    name: str
+    provider: str
+    budget: int
+    price_factor: float
+    #: Tokens of the last turn's whole history (what a request without assembly would cost).
+    session_tokens: int
+    #: Messages the replay left out: a trailing call without its results.
+    unreplayed: int
+    ways: tuple[Way, ...]
+    #: What counted tokens for ``trim_messages``.
+    trim_counter: str = ""
+
+    def way(self, name: str) -> Way:
+        return next(w for w in self.ways if w.name == name)
+
+    @property
+    def turns(self) -> int:
+        return max((len(w.turns) for w in self.ways), default=0)
+
+    def summary(self) -> list[dict[str, Any]]:
+        """One row per way that ran: the table's numbers."""
+        anchor = self.way(STATELESS).cost(self.price_factor)
+        rows = []
+        for w in self.ways:
+            if w.skipped is not None:
+                continue
+            cost = w.cost(self.price_factor)
+            rows.append(
+                {
+                    "way": w.name,
+                    "turns": len(w.turns),
+                    "first_compaction": w.first_compaction,
+                    "cached_after_first_compaction": w.cached_after_first_compaction,
+                    "utilization_after_first_compaction": w.utilization(self.budget, True),
+                    "utilization": w.utilization(self.budget),
+                    "compactions": w.compactions,
+                    "summarizer_calls": w.summarizer_calls,
+                    "effective_cost": cost,
+                    "cost_vs_stateless": cost / anchor if anchor else None,
+                    "empty": w.empty,
+                    "broken": w.broken,
+                    "reuse_breaks": w.reuse_breaks,
+                    "error": w.error,
+                }
+            )
+        return rows
+
+    def to_dict(self, per_turn: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "session": self.name,
+            "provider": self.provider,
+            "budget": self.budget,
+            "price_factor": self.price_factor,
+            "turns": self.turns,
+            "session_tokens": self.session_tokens,
+            "unreplayed_messages": self.unreplayed,
+            "trim_counter": self.trim_counter,
+            "ways": self.summary(),
+            "skipped": {w.name: w.skipped for w in self.ways if w.skipped is not None},
+        }
+        if per_turn:
+            out["per_turn"] = {
+                w.name: [dataclasses.asdict(t) for t in w.turns]
+                for w in self.ways
+                if w.skipped is None
+            }
+        return out
+
+    def table(self) -> str:
+        """The comparison, one row per way."""
+        lines = [
+            f"{self.name}: {self.provider}, {self.turns} turns, {self.session_tokens:,} tokens "
+            f"at the last turn, budget {self.budget:,}, cached tokens at "
+            f"{self.price_factor:g}x",
+        ]
+        if self.unreplayed:
+            lines.append(
+                f"(the last {self.unreplayed} message(s), a call without its results, not replayed)"
+            )
+        head = (
+            f"{'way':<19} {'1st cut':>7} {'cached>':>7} {'util>':>5} {'util':>5} "
+            f"{'compact':>7} {'summ':>4} {'eff. cost':>10} {'/stateless':>10} {'empty':>5} "
+            f"{'bad':>3}"
+        )
+        lines += [head, "-" * len(head)]
+        for r in self.summary():
+            lines.append(
+                f"{r['way']:<19} {_or_dash(r['first_compaction']):>7} "
+                f"{_fixed(r['cached_after_first_compaction']):>7} "
+                f"{_fixed(r['utilization_after_first_compaction']):>5} "
+                f"{_fixed(r['utilization']):>5} {r['compactions']:>7} "
+                f"{r['summarizer_calls']:>4} {r['effective_cost']:>10,.0f} "
+                f"{_fixed(r['cost_vs_stateless']):>10} {r['empty']:>5} {r['broken']:>3}"
+            )
+            if r["error"]:
+                lines.append(f"  stopped at {r['error']}")
+        for w in self.ways:
+            if w.skipped is not None:
+                lines.append(f"{w.name}: skipped ({w.skipped})")
+        lines.append(LEGEND)
+        if self.trim_counter:
+            lines.append(f"trim_messages counts with {self.trim_counter}.")
+        return "\n".join(lines)
+
+    def per_turn_table(self) -> str:
+        """One row per turn: each way's tokens, cached fraction and what happened."""
+        ways = [w for w in self.ways if w.skipped is None]
+        head = f"{'turn':>4} {'msgs':>5}" + "".join(f" | {w.name[:26]:<26}" for w in ways)
+        lines = [head, "-" * len(head)]
+        for i in range(self.turns):
+            row = None
+            cells = []
+            for w in ways:
+                if i >= len(w.turns):
+                    cells.append(f" | {'':<26}")
+                    continue
+                t = row = w.turns[i]
+                mark = t.state or ("cut" if t.compacted else "")
+                flag = "" if t.within_budget and t.valid else " BAD"
+                flag += "" if t.conversation else " EMPTY"
+                cells.append(f" | {t.tokens:>7} {t.cached_fraction:>5.3f} {mark + flag:<12}")
+            assert row is not None
+            lines.append(f"{row.turn:>4} {row.history:>5}" + "".join(cells))
+        return "\n".join(lines)
+
+
+def _or_dash(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _fixed(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+# Turns --------------------------------------------------------------------------------------
+
+
+def turn_ends(
+    messages: Sequence[Any], provider: str = "openai_chat", *, system: Any = None
+) -> tuple[list[int], int]:
+    """Where each replayed turn's history ends: after every complete tool ring (an assistant
+    message with calls and all their results; plain messages go with the ring that follows
+    them), and at the end of the session.
+
+    Returns:
+        ``(ends, unreplayed)``: the native lengths of the turns' histories, and how many
+        trailing messages were left out because they hold a call without its results.
+
+    Example:
+        >>> call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        >>> turn_ends([{"role": "user", "content": "go"},
+        ...            {"role": "assistant", "content": None, "tool_calls": [call]},
+        ...            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        ...            {"role": "assistant", "content": "done"}])
+        ([3, 4], 0)
+    """
+    check_provider(provider)
+    if provider == "openai_chat":
+        canon = [_mapping(m) for m in messages]
+        spans = [(i, i + 1) for i in range(len(canon))]
+    else:
+        c = adapter(provider).to_canonical(list(messages), system=system)
+        canon, spans = c.messages, c.spans
+    ends: list[int] = []
+    open_call = False
+    i = 0
+    while i < len(canon):
+        calls = canon[i].get("role") == "assistant" and canon[i].get("tool_calls")
+        if not calls:
+            i += 1
+            continue
+        ids = {c.get("id") for c in calls if isinstance(c, dict)}
+        j = i + 1
+        answered = set()
+        while j < len(canon) and canon[j].get("role") == "tool":
+            answered.add(canon[j].get("tool_call_id"))
+            j += 1
+        open_call = not ids <= answered
+        if not open_call:
+            end = spans[j - 1][1]
+            # A boundary only where a native message ends (several canonical messages may
+            # stand for one native one).
+            if j == len(canon) or spans[j][0] >= end:
+                ends.append(end)
+        i = j
+    unreplayed = 0
+    if not ends or ends[-1] < len(messages):
+        if open_call:
+            unreplayed = len(messages) - (ends[-1] if ends else 0)
+        else:
+            ends.append(len(messages))
+    return ends, unreplayed
+
+
+def _mapping(m: Any) -> dict[str, Any]:
+    if isinstance(m, dict):
+        return m
+    dump = getattr(m, "model_dump", None)
+    return dump() if callable(dump) else dict(m)
+
+
+# Measuring requests -------------------------------------------------------------------------
+
+
+class _Meter:
+    """Counts a request and the tokens it shares with the previous one."""
+
+    def __init__(self, provider: str, budget: int, encoding: str) -> None:
+        self.provider = provider
+        self.budget = budget
+        self.encoding = encoding
+        self.previous: list[bytes] | None = None
+
+    def count(self, messages: list[Any], tools: Any, system: Any) -> int:
+        return count_tokens(messages, self.provider, self.encoding, tools or None, system=system)
+
+    def measure(self, messages: list[Any], tools: Any, system: Any) -> dict[str, Any]:
+        """The fields of a ``Turn`` that describe its request."""
+        # The order a provider reads a request in: tools, system, then the messages.
+        items = [_dump(tools), _dump(system), *(_dump(m) for m in messages)]
+        tokens = self.count(messages, tools, system)
+        prev = self.previous
+        self.previous = items
+        run = 0
+        if prev is not None:
+            while run < min(len(prev), len(items)) and prev[run] == items[run]:
+                run += 1
+        shared = max(0, run - 2)
+        if shared == 0 and not (run >= 1 and tools) and not (run >= 2 and system):
+            cached = 0
+        else:
+            cached = min(
+                tokens,
+                self.count(
+                    messages[:shared],
+                    tools if run >= 1 else None,
+                    system if run >= 2 else None,
+                ),
+            )
+        return {
+            "tokens": tokens,
+            "messages": len(messages),
+            "conversation": sum(
+                _mapping(m).get("role") not in ("system", "developer") for m in messages
+            ),
+            "cached_tokens": cached,
+            "kept_previous": prev is not None and run == len(prev),
+            "within_budget": tokens <= self.budget,
+            "valid": not validate(messages, self.provider, system=system),
+        }
+
+
+def _dump(obj: Any) -> bytes:
+    return orjson.dumps(obj, default=_mapping)
+
+
+# The ways ------------------------------------------------------------------------------------
+
+
+def _ringbound_way(
+    name: str,
+    asm: Assembler,
+    ends: list[int],
+    session: Session,
+    provider: str,
+) -> Way:
+    meter = _Meter(provider, asm.config.budget, asm.config.encoding)
+    stateful = asm.config.cache_stable
+    state = None
+    turns: list[Turn] = []
+    for n, end in enumerate(ends, 1):
+        history = session.messages[:end]
+        try:
+            res = asm.assemble(history, session.tools, system=session.system, state=state)
+        except RingboundError as e:
+            return Way(name, tuple(turns), error=f"turn {n}: {type(e).__name__}: {e}")
+        measured = meter.measure(res.messages, res.tools, res.system)
+        r = res.report
+        if stateful:
+            before = state.compactions if state is not None else 0
+            compacted = res.state is not None and res.state.compactions > before
+            state = res.state
+        else:
+            compacted = n > 1 and not measured["kept_previous"]
+        turns.append(
+            Turn(
+                turn=n,
+                history=end,
+                compacted=compacted,
+                state=r.state,
+                summarizer_calls=r.summary.calls if r.summary is not None else 0,
+                **measured,
+            )
+        )
+    return Way(name, tuple(turns))
+
+
+def _trim_way(
+    ends: list[int], session: Session, provider: str, budget: int, encoding: str
+) -> tuple[Way, str]:
+    """LangChain's ``trim_messages`` at the same budget, its counter in ringbound's accounting
+    (OpenAI framing, the config's encoding), so a budget means the same tokens on both
+    sides."""
+    try:
+        from langchain_core.messages import (
+            convert_to_messages,
+            convert_to_openai_messages,
+            trim_messages,
+        )
+    except ImportError:
+        return Way(TRIM, skipped="langchain-core is not installed"), ""
+    if provider != "openai_chat":
+        return Way(TRIM, skipped=f"it takes OpenAI Chat messages, the session is {provider}"), ""
+    try:
+        lc = convert_to_messages(session.messages)
+    except (ValueError, TypeError, KeyError) as e:
+        return Way(TRIM, skipped=f"LangChain cannot read the session ({e})"), ""
+    as_openai: dict[int, tuple[Any, dict[str, Any]]] = {}
+    sizes: dict[int, tuple[Any, int]] = {}
+    framing = count_tokens([], encoding=encoding)
+
+    def openai_of(m: Any) -> dict[str, Any]:
+        hit = as_openai.get(id(m))
+        if hit is None or hit[0] is not m:
+            hit = as_openai[id(m)] = (m, convert_to_openai_messages(m))
+        return hit[1]
+
+    def size(m: Any) -> int:
+        hit = sizes.get(id(m))
+        if hit is None or hit[0] is not m:
+            hit = sizes[id(m)] = (m, count_tokens([openai_of(m)], encoding=encoding) - framing)
+        return hit[1]
+
+    def counter(messages: Sequence[Any]) -> int:
+        return framing + sum(size(m) for m in messages)
+
+    tools_tokens = count_tokens([], encoding=encoding, tools=session.tools or None) - framing
+    limit = budget - tools_tokens
+    meter = _Meter(provider, budget, encoding)
+    turns: list[Turn] = []
+    for n, end in enumerate(ends, 1):
+        try:
+            kept = trim_messages(lc[:end], max_tokens=limit, token_counter=counter, **TRIM_SETTINGS)
+        except ValueError as e:
+            return Way(TRIM, tuple(turns), error=f"turn {n}: {type(e).__name__}: {e}"), ""
+        request = [openai_of(m) for m in kept]
+        measured = meter.measure(request, session.tools, None)
+        turns.append(
+            Turn(turn=n, history=end, compacted=n > 1 and not measured["kept_previous"], **measured)
+        )
+    label = f"{encoding} (ringbound's exact BPE), OpenAI framing, tools schema subtracted"
+    return Way(TRIM, tuple(turns)), label
+
+
+def simulate(
+    session: Session,
+    config: AssemblyConfig,
+    *,
+    provider: str = "openai_chat",
+    summarizer: Callable[..., Any] | None = None,
+    price_factor: float = 0.1,
+    name: str = "session",
+    langchain: bool = True,
+) -> Simulation:
+    """Replays ``session`` one ring per turn and assembles each turn three ways at
+    ``config.budget``: ringbound with the previous turn's state (``cache_stable``), ringbound
+    without state, and LangChain's ``trim_messages`` (when langchain-core is installed and
+    the session is OpenAI Chat).
+
+    Args:
+        session: The session (``load_session``'s result, or ``Session(messages, tools,
+            bare=True)``).
+        config: The policy; ``cache_stable`` is set per way.
+        provider: The session's wire format.
+        summarizer: Given to both ringbound ways (e.g. ``summarizers.extractive()``).
+        price_factor: Price of a cached input token relative to an uncached one.
+        name: What the tables call the session.
+        langchain: False to leave ``trim_messages`` out.
+
+    Example:
+        >>> import ringbound as rb
+        >>> from ringbound.session import Session
+        >>> from ringbound.simulate import agent_session, simulate, STATEFUL
+        >>> s = Session(agent_session(turns=40), tools=None, bare=True)
+        >>> cfg = rb.AssemblyConfig(model_input_limit=6000, output_reserve_tokens=0,
+        ...                         safety_margin_tokens=0)
+        >>> sim = simulate(s, cfg, langchain=False)
+        >>> sim.way(STATEFUL).compactions > 0 and sim.way(STATEFUL).broken == 0
+        True
+    """
+    if isinstance(price_factor, bool) or not isinstance(price_factor, (int, float)):
+        raise ConfigError("price_factor must be a number", key="price_factor")
+    if not 0 <= price_factor <= 1:
+        raise ConfigError(
+            f"price_factor must be in [0, 1], got {price_factor}",
+            key="price_factor",
+            reason="must be in [0, 1]",
+        )
+    ends, unreplayed = turn_ends(session.messages, provider, system=session.system)
+    history = session.messages[: ends[-1]] if ends else []
+    total = count_tokens(
+        history, provider, config.encoding, session.tools or None, system=session.system
+    )
+    ways = []
+    for way, stateful in ((STATEFUL, True), (STATELESS, False)):
+        cfg = dataclasses.replace(config, cache_stable=stateful)
+        asm = Assembler(cfg, provider=provider, summarizer=summarizer)
+        ways.append(_ringbound_way(way, asm, ends, session, provider))
+    counter = ""
+    if langchain:
+        trim, counter = _trim_way(ends, session, provider, config.budget, config.encoding)
+        ways.append(trim)
+    else:
+        ways.append(Way(TRIM, skipped="left out"))
+    return Simulation(
+        name=name,
+        provider=provider,
+        budget=config.budget,
+        price_factor=float(price_factor),
+        session_tokens=total,
+        unreplayed=unreplayed,
+        ways=tuple(ways),
+        trim_counter=counter,
+    )
+
+
+# A generated session --------------------------------------------------------------------------
+
+_WORDS = (
+    "the request budget cache parser report handler client record buffer index ring message "
+    "stage ledger schema payload batch worker queue token session config retry window prefix "
+    "summary result call tool agent plan cut unit reply price model provider error value test "
+    "file line module function class field update delete create read write check merge apply "
+    "render split fetch store drop keep and of to in for with on by from is was will should"
+).split()
+_READS = ("read_file", "grep", "list_dir", "run_tests", "http_get")
+#: The generated session's side-effecting tools (for ``side_effect_tools``).
+SIDE_EFFECT_TOOLS = ("write_file", "deploy")
+
+
+def agent_session(turns: int = 300, seed: int = 6) -> list[dict[str, Any]]:
+    """A deterministic OpenAI Chat agent session of ``turns`` tool rings: one to four
+    parallel calls per ring, results from a line to a few thousand tokens, now and then a
+    side effect (``SIDE_EFFECT_TOOLS``) and a user message between rings.
+
+    Example:
+        >>> s = agent_session(turns=3)
+        >>> sum(1 for m in s if m.get("tool_calls"))
+        3
+    """
+    rng = random.Random(seed)
+
+    def text(words: int) -> str:
+        return " ".join(rng.choice(_WORDS) for _ in range(words))
+
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent. " + text(400)},
+        {"role": "user", "content": "Fix the failing tests. " + text(60)},
+    ]
+    calls = 0
+    for _ in range(turns):
+        if rng.random() < 0.08:
+            messages += [
+                {"role": "assistant", "content": text(rng.randint(20, 80))},
+                {"role": "user", "content": "Continue. " + text(rng.randint(5, 30))},
+            ]
+        ring_calls = []
+        for _ in range(rng.choices((1, 2, 3, 4), weights=(6, 3, 2, 1))[0]):
+            calls += 1
+            tool = rng.choice(SIDE_EFFECT_TOOLS) if rng.random() < 0.06 else rng.choice(_READS)
+            args = {"path": f"src/{rng.choice(_WORDS)}_{rng.randint(1, 99)}.py"}
+            ring_calls.append(
+                {
+                    "id": f"call_{calls:05d}",
+                    "type": "function",
+                    "function": {"name": tool, "arguments": orjson.dumps(args).decode()},
+                }
+            )
+        content = text(rng.randint(5, 40)) if rng.random() < 0.4 else None
+        messages.append({"role": "assistant", "content": content, "tool_calls": ring_calls})
+        for call in ring_calls:
+            size = rng.choices((8, 120, 600, 2500), weights=(3, 5, 3, 1))[0]
+            result = text(rng.randint(size // 2, size))
+            if rng.random() < 0.05:
+                result = "Error: " + text(12)
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+    return messages
+
+
+# The command ---------------------------------------------------------------------------------
+
+
+def _provider(session: Session) -> str:
+    """The provider the body's format shows; a plain-text session, valid in several formats,
+    is read as OpenAI Chat (as ``ringbound assemble`` reads it)."""
+    body: dict[str, Any] = {session.messages_key: session.messages}
+    if session.system_key is not None:
+        body[session.system_key] = session.system
+    candidates = provider_candidates(body)
+    if len(candidates) > 1 and "openai_chat" in candidates:
+        return "openai_chat"
+    return detect_provider(body)
+
+
+def cli_main(
+    path: str | Path,
+    *,
+    budget: int | None = None,
+    limit: int | None = None,
+    config: str | Path | None = None,
+    provider: str | None = None,
+    price_factor: float = 0.1,
+    summarize: bool = False,
+    per_turn: bool = False,
+    json_out: bool = False,
+    out: TextIO | None = None,
+) -> int:
+    """``ringbound simulate SESSION.json``: prints the comparison table (and the per-turn
+    rows, or everything as JSON). Returns 0; 1 when the stateful way made a bad request
+    (over budget, broken pairing, a ``reused`` turn that changed the prefix); 2 when it
+    stopped on an error (the protected part alone over the budget, say).
+
+    Args:
+        path: The session file.
+        budget: The whole budget (no reserve, no margin); default half the session's tokens.
+        limit: ``model_input_limit`` instead (the config's reserve and margin apply).
+        config: A YAML file with a ``context_assembly:`` block.
+        provider: The session's format; detected from the body when None.
+        price_factor: Price of a cached input token relative to an uncached one.
+        summarize: Summarize dropped units with the extractive summarizer.
+        per_turn: Also print one row per turn.
+        json_out: Print JSON instead of tables.
+        out: Where to print (stdout).
+
+    Raises:
+        RingboundError: The session or the options cannot be read.
+    """
+    out = out or sys.stdout
+    if budget is not None and limit is not None:
+        raise ConfigError("give --budget or --limit, not both", key="budget")
+    session = load_session(path)
+    provider = check_provider(provider) if provider else _provider(session)
+    cfg = AssemblyConfig.from_yaml(config) if config else AssemblyConfig()
+    values = cfg.to_dict()
+    if limit is not None:
+        values["model_input_limit"] = limit
+    else:
+        if budget is None:
+            ends, _ = turn_ends(session.messages, provider, system=session.system)
+            whole = count_tokens(
+                session.messages[: ends[-1]] if ends else [],
+                provider,
+                cfg.encoding,
+                session.tools or None,
+                system=session.system,
+            )
+            budget = max(1, whole // 2)
+        values.update(model_input_limit=budget, output_reserve_tokens=0, safety_margin_tokens=0)
+    cfg = AssemblyConfig.from_dict(values)
+    sim = simulate(
+        session,
+        cfg,
+        provider=provider,
+        summarizer=summarizers.extractive() if summarize else None,
+        price_factor=price_factor,
+        name=Path(path).name,
+    )
+    if json_out:
+        body = sim.to_dict(per_turn=per_turn)
+        out.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        if per_turn:
+            out.write(sim.per_turn_table() + "\n\n")
+        out.write(sim.table() + "\n")
+    w = sim.way(STATEFUL)
+    if w.error:
+        return 2
+    return 1 if w.broken or w.reuse_breaks else 0
