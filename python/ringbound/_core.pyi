@@ -48,6 +48,7 @@ def plan_openai_chat(
     messages: Sequence[Any] | None = None,
     summary_reserve: int | None = None,
     recorded: list[tuple[str, str, str, str, str | None, str | None, int | None]] | None = None,
+    replay: tuple[list[int], list[tuple[int, str]]] | None = None,
 ) -> tuple[list[Any], dict[str, Any]]: ...
 def count_openai_chat(
     messages_json: bytes,
