@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 import orjson
 
@@ -16,7 +15,6 @@ from .bench import bench_sessions, format_table
 from .config import AssemblyConfig
 from .counting import count_tokens, validate
 from .demo import run_demo
-from .detect import detect_provider, provider_candidates
 from .errors import RingboundError
 from .providers import PROVIDERS
 from .session import Session, load_session
@@ -80,17 +78,8 @@ def _assemble(args: argparse.Namespace) -> int:
 
 
 def _provider(args: argparse.Namespace, session: Session) -> str:
-    """The provider asked for, else the one the body's format shows; a plain-text session,
-    valid in several formats, is read as OpenAI Chat."""
-    if args.provider:
-        return args.provider
-    body: dict[str, Any] = {session.messages_key: session.messages}
-    if session.system_key is not None:
-        body[session.system_key] = session.system
-    candidates = provider_candidates(body)
-    if len(candidates) > 1 and "openai_chat" in candidates:
-        return "openai_chat"
-    return detect_provider(body)
+    """The provider asked for, else the one the body's format shows."""
+    return args.provider or session.detected_provider()
 
 
 def _validate(args: argparse.Namespace) -> int:

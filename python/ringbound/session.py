@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from .detect import detect_provider, provider_candidates
 from .errors import InvalidMessageError
 
 __all__ = ["Session", "load_session"]
@@ -30,6 +31,17 @@ class Session:
     #: The body's key for the messages and for the system, to write them back the same way.
     messages_key: str = "messages"
     system_key: str | None = None
+
+    def detected_provider(self) -> str:
+        """The provider the body's format shows; a plain-text session, valid in several
+        formats, is read as OpenAI Chat."""
+        body: dict[str, Any] = {self.messages_key: self.messages}
+        if self.system_key is not None:
+            body[self.system_key] = self.system
+        candidates = provider_candidates(body)
+        if len(candidates) > 1 and "openai_chat" in candidates:
+            return "openai_chat"
+        return detect_provider(body)
 
 
 def load_session(path: str | Path) -> Session:

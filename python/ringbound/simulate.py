@@ -21,7 +21,6 @@ from . import summarizers
 from .assembler import Assembler
 from .config import AssemblyConfig
 from .counting import count_tokens, validate
-from .detect import detect_provider, provider_candidates
 from .errors import ConfigError, RingboundError
 from .providers import adapter, check_provider
 from .session import Session, load_session
@@ -671,18 +670,6 @@ def agent_session(turns: int = 300, seed: int = 6) -> list[dict[str, Any]]:
 # The command ---------------------------------------------------------------------------------
 
 
-def _provider(session: Session) -> str:
-    """The provider the body's format shows; a plain-text session, valid in several formats,
-    is read as OpenAI Chat (as ``ringbound assemble`` reads it)."""
-    body: dict[str, Any] = {session.messages_key: session.messages}
-    if session.system_key is not None:
-        body[session.system_key] = session.system
-    candidates = provider_candidates(body)
-    if len(candidates) > 1 and "openai_chat" in candidates:
-        return "openai_chat"
-    return detect_provider(body)
-
-
 def cli_main(
     path: str | Path,
     *,
@@ -720,7 +707,7 @@ def cli_main(
     if budget is not None and limit is not None:
         raise ConfigError("give --budget or --limit, not both", key="budget")
     session = load_session(path)
-    provider = check_provider(provider) if provider else _provider(session)
+    provider = check_provider(provider) if provider else session.detected_provider()
     cfg = AssemblyConfig.from_yaml(config) if config else AssemblyConfig()
     values = cfg.to_dict()
     if limit is not None:
