@@ -1,0 +1,117 @@
+//! Making a previous plan's decisions again (cache-stable assembly): the same whole units
+//! dropped, the same rewrites, no stage loop. The caller compares the total with its trigger;
+//! a replay that no longer describes the request is refused, never bent to fit.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{side_effects, CheapStages, LedgerState, Outcome, Replay, Source, StageReport, Work};
+use crate::error::CoreError;
+use crate::request::Request;
+use crate::units::{Unit, UnitKind};
+use crate::view::Role;
+
+/// What `replay` reads of the plan under way.
+pub(super) struct Replaying<'p, 'r, 'a> {
+    pub work: &'p Work<'r, 'a>,
+    pub all_units: &'p [Unit],
+    pub protected: &'p [bool],
+    pub unit_of: &'p [usize],
+    pub unit_value: &'p [u64],
+    pub original_to_work: &'p HashMap<usize, usize>,
+    pub cheap: &'p CheapStages,
+    pub cfg: &'p super::PlanConfig,
+}
+
+/// The outcome of making a previous plan's decisions again, or `StaleState` when they no
+/// longer fit this request: a dropped message outside the middle or not a whole unit, a
+/// rewrite that cannot be made.
+pub(super) fn replay(
+    r: &Replay,
+    p: &Replaying<'_, '_, '_>,
+    ledger: LedgerState,
+    req: &Request,
+) -> Result<Outcome, CoreError> {
+    let stale = |reason: String| CoreError::StaleState { reason };
+    let work = p.work;
+    let len = work.msgs.len();
+    let gone: HashSet<usize> = r.dropped.iter().copied().collect();
+    let mut out = Outcome {
+        dropped: vec![false; p.all_units.len()],
+        unit_now: p.unit_value.to_vec(),
+        rewritten: vec![None; len],
+        ledger,
+        messages_kept: 0,
+        tools_tokens: req.tools_tokens,
+        stages: Vec::new(),
+        least: 0,
+    };
+    for &i in &r.dropped {
+        let w = *p
+            .original_to_work
+            .get(&i)
+            .ok_or_else(|| stale(format!("message {i} it dropped is not in the request")))?;
+        let k = p.unit_of[w];
+        let u = &p.all_units[k];
+        if p.protected[k] {
+            return Err(stale(format!("message {i} it dropped is protected now")));
+        }
+        let whole = (u.start..u.end).all(|v| match work.source[v] {
+            Source::Original(j) => gone.contains(&j),
+            Source::Synthesized => true,
+        });
+        if !whole {
+            return Err(stale(format!(
+                "message {i} it dropped is part of a unit now"
+            )));
+        }
+        if !out.dropped[k] {
+            out.dropped[k] = true;
+            if u.kind == UnitKind::Ring && p.cfg.pin_side_effect_ledger {
+                let turn = u32::try_from(
+                    (0..u.start)
+                        .filter(|&v| work.msgs[v].role == Role::User)
+                        .count(),
+                )
+                .ok();
+                for entry in side_effects(&work.msgs[u.start..u.end], p.cfg, turn) {
+                    out.ledger.add(entry, req);
+                }
+            }
+        }
+    }
+    for &(i, kind) in &r.rewrites {
+        let w = *p
+            .original_to_work
+            .get(&i)
+            .ok_or_else(|| stale(format!("message {i} it rewrote is not in the request")))?;
+        let k = p.unit_of[w];
+        if out.dropped[k] {
+            continue;
+        }
+        if p.protected[k] {
+            return Err(stale(format!("message {i} it rewrote is protected now")));
+        }
+        let act = p
+            .cheap
+            .rewrite(kind, w, work, p.cfg)
+            .ok_or_else(|| stale(format!("message {i} cannot be rewritten as before")))?;
+        let saved = work.tokens(w) - act.tokens;
+        out.rewritten[w] = Some((kind, saved));
+        out.unit_now[k] -= saved;
+    }
+    out.messages_kept = (0..p.all_units.len())
+        .filter(|&k| !out.dropped[k])
+        .map(|k| out.unit_now[k])
+        .sum();
+    let units = out.dropped.iter().filter(|&&d| d).count()
+        + out.rewritten.iter().filter(|x| x.is_some()).count();
+    if units > 0 {
+        let before: u64 = p.unit_value.iter().sum();
+        out.stages.push(StageReport {
+            stage: "reuse_previous_cut",
+            units,
+            tokens_saved: before.saturating_sub(out.messages_kept),
+        });
+    }
+    Ok(out)
+}
