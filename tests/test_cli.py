@@ -322,3 +322,11 @@ def test_calibrate_bad_file_is_a_clear_error(tmp_path: Path) -> None:
     bad.write_text('{"local_estimate": 10, "prompt_tokens": 11}\nnot json\n')
     proc = run("calibrate", bad)
     assert proc.returncode == 2 and "line 2" in proc.stderr
+
+
+def test_simulate_prints_the_three_ways(tmp_path: Path) -> None:
+    src = write(tmp_path / "session.json", session(40))
+    proc = run("simulate", src, "--budget", 3000)
+    assert proc.returncode == 0, proc.stderr
+    for way in ("ringbound stateful", "ringbound stateless", "trim_messages"):
+        assert way in proc.stdout
