@@ -120,7 +120,8 @@ class AssemblyReport:
         dropped_turns: Spans of plain turns dropped.
         truncated_results: Indices of tool results cut by ``truncate_oversized_results``.
         rewrites: Every message a cheap stage rewrote (truncated, deduped, media).
-        summarized: Whether a summary note stands for dropped units.
+        summarized: Whether this assembly wrote a summary note (a cache-stable turn that
+            reuses the previous note does not: it made no summary).
         summary_failed: Whether the caller's summarizer failed (the fallback, if any, wrote
             the note; see ``summary``).
         summary: What the summary stage did, or None when it did not run.
