@@ -316,7 +316,7 @@ class Assembler:
                 key="ledger",
                 reason="must be a SideEffectLedger",
             )
-        recorded = None if ledger is None or not len(ledger) else ledger._core_entries()
+        recorded = None if ledger is None or not len(ledger) else ledger.core_entries()
         check_message_list(messages)
         pins = _pins(pinned, len(messages))
         repair = self.config.on_pairing_error == "synthesize_error_results"
@@ -366,7 +366,8 @@ class Assembler:
                 job.budget = budget = raw["tokens_after"] - 1
                 out, raw = plan_chat(budget)
             job.done = (out, raw, system, 0)
-            if self._summarizer is None or not _wants_summary(raw, self.config, budget):
+            goal = compaction.trigger_goal(self.config, budget)
+            if self._summarizer is None or not compaction.due(raw, goal):
                 return job
             native = NativeRequest(CHAT_ADAPTER, messages, tools, system, pins, repair)
             first = None
@@ -655,14 +656,6 @@ def _stale_reason(state: AssemblyState, canon: list[Any], budget: int) -> str | 
     if fingerprint(canon[: state.messages]) != state.prefix:
         return "the messages it saw have changed"
     return None
-
-
-def _wants_summary(raw: dict[str, Any], cfg: AssemblyConfig, budget: int) -> bool:
-    """Whether a plan leaves anything for the summary stage (see ``compaction.draft``)."""
-    if raw["dropped_rings"] or raw["dropped_turns"]:
-        return True
-    goal = cfg.summarize_trigger_ratio * budget
-    return raw["tokens_after"] > goal and raw["bucket_tokens"]["middle"] > 0
 
 
 @dataclass

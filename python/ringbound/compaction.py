@@ -32,7 +32,7 @@ from .summarize import (
     unit_blocks,
 )
 
-__all__ = ["Draft", "draft", "filler", "record"]
+__all__ = ["Draft", "draft", "due", "filler", "record", "trigger_goal"]
 
 #: The smallest summary target: the template alone takes about this much.
 MIN_SUMMARY_TOKENS = 64
@@ -85,6 +85,19 @@ def _redacted(redactor: Redactor, text: str, counts: dict[str, int]) -> str:
     return out
 
 
+def trigger_goal(cfg: AssemblyConfig, budget: int) -> int:
+    """The low-water mark a summary compacts to: ``summarize_trigger_ratio`` of the budget."""
+    return max(1, math.floor(cfg.summarize_trigger_ratio * budget))
+
+
+def due(raw: Mapping[str, Any], goal: int) -> bool:
+    """Whether a plan leaves work for the summary stage: it dropped units, or it still sits
+    above ``goal`` with middle left."""
+    if raw["dropped_rings"] or raw["dropped_turns"]:
+        return True
+    return raw["tokens_after"] > goal and raw["bucket_tokens"]["middle"] > 0
+
+
 def draft(
     native: NativeRequest,
     first_raw: Mapping[str, Any],
@@ -110,10 +123,8 @@ def draft(
     of canonical messages it covers: those units are dropped again but not summarized again.
     """
     if goal is None:
-        goal = max(1, math.floor(cfg.summarize_trigger_ratio * budget))
-    dropped = bool(first_raw["dropped_rings"] or first_raw["dropped_turns"])
-    above = first_raw["tokens_after"] > goal and first_raw["bucket_tokens"]["middle"] > 0
-    if not (dropped or above):
+        goal = trigger_goal(cfg, budget)
+    if not due(first_raw, goal):
         return None
     # Below a few dozen tokens not even the template fits: a summary that small is none.
     upper = cfg.summary_target_tokens or max(
