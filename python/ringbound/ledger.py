@@ -156,8 +156,9 @@ class SideEffectLedger:
     def __repr__(self) -> str:
         return f"SideEffectLedger({len(self)} entries)"
 
-    def _core_entries(self) -> list[tuple[Any, ...]]:
-        """The entries as the core takes them."""
+    def core_entries(self) -> list[tuple[Any, ...]]:
+        """The entries as the core takes them: (tool, call id, arguments JSON, status,
+        idempotency key, resource id, turn)."""
         return [entry_tuple(e) for e in self.entries]
 
 
