@@ -700,12 +700,7 @@ pub fn plan(
                 count += 1;
                 out.messages_kept -= out.unit_now[k];
                 restored += unit_value[k] - out.unit_now[k];
-                if u.kind == UnitKind::Ring && cfg.pin_side_effect_ledger {
-                    let turn = u32::try_from(users.partition_point(|&w| w < u.start)).ok();
-                    for entry in side_effects(&work.msgs[u.start..u.end], cfg, turn) {
-                        out.ledger.add(entry, req);
-                    }
-                }
+                record_side_effects(u, &work, cfg, &users, &mut out.ledger);
                 out.least = out.least.min(now(&out));
             }
             if count > 0 {
@@ -738,6 +733,7 @@ pub fn plan(
                 unit_of: &unit_of,
                 unit_value: &unit_value,
                 original_to_work: &original_to_work,
+                users: &users,
                 cheap: &cheap,
                 cfg,
             },
@@ -914,6 +910,24 @@ fn suffix_start(all_units: &[Unit], cfg: &PlanConfig) -> usize {
         return last;
     }
     last.min(rings[rings.len().saturating_sub(cfg.recent_tool_rings)].start)
+}
+
+/// Adds the side-effecting calls of a dropped unit to the ledger, with the turn they were
+/// made in (the user messages before them).
+fn record_side_effects(
+    u: &Unit,
+    work: &Work<'_, '_>,
+    cfg: &PlanConfig,
+    users: &[usize],
+    ledger: &mut LedgerState,
+) {
+    if u.kind != UnitKind::Ring || !cfg.pin_side_effect_ledger {
+        return;
+    }
+    let turn = u32::try_from(users.partition_point(|&w| w < u.start)).ok();
+    for entry in side_effects(&work.msgs[u.start..u.end], cfg, turn) {
+        ledger.add(entry, work.req);
+    }
 }
 
 /// Ledger entries for the side-effecting calls of a dropped ring.

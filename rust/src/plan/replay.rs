@@ -4,11 +4,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{side_effects, CheapStages, LedgerState, Outcome, Replay, Source, StageReport, Work};
+use super::{
+    record_side_effects, CheapStages, LedgerState, Outcome, Replay, Source, StageReport, Work,
+};
 use crate::error::CoreError;
 use crate::request::Request;
-use crate::units::{Unit, UnitKind};
-use crate::view::Role;
+use crate::units::Unit;
 
 /// What `replay` reads of the plan under way.
 pub(super) struct Replaying<'p, 'r, 'a> {
@@ -18,6 +19,8 @@ pub(super) struct Replaying<'p, 'r, 'a> {
     pub unit_of: &'p [usize],
     pub unit_value: &'p [u64],
     pub original_to_work: &'p HashMap<usize, usize>,
+    /// Positions of the user messages (a ledger entry's turn).
+    pub users: &'p [usize],
     pub cheap: &'p CheapStages,
     pub cfg: &'p super::PlanConfig,
 }
@@ -66,17 +69,7 @@ pub(super) fn replay(
         }
         if !out.dropped[k] {
             out.dropped[k] = true;
-            if u.kind == UnitKind::Ring && p.cfg.pin_side_effect_ledger {
-                let turn = u32::try_from(
-                    (0..u.start)
-                        .filter(|&v| work.msgs[v].role == Role::User)
-                        .count(),
-                )
-                .ok();
-                for entry in side_effects(&work.msgs[u.start..u.end], p.cfg, turn) {
-                    out.ledger.add(entry, req);
-                }
-            }
+            record_side_effects(u, work, p.cfg, p.users, &mut out.ledger);
         }
     }
     for &(i, kind) in &r.rewrites {
