@@ -5,7 +5,10 @@
 //! `tiktoken-rs` instead, which handles such short runs at several times the speed; the two
 //! are exact and equal, so the choice never changes a count.
 
+use std::cell::RefCell;
+
 use bpe_openai::Tokenizer;
+use xxhash_rust::xxh3::xxh3_64;
 
 use super::{tiktoken, Counter, Encoding};
 
@@ -81,8 +84,71 @@ impl Counter for BpeOpenai {
         if slow_shape(text) {
             return tiktoken::counter(self.encoding).count(text);
         }
-        (self.tokenizer)().count(text)
+        count_pieces(self.encoding, (self.tokenizer)(), text)
     }
+}
+
+/// Pieces (the pre-tokenizer's words, numbers, punctuation runs) at most this long have their
+/// counts remembered. Text is mostly short pieces that recur (keywords, common words,
+/// indentation), and `bpe-openai` allocates and runs its encoder for every piece, so a lookup
+/// is several times cheaper; long pieces (identifiers, base64) rarely recur.
+const MEMO_PIECE_BYTES: usize = 30;
+/// Slots per thread and encoding (32 bytes each: 512 KB), direct-mapped by the piece's hash: a
+/// miss overwrites its slot, so remembering allocates nothing and never needs clearing, and
+/// random pieces (base64) cost one hash more than the encoder alone.
+const MEMO_SLOTS_LOG2: u32 = 14;
+
+#[derive(Clone, Copy)]
+struct Slot {
+    len: u8,
+    count: u8,
+    bytes: [u8; MEMO_PIECE_BYTES],
+}
+
+const EMPTY: Slot = Slot {
+    len: 0,
+    count: 0,
+    bytes: [0; MEMO_PIECE_BYTES],
+};
+
+thread_local! {
+    /// Per thread, so counting never waits on a lock; one table per encoding, made on first use.
+    static PIECE_COUNTS: RefCell<[Vec<Slot>; 2]> = RefCell::default();
+}
+
+/// `tokenizer.count(text)`, piece by piece, with the counts of short pieces remembered. A
+/// piece's count depends on nothing but its bytes, so the sum is exactly `tokenizer.count`.
+fn count_pieces(encoding: Encoding, tokenizer: &Tokenizer, text: &str) -> usize {
+    PIECE_COUNTS.with_borrow_mut(|tables| {
+        let table = &mut tables[encoding as usize];
+        if table.is_empty() {
+            *table = vec![EMPTY; 1 << MEMO_SLOTS_LOG2];
+        }
+        let mut total = 0;
+        for piece in tokenizer.split(text) {
+            let bytes = piece.as_bytes();
+            let n = bytes.len();
+            total += if n == 1 {
+                // Every byte is a token of its own in these vocabularies.
+                1
+            } else if n > MEMO_PIECE_BYTES {
+                tokenizer.bpe.count(bytes)
+            } else {
+                let slot = &mut table[(xxh3_64(bytes) >> (64 - MEMO_SLOTS_LOG2)) as usize];
+                if usize::from(slot.len) == n && slot.bytes[..n] == *bytes {
+                    usize::from(slot.count)
+                } else {
+                    // A piece never has more tokens than bytes, so the count fits in a u8.
+                    let count = tokenizer.bpe.count(bytes);
+                    slot.len = n as u8;
+                    slot.count = count as u8;
+                    slot.bytes[..n].copy_from_slice(bytes);
+                    count
+                }
+            };
+        }
+        total
+    })
 }
 
 #[cfg(test)]
@@ -109,6 +175,28 @@ mod tests {
             "=".repeat(5000)
         )));
         assert!(!slow_shape("short"));
+    }
+
+    #[test]
+    fn remembered_piece_counts_are_exact() {
+        let long_word = "x".repeat(MEMO_PIECE_BYTES);
+        let longer_word = "y".repeat(MEMO_PIECE_BYTES + 1);
+        let texts = [
+            "the cat sat on the mat; the cat sat again".to_owned(),
+            format!("{long_word} {long_word} {longer_word} {longer_word}"),
+            "é中👋 é中👋 é中👋".to_owned(),
+            "    def f(self):\n        return self.x\n".repeat(40),
+        ];
+        for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            // Twice over, so the second pass reads what the first remembered.
+            for _ in 0..2 {
+                for t in &texts {
+                    let direct = count_direct(enc, t);
+                    assert_eq!(counter(enc).count(t), direct, "{t:?}");
+                    assert_eq!(tiktoken::counter(enc).count(t), direct, "{t:?}");
+                }
+            }
+        }
     }
 
     #[test]
