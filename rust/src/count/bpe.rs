@@ -5,7 +5,8 @@
 //! `tiktoken-rs` instead, which handles such short runs at several times the speed; the two
 //! are exact and equal, so the choice never changes a count.
 
-use std::cell::RefCell;
+use std::hash::{Hash, Hasher};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use bpe_openai::Tokenizer;
 use xxhash_rust::xxh3::xxh3_64;
@@ -93,7 +94,7 @@ impl Counter for BpeOpenai {
 /// indentation), and `bpe-openai` allocates and runs its encoder for every piece, so a lookup
 /// is several times cheaper; long pieces (identifiers, base64) rarely recur.
 const MEMO_PIECE_BYTES: usize = 30;
-/// Slots per thread and encoding (32 bytes each: 512 KB), direct-mapped by the piece's hash: a
+/// Slots per table (32 bytes each: 512 KB), direct-mapped by the piece's hash: a
 /// miss overwrites its slot, so remembering allocates nothing and never needs clearing, and
 /// random pieces (base64) cost one hash more than the encoder alone.
 const MEMO_SLOTS_LOG2: u32 = 14;
@@ -111,44 +112,77 @@ const EMPTY: Slot = Slot {
     bytes: [0; MEMO_PIECE_BYTES],
 };
 
+/// Tables per encoding, each behind its own lock: a count takes the first free one (from a
+/// place that depends on the thread, so a thread tends to find the table it warmed), so
+/// threads counting at once never wait for each other, and a table outlives the threads that
+/// filled it (a gateway's fresh worker thread starts warm). With every table busy, the count
+/// goes without one.
+const MEMO_TABLES: usize = 4;
+
+type Table = Mutex<Vec<Slot>>;
+
+static TABLES: [[Table; MEMO_TABLES]; 2] = [
+    [const { Mutex::new(Vec::new()) }; MEMO_TABLES],
+    [const { Mutex::new(Vec::new()) }; MEMO_TABLES],
+];
+
 thread_local! {
-    /// Per thread, so counting never waits on a lock; one table per encoding, made on first use.
-    static PIECE_COUNTS: RefCell<[Vec<Slot>; 2]> = RefCell::default();
+    static FIRST_TABLE: usize = {
+        let mut h = std::hash::DefaultHasher::new();
+        std::thread::current().id().hash(&mut h);
+        h.finish() as usize % MEMO_TABLES
+    };
 }
 
 /// `tokenizer.count(text)`, piece by piece, with the counts of short pieces remembered. A
 /// piece's count depends on nothing but its bytes, so the sum is exactly `tokenizer.count`.
 fn count_pieces(encoding: Encoding, tokenizer: &Tokenizer, text: &str) -> usize {
-    PIECE_COUNTS.with_borrow_mut(|tables| {
-        let table = &mut tables[encoding as usize];
-        if table.is_empty() {
-            *table = vec![EMPTY; 1 << MEMO_SLOTS_LOG2];
-        }
-        let mut total = 0;
-        for piece in tokenizer.split(text) {
-            let bytes = piece.as_bytes();
-            let n = bytes.len();
-            total += if n == 1 {
-                // Every byte is a token of its own in these vocabularies.
-                1
-            } else if n > MEMO_PIECE_BYTES {
-                tokenizer.bpe.count(bytes)
+    let tables = &TABLES[encoding as usize];
+    let first = FIRST_TABLE.with(|f| *f);
+    for i in 0..MEMO_TABLES {
+        // A table left poisoned by a panic holds only whole slots (each written at once), so
+        // it is still sound to use.
+        let guard = match tables[(first + i) % MEMO_TABLES].try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => continue,
+        };
+        return count_with_table(tokenizer, text, guard);
+    }
+    tokenizer.count(text)
+}
+
+fn count_with_table(tokenizer: &Tokenizer, text: &str, mut table: MutexGuard<Vec<Slot>>) -> usize {
+    if table.is_empty() {
+        *table = vec![EMPTY; 1 << MEMO_SLOTS_LOG2];
+    }
+    let mut total = 0;
+    for piece in tokenizer.split(text) {
+        let bytes = piece.as_bytes();
+        let n = bytes.len();
+        total += if n == 1 {
+            // Every byte is a token of its own in these vocabularies.
+            1
+        } else if n > MEMO_PIECE_BYTES {
+            tokenizer.bpe.count(bytes)
+        } else {
+            let slot = &mut table[(xxh3_64(bytes) >> (64 - MEMO_SLOTS_LOG2)) as usize];
+            if usize::from(slot.len) == n && slot.bytes[..n] == *bytes {
+                usize::from(slot.count)
             } else {
-                let slot = &mut table[(xxh3_64(bytes) >> (64 - MEMO_SLOTS_LOG2)) as usize];
-                if usize::from(slot.len) == n && slot.bytes[..n] == *bytes {
-                    usize::from(slot.count)
-                } else {
-                    // A piece never has more tokens than bytes, so the count fits in a u8.
-                    let count = tokenizer.bpe.count(bytes);
-                    slot.len = n as u8;
-                    slot.count = count as u8;
-                    slot.bytes[..n].copy_from_slice(bytes);
-                    count
-                }
-            };
-        }
-        total
-    })
+                // A piece never has more tokens than bytes, so the count fits in a u8.
+                let count = tokenizer.bpe.count(bytes);
+                *slot = Slot {
+                    len: n as u8,
+                    count: count as u8,
+                    bytes: [0; MEMO_PIECE_BYTES],
+                };
+                slot.bytes[..n].copy_from_slice(bytes);
+                count
+            }
+        };
+    }
+    total
 }
 
 #[cfg(test)]
