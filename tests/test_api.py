@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import tiktoken
 from hypothesis import given
@@ -401,3 +402,21 @@ def test_several_earlier_ledger_notes_become_one_and_the_report_says_so() -> Non
     assert 'call_id="c1"' in notes[0]["content"] and 'call_id="c2"' in notes[0]["content"]
     assert [s.stage for s in res.report.stages] == ["merge_ledger_notes"]
     assert res.report.stages[0].units == 1
+
+
+def test_a_long_history_is_serialized_in_parts_that_read_as_one_list() -> None:
+    from ringbound.payload import DUMP_PART_MESSAGES, dump_messages
+
+    messages = session(rings=520, result="ok")
+    # A result in the third part goes missing: its call's index must survive the split.
+    del messages[next(i for i, m in enumerate(messages) if i > 1_100 and m["role"] == "tool")]
+    parts = dump_messages(messages)
+    assert len(parts) == -(-len(messages) // DUMP_PART_MESSAGES) == 3
+    assert [m for part in parts for m in orjson.loads(part)] == messages
+    whole = orjson.dumps(messages)
+    assert _core.validate_openai_chat(parts) == _core.validate_openai_chat(whole) != []
+    assert _core.count_openai_chat(parts, None, "o200k_base") == _core.count_openai_chat(
+        whole, None, "o200k_base"
+    )
+    with pytest.raises(TypeError, match="bytes or a list of bytes"):
+        _core.validate_openai_chat([whole, "not bytes"])

@@ -38,7 +38,7 @@ class CoreConfig:
 PlanItem = int | tuple[str, str] | tuple[str, str, str]
 
 def plan_openai_chat(
-    messages_json: bytes,
+    messages_json: bytes | list[bytes],
     tools_json: bytes | None,
     config: CoreConfig,
     pinned: list[int],
@@ -51,7 +51,7 @@ def plan_openai_chat(
     replay: tuple[list[int], list[tuple[int, str]]] | None = None,
 ) -> tuple[list[Any], dict[str, Any]]: ...
 def count_openai_chat(
-    messages_json: bytes,
+    messages_json: bytes | list[bytes],
     tools_json: bytes | None,
     encoding: str,
     tokenizer_backend: str | None = None,
@@ -66,7 +66,9 @@ def cut_text(
     text: str, max_tokens: int, encoding: str = "o200k_base", from_end: bool = False
 ) -> str: ...
 def content_id(text: str) -> str: ...
-def validate_openai_chat(messages_json: bytes) -> list[tuple[str, str | None, int, str]]: ...
+def validate_openai_chat(
+    messages_json: bytes | list[bytes],
+) -> list[tuple[str, str | None, int, str]]: ...
 def cache_len() -> int: ...
 def cache_clear() -> None: ...
 

@@ -11,7 +11,7 @@ import orjson
 
 from . import _core
 from .errors import BudgetExceededError, InvalidMessageError, PairingError
-from .payload import dump_tools
+from .payload import dump_messages, dump_tools
 from .providers.base import Adapter, Canonical, Rendered
 
 __all__ = ["Counting", "NativePlan", "NativeRequest", "native_spans", "plan_native"]
@@ -23,7 +23,7 @@ class NativePlan:
     raw: dict[str, Any]
     canonical: Canonical
     #: The serialized canonical messages the core planned from.
-    payload: bytes
+    payload: list[bytes]
 
 
 def _canonical_pins(pinned: Sequence[int], canonical: Canonical) -> list[int]:
@@ -117,7 +117,7 @@ class NativeRequest:
         self.messages = messages
         self.system = system
         self.canonical = adapter.to_canonical(messages, system=system)
-        self.payload = orjson.dumps(self.canonical.messages)
+        self.payload = dump_messages(self.canonical.messages)
         self.tools_payload = dump_tools(adapter.tools_to_openai(tools)) if tools else None
         self._pins = _canonical_pins(pinned, self.canonical)
         self._groups = self.canonical.groups()

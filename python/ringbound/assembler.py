@@ -9,7 +9,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import _core, compaction, summarize, summarizers, telemetry
@@ -248,7 +248,7 @@ class Assembler:
         a success; an exception leaving the block is reported as a rejection."""
         span = telemetry.start_span(self._tracer, self.provider)
 
-        def done(result: AssemblyResult, payload: bytes) -> AssemblyResult:
+        def done(result: AssemblyResult, payload: list[bytes]) -> AssemblyResult:
             if ledger is not None:
                 ledger.extend(result.report.ledger_added)
             telemetry.assembled(result.report, payload, self.provider, self._sink, span)
@@ -669,7 +669,7 @@ class _Job:
     #: The budget planned for: the config's, or lower after ``tighten`` notches.
     budget: int = 0
     tighten: int = 0
-    payload: bytes = b""
+    payload: list[bytes] = field(default_factory=list)
     #: The finished request of the direct chat path: (messages, raw, system, merged).
     done: tuple[list[Any], dict[str, Any], Any, int] | None = None
     native: NativeRequest | None = None

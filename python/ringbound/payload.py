@@ -31,11 +31,24 @@ def check_message_list(messages: Any) -> None:
         )
 
 
-def dump_messages(messages: Any) -> bytes:
-    """JSON bytes of a message list; InvalidMessageError naming the message if impossible."""
+#: Messages per JSON array of a serialized message list. One ``orjson.dumps`` of a whole long
+#: history peaks near twice its size (the writer's buffer grows by doubling and the allocator
+#: keeps the pages), which made serializing the larger part of an assembly's memory; parts of
+#: this many messages each peak near their own size, and a history this short is one part.
+DUMP_PART_MESSAGES = 512
+
+
+def dump_messages(messages: Any) -> list[bytes]:
+    """JSON arrays of consecutive messages (one per ``DUMP_PART_MESSAGES``) that together
+    hold the whole list; InvalidMessageError naming the message if impossible."""
     check_message_list(messages)
+    messages = list(messages)
+    step = DUMP_PART_MESSAGES
     try:
-        return orjson.dumps(list(messages), default=_default)
+        return [
+            orjson.dumps(messages[i : i + step], default=_default)
+            for i in range(0, max(len(messages), 1), step)
+        ]
     except (TypeError, orjson.JSONEncodeError):
         pass
     for i, message in enumerate(messages):

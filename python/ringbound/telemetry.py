@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from ._core import __version__
@@ -74,14 +75,18 @@ def check_tracer(tracer: Any) -> Any:
     return tracer
 
 
-def request_hash(payload: bytes) -> str:
-    """16 hex digits identifying a serialized request (blake2b, 8-byte digest).
+def request_hash(payload: bytes | Sequence[bytes]) -> str:
+    """16 hex digits identifying a serialized request (blake2b, 8-byte digest): its JSON, or
+    the parts it was serialized in (hashed as one stream).
 
     Example:
         >>> request_hash(b'[{"role":"user","content":"hi"}]')
         'c69fb9f3417824b7'
     """
-    return hashlib.blake2b(payload, digest_size=8).hexdigest()
+    h = hashlib.blake2b(digest_size=8)
+    for part in [payload] if isinstance(payload, bytes) else payload:
+        h.update(part)
+    return h.hexdigest()
 
 
 def _opentelemetry_trace() -> Any:
@@ -117,7 +122,7 @@ def start_span(tracer: Any, provider: str) -> Any:
 
 def assembled(
     report: AssemblyReport,
-    payload: bytes,
+    payload: bytes | Sequence[bytes],
     provider: str,
     sink: MetricsSink | None,
     span: Any,

@@ -3,8 +3,9 @@
 
 use std::collections::{HashMap, HashSet};
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::cache::{self, CountCache};
 use crate::count::image_price::ImageFormula;
@@ -15,6 +16,34 @@ use crate::pairing::{self, PairingIssue};
 use crate::plan::{self, Item, Layout, PlanConfig, Replay, Stage};
 use crate::request::{load_openai_chat, Limits, Scheme};
 use crate::rewrite::RewriteKind;
+
+/// Serialized messages as Python passes them: one JSON array (`bytes`), or a list of arrays
+/// whose elements follow each other. Holds the objects so their bytes can be lent to the core.
+struct JsonParts<'py>(Vec<Bound<'py, PyBytes>>);
+
+impl<'py> JsonParts<'py> {
+    fn new(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(one) = obj.cast::<PyBytes>() {
+            return Ok(JsonParts(vec![one.clone()]));
+        }
+        let parts = obj
+            .cast::<PyList>()
+            .map_err(|_| PyTypeError::new_err("messages_json must be bytes or a list of bytes"))?;
+        parts
+            .iter()
+            .map(|part| {
+                part.cast_into::<PyBytes>().map_err(|_| {
+                    PyTypeError::new_err("messages_json must be bytes or a list of bytes")
+                })
+            })
+            .collect::<PyResult<_>>()
+            .map(JsonParts)
+    }
+
+    fn slices(&self) -> Vec<&[u8]> {
+        self.0.iter().map(|b| b.as_bytes()).collect()
+    }
+}
 
 fn bucket_dict<'py>(py: Python<'py>, b: &BucketTokens) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -285,7 +314,7 @@ fn chosen(cache: Option<&PyCountCache>) -> &CountCache {
 #[allow(clippy::too_many_arguments)]
 fn plan_openai_chat<'py>(
     py: Python<'py>,
-    messages_json: &[u8],
+    messages_json: Bound<'py, PyAny>,
     tools_json: Option<&[u8]>,
     config: &CoreConfig,
     pinned: Vec<usize>,
@@ -333,14 +362,10 @@ fn plan_openai_chat<'py>(
         binds_next: binds_next.unwrap_or_else(|| vec![false; groups.len()]),
         groups,
     });
+    let parts = JsonParts::new(&messages_json)?;
+    let json = parts.slices();
     let result = py.detach(|| {
-        let req = load_openai_chat(
-            messages_json,
-            tools_json,
-            config.scheme,
-            config.limits,
-            cache,
-        )?;
+        let req = load_openai_chat(&json, tools_json, config.scheme, config.limits, cache)?;
         plan::plan(&req, plan_config, &pinned, layout.as_ref())
     });
     let plan = result.map_err(|e| to_py(py, e))?;
@@ -444,7 +469,7 @@ fn plan_openai_chat<'py>(
 #[allow(clippy::too_many_arguments)]
 fn count_openai_chat(
     py: Python<'_>,
-    messages_json: &[u8],
+    messages_json: Bound<'_, PyAny>,
     tools_json: Option<&[u8]>,
     encoding: &str,
     tokenizer_backend: Option<&str>,
@@ -461,8 +486,10 @@ fn count_openai_chat(
         max_messages,
         max_request_bytes,
     };
+    let parts = JsonParts::new(&messages_json)?;
+    let json = parts.slices();
     py.detach(|| {
-        load_openai_chat(messages_json, tools_json, scheme, limits, cache).map(|r| {
+        load_openai_chat(&json, tools_json, scheme, limits, cache).map(|r| {
             r.message_tokens() + u64::from(crate::count::chat::REPLY_PRIMING) + r.tools_tokens
         })
     })
@@ -506,8 +533,10 @@ fn content_id(text: &str) -> String {
 #[pyfunction]
 fn validate_openai_chat<'py>(
     py: Python<'py>,
-    messages_json: &[u8],
+    messages_json: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
+    let parts = JsonParts::new(&messages_json)?;
+    let json = parts.slices();
     let issues = py
         .detach(|| {
             let scheme = Scheme::openai(Encoding::O200kBase, crate::count::DEFAULT_BACKEND);
@@ -515,7 +544,7 @@ fn validate_openai_chat<'py>(
                 max_messages: usize::MAX,
                 max_request_bytes: usize::MAX,
             };
-            load_openai_chat(messages_json, None, scheme, limits, cache::global())
+            load_openai_chat(&json, None, scheme, limits, cache::global())
                 .map(|req| pairing::validate(&req.messages()))
         })
         .map_err(|e| to_py(py, e))?;

@@ -81,11 +81,19 @@ pub struct Limits {
 enum Source<'a> {
     /// Parsed in this request (a cache miss): the full message.
     Parsed(Message),
-    /// Taken from the cache without a count: its JSON, to parse again.
+    /// Taken from the cache without a count, or too big to keep parsed: its JSON, to parse
+    /// again.
     Raw(&'a [u8]),
     /// The entry itself holds the full message (built in memory, not from JSON).
     Entry,
 }
+
+/// Messages parsed in this request stay parsed if they lie in its last this many bytes; older
+/// ones are parsed again if the plan needs their texts. The plan keeps the newest messages, so
+/// those are the ones it counts; most of a long history is dropped uncounted, and holding all
+/// its texts at once would double an assembly's memory. Parsing again costs little beside
+/// counting (a gigabyte a second against tens of megabytes).
+const KEEP_PARSED_TAIL_BYTES: usize = 2 << 20;
 
 /// A parsed request whose token counts are computed on demand (and then cached).
 pub struct Request<'a> {
@@ -247,8 +255,8 @@ impl<'a> Request<'a> {
     }
 }
 
-fn check_size(json: &[u8], tools: Option<&[u8]>, limits: Limits) -> Result<(), CoreError> {
-    let bytes = json.len() + tools.map_or(0, <[u8]>::len);
+fn check_size(json: &[&[u8]], tools: Option<&[u8]>, limits: Limits) -> Result<(), CoreError> {
+    let bytes = json.iter().map(|part| part.len()).sum::<usize>() + tools.map_or(0, <[u8]>::len);
     if bytes > limits.max_request_bytes {
         return Err(CoreError::InvalidMessage {
             index: None,
@@ -261,16 +269,21 @@ fn check_size(json: &[u8], tools: Option<&[u8]>, limits: Limits) -> Result<(), C
     Ok(())
 }
 
-/// Parses OpenAI Chat Completions messages (and the `tools` parameter) through the cache.
+/// Parses OpenAI Chat Completions messages (and the `tools` parameter) through the cache. The
+/// messages come as one JSON array or as several whose elements follow each other (a long
+/// history is serialized in parts, to keep serializing it from doubling its size in memory).
 pub fn load_openai_chat<'a>(
-    json: &'a [u8],
+    json: &[&'a [u8]],
     tools: Option<&[u8]>,
     scheme: Scheme,
     limits: Limits,
     cache: &CountCache,
 ) -> Result<Request<'a>, CoreError> {
     check_size(json, tools, limits)?;
-    let raws = json_array::split(json)?;
+    let mut raws = Vec::new();
+    for part in json {
+        raws.extend(json_array::split(part)?);
+    }
     if raws.len() > limits.max_messages {
         return Err(CoreError::InvalidMessage {
             index: None,
@@ -284,7 +297,10 @@ pub fn load_openai_chat<'a>(
     let seed = scheme.seed();
     let mut entries = Vec::with_capacity(raws.len());
     let mut sources = Vec::with_capacity(raws.len());
+    let mut bytes_from_end: usize = raws.iter().map(|raw| raw.len()).sum();
     for (i, raw) in raws.into_iter().enumerate() {
+        let in_tail = bytes_from_end <= KEEP_PARSED_TAIL_BYTES;
+        bytes_from_end -= raw.len();
         let key = CountCache::key(raw, seed);
         if let Some(entry) = cache.get(key) {
             entries.push(entry);
@@ -302,7 +318,11 @@ pub fn load_openai_chat<'a>(
         });
         cache.insert(key, Arc::clone(&entry));
         entries.push(entry);
-        sources.push(Source::Parsed(full));
+        sources.push(if in_tail {
+            Source::Parsed(full)
+        } else {
+            Source::Raw(raw)
+        });
     }
     let counter = scheme.counter();
     let tools_tokens = match tools {

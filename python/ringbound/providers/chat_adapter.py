@@ -30,7 +30,7 @@ class ChatAdapter:
 
     def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
         return Canonical(
-            messages=orjson.loads(dump_messages(messages)),
+            messages=[m for part in dump_messages(messages) for m in orjson.loads(part)],
             spans=[(i, i + 1) for i in range(len(messages))],
         )
 
