@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, TryLockError};
 use bpe_openai::Tokenizer;
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::{tiktoken, Counter, Encoding};
+use super::{pretokenize, tiktoken, Counter, Encoding};
 
 struct BpeOpenai {
     encoding: Encoding,
@@ -147,37 +147,53 @@ fn count_pieces(encoding: Encoding, tokenizer: &Tokenizer, text: &str) -> usize 
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) => continue,
         };
-        return count_with_table(tokenizer, text, guard);
+        return count_with_table(encoding, tokenizer, text, guard);
     }
     tokenizer.count(text)
 }
 
-fn count_with_table(tokenizer: &Tokenizer, text: &str, mut table: MutexGuard<Vec<Slot>>) -> usize {
+fn count_with_table(
+    encoding: Encoding,
+    tokenizer: &Tokenizer,
+    text: &str,
+    mut table: MutexGuard<Vec<Slot>>,
+) -> usize {
     if table.is_empty() {
         *table = vec![EMPTY; 1 << MEMO_SLOTS_LOG2];
     }
-    let mut total = 0;
-    for piece in tokenizer.split(text) {
-        let bytes = piece.as_bytes();
-        let n = bytes.len();
+    let b = text.as_bytes();
+    let (mut total, mut p) = (0, 0);
+    while p < b.len() {
+        let end = match pretokenize::piece_end(encoding, b, p) {
+            Some(end) => end,
+            // The regex matches at every place of a text; were it not to, bpe-openai's own
+            // count would end there too.
+            None => match tokenizer.split(&text[p..]).next() {
+                Some(piece) => p + piece.len(),
+                None => break,
+            },
+        };
+        let piece = &b[p..end];
+        p = end;
+        let n = piece.len();
         total += if n == 1 {
             // Every byte is a token of its own in these vocabularies.
             1
         } else if n > MEMO_PIECE_BYTES {
-            tokenizer.bpe.count(bytes)
+            tokenizer.bpe.count(piece)
         } else {
-            let slot = &mut table[(xxh3_64(bytes) >> (64 - MEMO_SLOTS_LOG2)) as usize];
-            if usize::from(slot.len) == n && slot.bytes[..n] == *bytes {
+            let slot = &mut table[(xxh3_64(piece) >> (64 - MEMO_SLOTS_LOG2)) as usize];
+            if usize::from(slot.len) == n && slot.bytes[..n] == *piece {
                 usize::from(slot.count)
             } else {
                 // A piece never has more tokens than bytes, so the count fits in a u8.
-                let count = tokenizer.bpe.count(bytes);
+                let count = tokenizer.bpe.count(piece);
                 *slot = Slot {
                     len: n as u8,
                     count: count as u8,
                     bytes: [0; MEMO_PIECE_BYTES],
                 };
-                slot.bytes[..n].copy_from_slice(bytes);
+                slot.bytes[..n].copy_from_slice(piece);
                 count
             }
         };

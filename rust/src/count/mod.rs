@@ -6,6 +6,7 @@ mod bpe;
 pub mod chat;
 pub mod image;
 pub mod image_price;
+mod pretokenize;
 mod tiktoken;
 pub mod tools;
 
