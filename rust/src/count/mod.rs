@@ -75,6 +75,12 @@ pub trait Counter: Send + Sync {
     fn count(&self, text: &str) -> usize;
 }
 
+/// Forgets the token counts of text pieces remembered so far (`bpe_openai` keeps the counts of
+/// short pieces it has seen: a cache of its own, apart from the cache of message counts).
+pub fn forget_pieces() {
+    bpe::forget_pieces();
+}
+
 /// The process-wide counter for an encoding and backend. The vocabulary is built on the first
 /// count, once per process, behind the backend library's lazy static.
 pub fn counter(encoding: Encoding, backend: Backend) -> &'static dyn Counter {
