@@ -4,7 +4,7 @@
 //! and bytes so memory cannot grow with traffic (a full shard is cleared, which costs only
 //! recounts).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use xxhash_rust::xxh3::xxh3_128_with_seed;

@@ -3,7 +3,7 @@
 //! assistant turn; issues quote OpenAI's own 400 wording so callers recognise them.
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::view::{Message, Role};
 
@@ -236,7 +236,7 @@ fn result_block_end<M: Borrow<Message>>(messages: &[M], assistant: usize) -> usi
 
 /// For each call id, the assistant messages that call it, in order.
 fn callers_by_id<M: Borrow<Message>>(messages: &[M]) -> HashMap<&str, Vec<usize>> {
-    let mut callers: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut callers: HashMap<&str, Vec<usize>> = HashMap::default();
     for (i, message) in messages.iter().enumerate() {
         let message = message.borrow();
         if message.role != Role::Assistant {

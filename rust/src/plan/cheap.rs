@@ -3,7 +3,7 @@
 //! count are made the first time the stage loop reaches it, once per assembly.
 
 use std::cell::OnceCell;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::{PlanConfig, Source, Work};
 use crate::rewrite::{self, RewriteKind, MEDIA_PLACEHOLDER};
@@ -53,7 +53,7 @@ impl CheapStages {
             !protected[unit_of[w]] && !skipped[w] && matches!(work.source[w], Source::Original(_))
         };
         let mut candidates: [Vec<usize>; 3] = Default::default();
-        let mut read_tool = HashMap::new();
+        let mut read_tool = HashMap::default();
         if enabled.contains(&RewriteKind::Deduped) {
             for (w, tool) in superseded_reads(work, cfg, unit_of, protected) {
                 if middle(w) {
@@ -179,7 +179,7 @@ fn superseded_reads(
 ) -> Vec<(usize, String)> {
     let len = work.msgs.len();
     // The call each result answers, looked up within its own unit: (tool, key of the read).
-    let mut calls: HashMap<(usize, &str), (&str, u64)> = HashMap::new();
+    let mut calls: HashMap<(usize, &str), (&str, u64)> = HashMap::default();
     for (w, msg) in work.msgs.iter().enumerate() {
         if msg.tool_calls.is_empty() {
             continue;
@@ -191,7 +191,7 @@ fn superseded_reads(
             calls.insert((unit_of[w], c.id.as_str()), (c.name.as_str(), key));
         }
     }
-    let mut seen: HashSet<u64> = HashSet::new();
+    let mut seen: HashSet<u64> = HashSet::default();
     let mut out = Vec::new();
     for w in (0..len).rev() {
         let msg = work.msgs[w];

@@ -3,7 +3,7 @@
 //! request fits the budget. The result is a plan — which original messages to keep and what to
 //! insert — never a rewritten request: the binding hands the caller back its own objects.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::count::chat::REPLY_PRIMING;
 use crate::error::{BucketTokens, CoreError};
@@ -98,9 +98,9 @@ pub struct PlanConfig {
     pub short_error_result_tokens: u64,
     /// At most this many such rings (the most recent) are held back.
     pub max_held_error_rings: usize,
-    pub side_effect_tools: HashSet<String>,
+    pub side_effect_tools: std::collections::HashSet<String>,
     /// Which arguments identify a side effect, per tool (all arguments otherwise).
-    pub ledger_fields: HashMap<String, Vec<String>>,
+    pub ledger_fields: std::collections::HashMap<String, Vec<String>>,
     pub stages: Vec<Stage>,
     /// When even the protected part does not fit, drop the tools schema before failing.
     pub drop_tools_schema: bool,
@@ -390,9 +390,9 @@ pub fn plan(
     let mut notes: Vec<usize> = Vec::new();
     let mut ledger_state = LedgerState {
         entries: Vec::new(),
-        seen: HashSet::new(),
+        seen: HashSet::default(),
         added: Vec::new(),
-        recorded: HashSet::new(),
+        recorded: HashSet::default(),
         role: work
             .msgs
             .iter()
@@ -569,7 +569,7 @@ pub fn plan(
     // every earlier unit of the sequence is certainly dropped, and its size bound (from bytes,
     // no tokenizing) serves. So the cost of counting grows with the budget, not the history.
     let sequence: Vec<usize> = {
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         cfg.stages
             .iter()
             .flat_map(|&stage| candidates(stage))
@@ -768,7 +768,7 @@ pub fn plan(
     // are made now, and a cut result's exact size (at most the planned limit) replaces the
     // plan's.
     let mut kept_rewrites: Vec<(usize, RewriteKind, u64)> = Vec::new();
-    let mut rewrites: HashMap<usize, (RewriteKind, String)> = HashMap::new();
+    let mut rewrites: HashMap<usize, (RewriteKind, String)> = HashMap::default();
     for w in (0..len).filter(|&w| fits && !dropped[unit_of[w]]) {
         let Some((kind, saved)) = rewritten[w] else {
             continue;

@@ -2,7 +2,7 @@
 //! dropped, the same rewrites, no stage loop. The caller compares the total with its trigger;
 //! a replay that no longer describes the request is refused, never bent to fit.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::{
     record_side_effects, CheapStages, LedgerState, Outcome, Replay, Source, StageReport, Work,

@@ -23,7 +23,7 @@ fn cfg(budget: u64) -> PlanConfig {
         short_error_result_tokens: 50,
         max_held_error_rings: 2,
         side_effect_tools: ["send".to_owned()].into_iter().collect(),
-        ledger_fields: HashMap::new(),
+        ledger_fields: std::collections::HashMap::new(),
         stages: Stage::DEFAULT_ORDER.to_vec(),
         drop_tools_schema: false,
         synthesize_missing_results: false,
