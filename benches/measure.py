@@ -86,14 +86,28 @@ def in_threads(jobs: list[Callable[[], Any]]) -> float:
     return elapsed
 
 
-def assemble_batch(asm: rb.Assembler, batch: list[list[Any]]) -> Callable[[], None]:
-    """A job assembling each session of ``batch`` in turn, checking every result."""
+class AssembleBatch:
+    """A job assembling each session of ``batch`` in turn, ``rounds`` times over, as a
+    gateway's long-lived worker would. ``check()`` checks the results of the last run: outside
+    the timing, since validating is the harness's work, not the assembly's (it would serialize
+    every result again, holding the GIL)."""
 
-    def job() -> None:
-        for messages in batch:
-            check_assembly(asm.assemble(messages))
+    def __init__(self, asm: rb.Assembler, batch: list[list[Any]], rounds: int = 1) -> None:
+        self.asm, self.batch, self.rounds = asm, batch, rounds
+        self.results: list[rb.AssemblyResult] = []
 
-    return job
+    def __call__(self) -> None:
+        for _ in range(self.rounds):
+            self.results = [self.asm.assemble(messages) for messages in self.batch]
+
+    def check(self) -> None:
+        assert len(self.results) == len(self.batch), "the job has not run"
+        for res in self.results:
+            check_assembly(res)
+
+
+def assemble_batch(asm: rb.Assembler, batch: list[list[Any]], rounds: int = 1) -> AssembleBatch:
+    return AssembleBatch(asm, batch, rounds)
 
 
 def thread_speedup(

@@ -26,10 +26,12 @@ def test_assemble_in_threads(
 ) -> None:
     asm = workload.assembler()
     batches = [two_sessions] if threads == 1 else [[s] for s in two_sessions]
-    jobs = [assemble_batch(asm, b) for b in batches]  # each checks its results
+    jobs = [assemble_batch(asm, b) for b in batches]
     if state == "warm":
         for s in two_sessions:
             asm.assemble(s)
     setup = _core.cache_clear if state == "cold" else None
-    # in_threads re-raises a thread's failure, so this fails if any assembly was wrong.
+    # in_threads re-raises a thread's failure; check() then checks what each job assembled.
     assert benchmark.pedantic(in_threads, args=(jobs,), setup=setup, rounds=10) > 0
+    for job in jobs:
+        job.check()
