@@ -6,10 +6,9 @@
 //! are exact and equal, so the choice never changes a count.
 
 use std::hash::{Hash, Hasher};
-use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use bpe_openai::Tokenizer;
-use rustc_hash::FxHashSet;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::{pretokenize, tiktoken, Counter, Encoding};
@@ -135,38 +134,6 @@ thread_local! {
     };
 }
 
-/// Every token of a vocabulary at most `MEMO_PIECE_BYTES` long, by its bytes.
-fn short_tokens(encoding: Encoding) -> &'static FxHashSet<&'static [u8]> {
-    static SETS: [OnceLock<FxHashSet<&'static [u8]>>; 2] = [OnceLock::new(), OnceLock::new()];
-    SETS[encoding as usize].get_or_init(|| {
-        let tokenizer = match encoding {
-            Encoding::O200kBase => bpe_openai::o200k_base(),
-            Encoding::Cl100kBase => bpe_openai::cl100k_base(),
-        };
-        (0..tokenizer.bpe.num_tokens() as u32)
-            .map(|id| tokenizer.bpe.token_bytes(id))
-            .filter(|bytes| bytes.len() <= MEMO_PIECE_BYTES)
-            .collect()
-    })
-}
-
-/// Tokens of a piece of 2 to `MEMO_PIECE_BYTES` bytes. tiktoken encodes a piece that is itself
-/// a token as that token without merging, so a piece in the vocabulary is 1; a 3-byte piece
-/// outside it is 2 if a merge can start (one of its pairs is a token) and 3 if none can. Only
-/// longer pieces need the encoder.
-fn short_piece_count(encoding: Encoding, tokenizer: &Tokenizer, piece: &[u8]) -> usize {
-    let vocab = short_tokens(encoding);
-    if vocab.contains(piece) {
-        return 1;
-    }
-    match piece.len() {
-        2 => 2,
-        3 if vocab.contains(&piece[..2]) || vocab.contains(&piece[1..]) => 2,
-        3 => 3,
-        _ => tokenizer.bpe.count(piece),
-    }
-}
-
 /// Empties every piece table (a cold benchmark must not find the pieces of its last run); the
 /// tables stay allocated, as in a process that has counted before.
 pub(super) fn forget_pieces() {
@@ -228,7 +195,7 @@ fn count_with_table(
                 usize::from(slot.count)
             } else {
                 // A piece never has more tokens than bytes, so the count fits in a u8.
-                let count = short_piece_count(encoding, tokenizer, piece);
+                let count = tokenizer.bpe.count(piece);
                 *slot = Slot {
                     len: n as u8,
                     count: count as u8,
