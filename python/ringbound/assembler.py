@@ -20,6 +20,7 @@ from .ledger import SideEffectLedger
 from .metrics import MetricsSink, check_sink
 from .payload import check_message_list, dump_messages, dump_tools
 from .providers import adapter, check_provider
+from .providers.base import reading_once
 from .providers.chat_adapter import ADAPTER as CHAT_ADAPTER
 from .redact import Redactor
 from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord
@@ -255,7 +256,8 @@ class Assembler:
             return result
 
         try:
-            yield done
+            with reading_once():
+                yield done
         except BaseException as e:
             telemetry.rejected(e, self.provider, self._sink, span)
             raise

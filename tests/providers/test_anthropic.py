@@ -1235,3 +1235,27 @@ def test_a_thinking_turn_is_never_merged_behind_other_blocks() -> None:
     assert res.messages[3] is msgs[5]
     assert res.tokens_after <= res.budget
     assert rb.validate(res.messages, provider="anthropic") == []
+
+
+def test_one_assembly_reads_the_list_once_and_the_next_reads_it_again(monkeypatch) -> None:
+    """Validating, mapping and rendering share one reading per assembly; a list edited in
+    place between two assemblies is read afresh (no reading outlives its assembly)."""
+    import ringbound.providers.anthropic as anthropic
+
+    reads: list[int] = []
+    real = anthropic._read_uncached
+
+    def counted(messages: Any) -> Any:
+        reads.append(id(messages))
+        return real(messages)
+
+    monkeypatch.setattr(anthropic, "_read_uncached", counted)
+    msgs = session(6)
+    asm = rb.Assembler(config(2_000), provider="anthropic")
+    first = asm.assemble(msgs)
+    assert reads == [id(msgs)]
+    msgs[-1] = {"role": "user", "content": "Something else entirely, said at length. " * 20}
+    second = asm.assemble(msgs)
+    assert reads == [id(msgs), id(msgs)]
+    assert second.messages[-1] is msgs[-1] and first.messages[-1] is not msgs[-1]
+    assert second.report.tokens_before > first.report.tokens_before

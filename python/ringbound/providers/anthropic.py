@@ -28,6 +28,7 @@ from .base import (
     is_summary_note,
     join_system_note,
     kept_native,
+    read_once,
     split_system_note,
 )
 
@@ -101,6 +102,8 @@ def _type_name(v: Any) -> str:
 
 def _plain(obj: Any) -> dict[str, Any] | None:
     """A dict view of a message or block (SDK pydantic objects through ``model_dump``)."""
+    if type(obj) is dict:
+        return obj
     try:
         data = as_mapping(obj)
     except UnreadableObject:
@@ -233,6 +236,10 @@ def _read_message(i: int, obj: Any) -> _Msg:
 
 
 def _read(messages: Any) -> list[_Msg]:
+    return read_once("anthropic", messages, _read_uncached)
+
+
+def _read_uncached(messages: Any) -> list[_Msg]:
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         raise _invalid(
             None, f"messages must be a list of message objects, got {type(messages).__name__}"

@@ -8,9 +8,11 @@ quote that provider's wording (``validate``), and turns the core's plan back int
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .._core import LEDGER_MARKER, SUMMARY_MARKER
 from ..errors import PairingIssue
@@ -26,6 +28,8 @@ __all__ = [
     "join_system_note",
     "kept_native",
     "plan_rewrites",
+    "read_once",
+    "reading_once",
     "split_system_note",
 ]
 
@@ -113,6 +117,41 @@ class Adapter(Protocol):
         ...
 
 
+_T = TypeVar("_T")
+
+#: The readings of the current assembly: (reader, id of the list) -> (the list, its reading).
+_READINGS: ContextVar[dict[tuple[str, int], tuple[Any, Any]] | None] = ContextVar(
+    "ringbound_readings", default=None
+)
+
+
+@contextmanager
+def reading_once() -> Iterator[None]:
+    """Within the block, ``read_once`` reads a given message list once: an assembly validates,
+    maps and renders the same list, and reading every native item in Python was most of an
+    adapter's time. Scoped to one assembly, so a list changed between two is read again."""
+    token = _READINGS.set({})
+    try:
+        yield
+    finally:
+        _READINGS.reset(token)
+
+
+def read_once(reader: str, messages: Any, read: Callable[[Any], _T]) -> _T:
+    """``read(messages)``, or inside ``reading_once`` the reading made before of this very
+    list (the memo holds the list, so its id cannot be reused while the block runs)."""
+    memo = _READINGS.get()
+    if memo is None:
+        return read(messages)
+    key = (reader, id(messages))
+    hit = memo.get(key)
+    if hit is not None and hit[0] is messages:
+        return hit[1]  # type: ignore[no-any-return]
+    value = read(messages)
+    memo[key] = (messages, value)
+    return value
+
+
 class UnreadableObject(ValueError):
     """An SDK object whose ``model_dump`` failed; the message says why."""
 
@@ -124,7 +163,8 @@ def as_mapping(obj: Any) -> Mapping[str, Any] | None:
     Raises:
         UnreadableObject: ``model_dump`` raised.
     """
-    if isinstance(obj, Mapping):
+    # A plain dict first: the ABC check below costs several times more, once per block.
+    if type(obj) is dict or isinstance(obj, Mapping):
         return obj
     dump = getattr(obj, "model_dump", None)
     if not callable(dump):

@@ -15,7 +15,7 @@ import orjson
 
 from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
 from ..errors import InvalidMessageError, PairingError, PairingIssue
-from .base import Canonical, PlanItem, Rendered, is_summary_note, plan_rewrites
+from .base import Canonical, PlanItem, Rendered, is_summary_note, plan_rewrites, read_once
 
 __all__ = ["ADAPTER", "BRIDGE_TEXT", "OPENING_TEXT", "BedrockConverseAdapter", "synthesized_result"]
 
@@ -328,6 +328,10 @@ def _turn(i: int, message: Any) -> _Turn:
 
 
 def _turns(messages: Any) -> list[_Turn]:
+    return read_once("bedrock_converse", messages, _turns_uncached)
+
+
+def _turns_uncached(messages: Any) -> list[_Turn]:
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         raise InvalidMessageError(
             f"messages must be a list of message objects, got {_type(messages)}",

@@ -22,6 +22,7 @@ from .base import (
     as_mapping,
     is_summary_note,
     join_system_note,
+    read_once,
     split_system_note,
 )
 
@@ -349,6 +350,10 @@ def _read_response(turn: _Turn, p: int, body: Mapping[str, Any]) -> None:
 
 
 def _read(messages: Sequence[Any]) -> list[_Turn]:
+    return read_once("gemini", messages, _read_uncached)
+
+
+def _read_uncached(messages: Sequence[Any]) -> list[_Turn]:
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         raise InvalidMessageError(
             f"contents must be a list of Content objects, got {type(messages).__name__}",

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._core import SYNTHESIZED_RESULT_TEXT
 from ..errors import InvalidMessageError, PairingIssue
-from .base import Canonical, PlanItem, Rendered, UnreadableObject, as_mapping
+from .base import Canonical, PlanItem, Rendered, UnreadableObject, as_mapping, read_once
 
 __all__ = ["ADAPTER", "OpenAIResponses"]
 
@@ -401,6 +401,10 @@ def _parse(i: int, raw: Any) -> _Item:
 
 
 def _parse_all(messages: Sequence[Any]) -> list[_Item]:
+    return read_once("openai_responses", messages, _parse_all_uncached)
+
+
+def _parse_all_uncached(messages: Sequence[Any]) -> list[_Item]:
     if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
         raise InvalidMessageError(
             f"input must be a list of items, got {type(messages).__name__}",
