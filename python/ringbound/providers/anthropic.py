@@ -334,8 +334,12 @@ def _pdf_pages(source: Mapping[str, Any]) -> int:
     return max(1, len(_PDF_PAGE.findall(raw)))
 
 
+#: ``json.dumps`` with any option builds a new encoder per call; one made once writes the same.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT.encode(value)
 
 
 def _without_cache_control(block: Mapping[str, Any]) -> dict[str, Any]:

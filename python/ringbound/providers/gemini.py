@@ -167,9 +167,13 @@ def _string(value: Any, where: str, index: int | None) -> str:
     return value
 
 
+#: ``json.dumps`` with any option builds a new encoder per call; one made once writes the same.
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
 def _json(value: Any, where: str, index: int | None) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as e:
         raise _invalid(index, f"{where} is not JSON ({e})") from None
 

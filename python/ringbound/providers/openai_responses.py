@@ -154,8 +154,12 @@ def _string(
     return value
 
 
+#: ``json.dumps`` with any option builds a new encoder per call; one made once writes the same.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
 def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return _COMPACT.encode(value)
 
 
 def _as_text(value: Any) -> str:
