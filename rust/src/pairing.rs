@@ -3,6 +3,7 @@
 //! assistant turn; issues quote OpenAI's own 400 wording so callers recognise them.
 
 use std::borrow::Borrow;
+
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::view::{Message, Role};

@@ -3,6 +3,7 @@
 //! count are made the first time the stage loop reaches it, once per assembly.
 
 use std::cell::OnceCell;
+
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::{PlanConfig, Source, Work};
