@@ -13,19 +13,10 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::{pretokenize, tiktoken, Counter, Encoding};
 
-struct BpeOpenai {
-    encoding: Encoding,
-    tokenizer: fn() -> &'static Tokenizer,
-}
+struct BpeOpenai(Encoding);
 
-static O200K_BASE: BpeOpenai = BpeOpenai {
-    encoding: Encoding::O200kBase,
-    tokenizer: bpe_openai::o200k_base,
-};
-static CL100K_BASE: BpeOpenai = BpeOpenai {
-    encoding: Encoding::Cl100kBase,
-    tokenizer: bpe_openai::cl100k_base,
-};
+static O200K_BASE: BpeOpenai = BpeOpenai(Encoding::O200kBase);
+static CL100K_BASE: BpeOpenai = BpeOpenai(Encoding::Cl100kBase);
 
 pub(super) fn counter(encoding: Encoding) -> &'static dyn Counter {
     match encoding {
@@ -34,14 +25,17 @@ pub(super) fn counter(encoding: Encoding) -> &'static dyn Counter {
     }
 }
 
+fn tokenizer(encoding: Encoding) -> &'static Tokenizer {
+    match encoding {
+        Encoding::O200kBase => bpe_openai::o200k_base(),
+        Encoding::Cl100kBase => bpe_openai::cl100k_base(),
+    }
+}
+
 /// `bpe-openai` itself, whatever the text's shape (the tiktoken backend's own guard uses it).
 pub(super) fn count_direct(encoding: Encoding, text: &str) -> usize {
     // The tokenizer has no special tokens: `<|endoftext|>` is counted as ordinary text.
-    let tokenizer = match encoding {
-        Encoding::O200kBase => bpe_openai::o200k_base(),
-        Encoding::Cl100kBase => bpe_openai::cl100k_base(),
-    };
-    tokenizer.count(text)
+    tokenizer(encoding).count(text)
 }
 
 /// Shortest run of one punctuation or whitespace byte that slows `bpe-openai` down.
@@ -83,9 +77,9 @@ fn slow_shape(text: &str) -> bool {
 impl Counter for BpeOpenai {
     fn count(&self, text: &str) -> usize {
         if slow_shape(text) {
-            return tiktoken::counter(self.encoding).count(text);
+            return tiktoken::counter(self.0).count(text);
         }
-        count_pieces(self.encoding, (self.tokenizer)(), text)
+        count_pieces(self.0, tokenizer(self.0), text)
     }
 }
 
@@ -115,9 +109,10 @@ const EMPTY: Slot = Slot {
 /// Tables per encoding, each behind its own lock: a count takes the first free one (from a
 /// place that depends on the thread, so a thread tends to find the table it warmed), so
 /// threads counting at once never wait for each other, and a table outlives the threads that
-/// filled it (a gateway's fresh worker thread starts warm). With every table busy, the count
-/// goes without one.
-const MEMO_TABLES: usize = 4;
+/// filled it (a gateway's fresh worker thread starts warm). A table is allocated when first
+/// used, so a process uses as many as it has threads counting at once; past that many, the
+/// count goes without one.
+const MEMO_TABLES: usize = 16;
 
 type Table = Mutex<Vec<Slot>>;
 
@@ -155,19 +150,19 @@ fn count_pieces(encoding: Encoding, tokenizer: &Tokenizer, text: &str) -> usize 
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) => continue,
         };
-        return count_with_table(encoding, tokenizer, text, guard);
+        return count_with_table(encoding, tokenizer, text, Some(guard));
     }
-    tokenizer.count(text)
+    count_with_table(encoding, tokenizer, text, None)
 }
 
 fn count_with_table(
     encoding: Encoding,
     tokenizer: &Tokenizer,
     text: &str,
-    mut table: MutexGuard<Vec<Slot>>,
+    mut table: Option<MutexGuard<Vec<Slot>>>,
 ) -> usize {
-    if table.is_empty() {
-        *table = vec![EMPTY; 1 << MEMO_SLOTS_LOG2];
+    if let Some(table) = table.as_mut().filter(|t| t.is_empty()) {
+        **table = vec![EMPTY; 1 << MEMO_SLOTS_LOG2];
     }
     let b = text.as_bytes();
     let (mut total, mut p) = (0, 0);
@@ -184,26 +179,26 @@ fn count_with_table(
         let piece = &b[p..end];
         p = end;
         let n = piece.len();
-        total += if n == 1 {
+        total += match table.as_mut() {
             // Every byte is a token of its own in these vocabularies.
-            1
-        } else if n > MEMO_PIECE_BYTES {
-            tokenizer.bpe.count(piece)
-        } else {
-            let slot = &mut table[(xxh3_64(piece) >> (64 - MEMO_SLOTS_LOG2)) as usize];
-            if usize::from(slot.len) == n && slot.bytes[..n] == *piece {
-                usize::from(slot.count)
-            } else {
-                // A piece never has more tokens than bytes, so the count fits in a u8.
-                let count = tokenizer.bpe.count(piece);
-                *slot = Slot {
-                    len: n as u8,
-                    count: count as u8,
-                    bytes: [0; MEMO_PIECE_BYTES],
-                };
-                slot.bytes[..n].copy_from_slice(piece);
-                count
+            _ if n == 1 => 1,
+            Some(table) if n <= MEMO_PIECE_BYTES => {
+                let slot = &mut table[(xxh3_64(piece) >> (64 - MEMO_SLOTS_LOG2)) as usize];
+                if usize::from(slot.len) == n && slot.bytes[..n] == *piece {
+                    usize::from(slot.count)
+                } else {
+                    // A piece never has more tokens than bytes, so the count fits in a u8.
+                    let count = tokenizer.bpe.count(piece);
+                    *slot = Slot {
+                        len: n as u8,
+                        count: count as u8,
+                        bytes: [0; MEMO_PIECE_BYTES],
+                    };
+                    slot.bytes[..n].copy_from_slice(piece);
+                    count
+                }
             }
+            _ => tokenizer.bpe.count(piece),
         };
     }
     total
@@ -254,6 +249,28 @@ mod tests {
                     assert_eq!(tiktoken::counter(enc).count(t), direct, "{t:?}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn threads_past_the_tables_count_the_same() {
+        // More threads than tables: some count without one, all must agree.
+        let text = "    def parse(self, line):\n        return line.split(', ')\n".repeat(200);
+        for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let want = count_direct(enc, &text);
+            assert_eq!(
+                count_with_table(enc, tokenizer(enc), &text, None),
+                want,
+                "{enc:?} without a table"
+            );
+            std::thread::scope(|s| {
+                let workers: Vec<_> = (0..MEMO_TABLES + 8)
+                    .map(|_| s.spawn(|| (0..20).map(|_| counter(enc).count(&text)).max()))
+                    .collect();
+                for w in workers {
+                    assert_eq!(w.join().expect("no panic"), Some(want), "{enc:?}");
+                }
+            });
         }
     }
 
