@@ -81,8 +81,8 @@ pub struct Limits {
 enum Source<'a> {
     /// Parsed in this request (a cache miss): the full message.
     Parsed(Message),
-    /// Taken from the cache without a count, or too big to keep parsed: its JSON, to parse
-    /// again.
+    /// Taken from the cache without a count, or parsed here but older than the request's last
+    /// `KEEP_PARSED_TAIL_BYTES`: its JSON, to parse again if counted.
     Raw(&'a [u8]),
     /// The entry itself holds the full message (built in memory, not from JSON).
     Entry,
