@@ -6,9 +6,10 @@
 //! are exact and equal, so the choice never changes a count.
 
 use std::hash::{Hash, Hasher};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 
 use bpe_openai::Tokenizer;
+use rustc_hash::FxHashMap;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::{pretokenize, tiktoken, Counter, Encoding};
@@ -129,6 +130,83 @@ thread_local! {
     };
 }
 
+/// Pieces up to this long are merged here, by tiktoken's own rule, instead of by the encoder:
+/// short pieces are most of the misses of the piece tables (random text, identifiers), and the
+/// encoder spends two allocations and an automaton walk on each.
+const MERGE_PIECE_BYTES: usize = 15;
+
+/// The rank (tiktoken's merge priority, which is the token id) of every token of at most
+/// `MERGE_PIECE_BYTES` bytes, keyed by `short_key`.
+fn short_ranks(encoding: Encoding) -> &'static FxHashMap<u128, u32> {
+    static RANKS: [OnceLock<FxHashMap<u128, u32>>; 2] = [OnceLock::new(), OnceLock::new()];
+    RANKS[encoding as usize].get_or_init(|| {
+        let bpe = &tokenizer(encoding).bpe;
+        (0..bpe.num_tokens() as u32)
+            .map(|id| (bpe.token_bytes(id), id))
+            .filter(|(bytes, _)| bytes.len() <= MERGE_PIECE_BYTES)
+            .map(|(bytes, id)| (short_key(bytes), id))
+            .collect()
+    })
+}
+
+/// The bytes (at most 15) and their length in one word: no two byte strings share a key.
+fn short_key(bytes: &[u8]) -> u128 {
+    let mut word = [0u8; 16];
+    word[..bytes.len()].copy_from_slice(bytes);
+    u128::from_le_bytes(word) | ((bytes.len() as u128) << 120)
+}
+
+/// Tokens of a piece of 2 to `MERGE_PIECE_BYTES` bytes by tiktoken's `byte_pair_merge`: a piece
+/// that is a token is one; otherwise, starting from single bytes, merge the adjacent pair of
+/// lowest rank (the leftmost of equals) until no adjacent pair is a token.
+fn merge_count(ranks: &FxHashMap<u128, u32>, piece: &[u8]) -> usize {
+    let n = piece.len();
+    if ranks.contains_key(&short_key(piece)) {
+        return 1;
+    }
+    let rank = |from: usize, to: usize| {
+        ranks
+            .get(&short_key(&piece[from..to]))
+            .copied()
+            .unwrap_or(u32::MAX)
+    };
+    // tiktoken's loop, on a fixed array: parts[k] = (where part k starts, the rank of part k
+    // merged with part k + 1); the last entry marks the end.
+    let mut parts = [(0usize, u32::MAX); MERGE_PIECE_BYTES + 1];
+    for (i, part) in parts.iter_mut().enumerate().take(n + 1) {
+        *part = (i, if i + 2 <= n { rank(i, i + 2) } else { u32::MAX });
+    }
+    let mut len = n + 1;
+    loop {
+        let (mut i, mut min) = (0, u32::MAX);
+        for (k, part) in parts[..len - 1].iter().enumerate() {
+            if part.1 < min {
+                (i, min) = (k, part.1);
+            }
+        }
+        if min == u32::MAX {
+            break;
+        }
+        // Part i absorbs part i + 1: the ranks of the pairs it now forms, read before the
+        // removal as tiktoken reads them.
+        let pair_after = |k: usize| {
+            if k + 3 < len {
+                rank(parts[k].0, parts[k + 3].0)
+            } else {
+                u32::MAX
+            }
+        };
+        let (left, right) = (if i > 0 { pair_after(i - 1) } else { 0 }, pair_after(i));
+        if i > 0 {
+            parts[i - 1].1 = left;
+        }
+        parts[i].1 = right;
+        parts.copy_within(i + 2..len, i + 1);
+        len -= 1;
+    }
+    len - 1
+}
+
 /// Empties every piece table (a cold benchmark must not find the pieces of its last run); the
 /// tables stay allocated, as in a process that has counted before.
 pub(super) fn forget_pieces() {
@@ -188,7 +266,11 @@ fn count_with_table(
                     usize::from(slot.count)
                 } else {
                     // A piece never has more tokens than bytes, so the count fits in a u8.
-                    let count = tokenizer.bpe.count(piece);
+                    let count = if n <= MERGE_PIECE_BYTES {
+                        merge_count(short_ranks(encoding), piece)
+                    } else {
+                        tokenizer.bpe.count(piece)
+                    };
                     *slot = Slot {
                         len: n as u8,
                         count: count as u8,
@@ -247,6 +329,23 @@ mod tests {
                     let direct = count_direct(enc, t);
                     assert_eq!(counter(enc).count(t), direct, "{t:?}");
                     assert_eq!(tiktoken::counter(enc).count(t), direct, "{t:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn merging_short_pieces_counts_as_the_encoder_does() {
+        // Every window of 2 to MERGE_PIECE_BYTES bytes of varied text, pieces or not: the
+        // merge here and the crate's encoder are two implementations of the same BPE.
+        let text = "Hello, World! naïve café 中文 x86_64 aGVsbG8gd29ybGQ=/+Zq9 \t\n  def f(x):";
+        for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let (ranks, bpe) = (short_ranks(enc), &tokenizer(enc).bpe);
+            let b = text.as_bytes();
+            for start in 0..b.len() {
+                for len in 2..=MERGE_PIECE_BYTES.min(b.len() - start) {
+                    let w = &b[start..start + len];
+                    assert_eq!(merge_count(ranks, w), bpe.count(w), "{w:?} in {enc:?}");
                 }
             }
         }

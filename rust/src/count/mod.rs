@@ -230,6 +230,13 @@ mod tests {
         }
 
         #[test]
+        fn backends_agree_on_random_short_pieces(
+            text in "[A-Za-z0-9+/=]{0,300}|[a-zA-Z]{1,7}( [a-zA-Z]{1,7}){0,30}"
+        ) {
+            assert_backends_agree(&text);
+        }
+
+        #[test]
         fn backends_agree_on_text_like_strings(
             text in "[a-zA-Z0-9 \t\n\r'.,!?:;/(){}\"<|>_-]{0,200}"
         ) {
