@@ -91,7 +91,7 @@ impl Counter for BpeOpenai {
 const MEMO_PIECE_BYTES: usize = 30;
 /// Slots per table (32 bytes each: 512 KB), direct-mapped by the piece's hash: a
 /// miss overwrites its slot, so remembering allocates nothing and never needs clearing, and
-/// random pieces (base64) cost one hash more than the encoder alone.
+/// random pieces (base64) cost one hash more than counting them alone.
 const MEMO_SLOTS_LOG2: u32 = 14;
 
 #[derive(Clone, Copy)]
@@ -207,6 +207,15 @@ fn merge_count(ranks: &FxHashMap<u128, u32>, piece: &[u8]) -> usize {
     len - 1
 }
 
+/// Tokens of one piece of two bytes or more.
+fn count_piece(ranks: &FxHashMap<u128, u32>, tokenizer: &Tokenizer, piece: &[u8]) -> usize {
+    if piece.len() <= MERGE_PIECE_BYTES {
+        merge_count(ranks, piece)
+    } else {
+        tokenizer.bpe.count(piece)
+    }
+}
+
 /// Empties every piece table (a cold benchmark must not find the pieces of its last run); the
 /// tables stay allocated, as in a process that has counted before.
 pub(super) fn forget_pieces() {
@@ -242,6 +251,7 @@ fn count_with_table(
     if let Some(table) = table.as_mut().filter(|t| t.is_empty()) {
         **table = vec![EMPTY; 1 << MEMO_SLOTS_LOG2];
     }
+    let ranks = short_ranks(encoding);
     let b = text.as_bytes();
     let (mut total, mut p) = (0, 0);
     while p < b.len() {
@@ -266,11 +276,7 @@ fn count_with_table(
                     usize::from(slot.count)
                 } else {
                     // A piece never has more tokens than bytes, so the count fits in a u8.
-                    let count = if n <= MERGE_PIECE_BYTES {
-                        merge_count(short_ranks(encoding), piece)
-                    } else {
-                        tokenizer.bpe.count(piece)
-                    };
+                    let count = count_piece(ranks, tokenizer, piece);
                     *slot = Slot {
                         len: n as u8,
                         count: count as u8,
@@ -280,7 +286,7 @@ fn count_with_table(
                     count
                 }
             }
-            _ => tokenizer.bpe.count(piece),
+            _ => count_piece(ranks, tokenizer, piece),
         };
     }
     total
