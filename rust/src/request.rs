@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use crate::cache::{CountCache, Entry};
-use crate::count::chat::{message_tokens_bound, message_tokens_with};
+use crate::count::chat::{message_tokens_bound, message_tokens_until, message_tokens_with};
 use crate::count::image_price::ImageFormula;
 use crate::count::tools::tools_tokens;
 use crate::count::{counter, Backend, Counter, Encoding};
@@ -181,6 +181,37 @@ impl<'a> Request<'a> {
                 }),
         });
         self.scheme.scale(exact)
+    }
+
+    /// `Some(tokens(i))` when it is at most `limit`, else `None`, tokenizing about `limit`
+    /// tokens at most: a message too big to fit is found so without counting all of it (and
+    /// nothing is cached then; an exact count found on the way is).
+    pub fn tokens_within(&self, i: usize, limit: u64) -> Option<u32> {
+        let entry = &self.entries[i];
+        if entry.tokens.get().is_some() {
+            let t = self.tokens(i);
+            return (u64::from(t) <= limit).then_some(t);
+        }
+        let raw_limit = u32::try_from(self.raw_limit(limit)).unwrap_or(u32::MAX);
+        let (counter, images) = (self.counter(), self.scheme.images);
+        let counted = match &self.sources[i] {
+            Source::Parsed(full) => message_tokens_until(full, counter, images, raw_limit),
+            Source::Entry => message_tokens_until(&entry.message, counter, images, raw_limit),
+            Source::Raw(raw) => match serde_json::from_slice(raw)
+                .ok()
+                .and_then(|v| openai_chat::parse_message(i, &v, raw.len()).ok())
+            {
+                Some(full) => message_tokens_until(&full, counter, images, raw_limit),
+                // As `tokens` does: the bound keeps the budget.
+                None => {
+                    let t = self.tokens(i);
+                    return (u64::from(t) <= limit).then_some(t);
+                }
+            },
+        }?;
+        // Another thread may have set it meanwhile, to the same count.
+        let _ = entry.tokens.set(counted);
+        Some(self.scheme.scale(counted))
     }
 
     /// Message `i` with every text, for a stage that rewrites it (the cache keeps only what

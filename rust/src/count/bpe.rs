@@ -80,7 +80,14 @@ impl Counter for BpeOpenai {
         if slow_shape(text) {
             return tiktoken::counter(self.0).count(text);
         }
-        count_pieces(self.0, tokenizer(self.0), text)
+        count_pieces(self.0, tokenizer(self.0), text, usize::MAX).unwrap_or(usize::MAX)
+    }
+
+    fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
+        if slow_shape(text) {
+            return tiktoken::counter(self.0).count_until(text, limit);
+        }
+        count_pieces(self.0, tokenizer(self.0), text, limit)
     }
 }
 
@@ -224,9 +231,15 @@ pub(super) fn forget_pieces() {
     }
 }
 
-/// `tokenizer.count(text)`, piece by piece, with the counts of short pieces remembered. A
-/// piece's count depends on nothing but its bytes, so the sum is exactly `tokenizer.count`.
-fn count_pieces(encoding: Encoding, tokenizer: &Tokenizer, text: &str) -> usize {
+/// `tokenizer.count(text)`, piece by piece, with the counts of short pieces remembered (a
+/// piece's count depends on nothing but its bytes, so the sum is exactly `tokenizer.count`);
+/// `None` as soon as the sum passes `limit`.
+fn count_pieces(
+    encoding: Encoding,
+    tokenizer: &Tokenizer,
+    text: &str,
+    limit: usize,
+) -> Option<usize> {
     let tables = &TABLES[encoding as usize];
     let first = FIRST_TABLE.with(|f| *f);
     for i in 0..MEMO_TABLES {
@@ -237,17 +250,18 @@ fn count_pieces(encoding: Encoding, tokenizer: &Tokenizer, text: &str) -> usize 
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) => continue,
         };
-        return count_with_table(encoding, tokenizer, text, Some(guard));
+        return count_with_table(encoding, tokenizer, text, limit, Some(guard));
     }
-    count_with_table(encoding, tokenizer, text, None)
+    count_with_table(encoding, tokenizer, text, limit, None)
 }
 
 fn count_with_table(
     encoding: Encoding,
     tokenizer: &Tokenizer,
     text: &str,
+    limit: usize,
     mut table: Option<MutexGuard<Vec<Slot>>>,
-) -> usize {
+) -> Option<usize> {
     if let Some(table) = table.as_mut().filter(|t| t.is_empty()) {
         **table = vec![EMPTY; 1 << MEMO_SLOTS_LOG2];
     }
@@ -288,8 +302,11 @@ fn count_with_table(
             }
             _ => count_piece(ranks, tokenizer, piece),
         };
+        if total > limit {
+            return None;
+        }
     }
-    total
+    Some(total)
 }
 
 #[cfg(test)]
@@ -364,8 +381,8 @@ mod tests {
         for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
             let want = count_direct(enc, &text);
             assert_eq!(
-                count_with_table(enc, tokenizer(enc), &text, None),
-                want,
+                count_with_table(enc, tokenizer(enc), &text, usize::MAX, None),
+                Some(want),
                 "{enc:?} without a table"
             );
             std::thread::scope(|s| {

@@ -26,31 +26,65 @@ pub fn message_tokens(msg: &Message, counter: &dyn Counter) -> u32 {
 
 /// [`message_tokens`] with images priced by another provider's formula.
 pub fn message_tokens_with(msg: &Message, counter: &dyn Counter, images: ImageFormula) -> u32 {
-    let count = |text: &str| u32::try_from(counter.count(text)).unwrap_or(u32::MAX);
-    let mut total = TOKENS_PER_MESSAGE.saturating_add(count(msg.role.as_str()));
+    message_tokens_until(msg, counter, images, u32::MAX).unwrap_or(u32::MAX)
+}
+
+/// [`message_tokens_with`] when it is at most `limit`, else `None`, found without tokenizing
+/// much past the limit: what deciding that a huge message cannot fit needs.
+pub fn message_tokens_until(
+    msg: &Message,
+    counter: &dyn Counter,
+    images: ImageFormula,
+    limit: u32,
+) -> Option<u32> {
+    let mut t = Tally {
+        total: 0,
+        limit,
+        counter,
+    };
+    t.add(TOKENS_PER_MESSAGE)?;
+    t.text(msg.role.as_str())?;
     for text in &msg.texts {
-        total = total.saturating_add(count(text));
+        t.text(text)?;
     }
     if let Some(name) = &msg.name {
-        total = total
-            .saturating_add(count(name))
-            .saturating_add(TOKENS_PER_NAME);
+        t.text(name)?;
+        t.add(TOKENS_PER_NAME)?;
     }
     if let Some(id) = &msg.tool_call_id {
-        total = total.saturating_add(count(id));
+        t.text(id)?;
     }
     for image in &msg.images {
-        total = total.saturating_add(image_tokens_for(image, images));
+        t.add(image_tokens_for(image, images))?;
     }
-    total = total.saturating_add(msg.other_part_tokens);
+    t.add(msg.other_part_tokens)?;
     for call in &msg.tool_calls {
-        total = total
-            .saturating_add(count(&call.id))
-            .saturating_add(count(&call.name))
-            .saturating_add(count(&call.arguments))
-            .saturating_add(TOOL_CALL_OVERHEAD);
+        t.text(&call.id)?;
+        t.text(&call.name)?;
+        t.text(&call.arguments)?;
+        t.add(TOOL_CALL_OVERHEAD)?;
     }
-    total
+    Some(t.total)
+}
+
+/// A running sum that gives up once it passes its limit.
+struct Tally<'c> {
+    total: u32,
+    limit: u32,
+    counter: &'c dyn Counter,
+}
+
+impl Tally<'_> {
+    fn add(&mut self, tokens: u32) -> Option<()> {
+        self.total = self.total.saturating_add(tokens);
+        (self.total <= self.limit).then_some(())
+    }
+
+    fn text(&mut self, text: &str) -> Option<()> {
+        let room = (self.limit - self.total) as usize;
+        let n = self.counter.count_until(text, room)?;
+        self.add(u32::try_from(n).unwrap_or(u32::MAX))
+    }
 }
 
 /// An upper bound of `message_tokens` from the size of the message's JSON, without tokenizing:

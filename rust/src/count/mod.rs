@@ -73,6 +73,13 @@ pub trait Counter: Send + Sync {
     /// Tokens of `text` as ordinary text: strings that look like special tokens
     /// (`<|endoftext|>`) are counted as the characters they are.
     fn count(&self, text: &str) -> usize;
+
+    /// `Some(count(text))` when it is at most `limit`, else `None`; a backend may stop as soon
+    /// as the limit is passed, so a huge text costs about `limit` tokens of work.
+    fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
+        let n = self.count(text);
+        (n <= limit).then_some(n)
+    }
 }
 
 /// Forgets the token counts of text pieces remembered so far (`bpe_openai` keeps the counts of

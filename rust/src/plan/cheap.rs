@@ -97,6 +97,11 @@ impl CheapStages {
         &self.candidates[slot(kind)]
     }
 
+    /// Whether a cheap stage could rewrite a message of unit `u`.
+    pub fn shrinks(&self, u: &Unit) -> bool {
+        (u.start..u.end).any(|w| self.floor[w].is_some())
+    }
+
     /// Tokens of unit `u` that cheap stages could remove.
     pub fn shrinkable(&self, u: &Unit, tokens: impl Fn(usize) -> u64) -> u64 {
         (u.start..u.end)

@@ -245,6 +245,14 @@ impl Work<'_, '_> {
         }
     }
 
+    /// `Some(tokens(w))` when it is at most `limit`, found without counting much past it.
+    fn tokens_within(&self, w: usize, limit: u64) -> Option<u64> {
+        match self.source[w] {
+            Source::Original(i) => self.req.tokens_within(i, limit).map(u64::from),
+            Source::Synthesized => Some(self.synthesized_tokens[w]).filter(|&t| t <= limit),
+        }
+    }
+
     /// Message `w` with every text.
     fn full(&self, w: usize) -> std::borrow::Cow<'_, Message> {
         match self.source[w] {
@@ -509,6 +517,15 @@ pub fn plan(
             .map(|w| work.tokens(w))
             .sum()
     };
+    // A unit's tokens if at most `limit`: a huge result that cannot fit is found out after
+    // about `limit` tokens of counting instead of all of them.
+    let unit_tokens_within = |u: &Unit, limit: u64| -> Option<u64> {
+        let mut sum = 0;
+        for w in (u.start..u.end).filter(|&w| !is_note[w]) {
+            sum += work.tokens_within(w, limit - sum)?;
+        }
+        Some(sum)
+    };
     let unit_bound = |u: &Unit| -> u64 {
         (u.start..u.end)
             .filter(|&w| !is_note[w])
@@ -594,6 +611,22 @@ pub fn plan(
         let mut certain = 0;
         for (j, &k) in sequence.iter().enumerate().rev() {
             let u = &all_units[k];
+            if lazy && !cheap.shrinks(u) {
+                // Counted only up to the room left: a unit that overflows it is certainly
+                // dropped too (keeping it means keeping everything after it), its bound serves.
+                let room = cfg.budget.saturating_sub(fixed + tail);
+                match unit_tokens_within(u, room) {
+                    Some(v) => {
+                        value[k] = v;
+                        tail += v;
+                        continue;
+                    }
+                    None => {
+                        certain = j + 1;
+                        break;
+                    }
+                }
+            }
             value[k] = unit_tokens(u);
             tail += value[k] - cheap.shrinkable(u, |w| work.tokens(w));
             if lazy && fixed + tail > cfg.budget {

@@ -379,3 +379,57 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_result_too_big_to_fit_is_not_counted_to_its_end() {
+    // The plan keeps the last ring and finds, walking back, that the huge result before it
+    // overflows what is left: it is dropped with only a budget's worth of it counted.
+    let mut msgs = session(1);
+    let huge = "lorem ipsum dolor sit amet ".repeat(40_000); // about 1 MB, ~200k tokens
+    let last = msgs.len() - 2;
+    msgs.splice(last..last, ring("big", "read", &huge, false));
+    msgs.splice(last + 2..last + 2, ring("small", "read", "ok", false));
+    let req = request(msgs);
+    let big = (0..req.len())
+        .find(|&i| req.message(i).tool_call_id.as_deref() == Some("big"))
+        .unwrap();
+    let mut config = cfg(400);
+    config.stages = vec![
+        Stage::DropRings,
+        Stage::DropPlainTurns,
+        Stage::DropErrorRings,
+    ];
+    let p = plan(&req, &config, &[], None).unwrap();
+    assert!(!kept(&p).contains(&big));
+    assert!(!req.is_counted(big), "the huge result was counted in full");
+    assert!(!p.tokens_before_exact);
+    assert!(p.tokens_after <= 400);
+}
+
+#[test]
+fn counting_until_a_limit_agrees_with_counting() {
+    let c = Scheme::openai(Encoding::O200kBase, DEFAULT_BACKEND).counter();
+    for text in ["", "hello world", &"data ".repeat(500), "naïve 中文 😀 x"] {
+        let n = c.count(text);
+        for limit in [0, n.saturating_sub(1), n, n + 1, usize::MAX] {
+            assert_eq!(
+                c.count_until(text, limit),
+                (n <= limit).then_some(n),
+                "{text:?} {limit}"
+            );
+        }
+    }
+    let msg = Message::tool_result("c1", &"data ".repeat(300), false);
+    let n = crate::count::chat::message_tokens(&msg, c);
+    for limit in [0, n - 1, n, n + 1] {
+        assert_eq!(
+            crate::count::chat::message_tokens_until(
+                &msg,
+                c,
+                crate::count::image_price::ImageFormula::OpenAi,
+                limit
+            ),
+            (n <= limit).then_some(n)
+        );
+    }
+}
