@@ -1,9 +1,11 @@
 //! The `bpe-openai` backend (GitHub's `bpe` crate): the same pre-tokenization as tiktoken, then a
 //! backtracking encoder that counts in linear time, even on one long run of a single character.
-//! Its one slow shape — runs of about a hundred to a few hundred identical punctuation or
-//! whitespace characters, as in padded logs and ASCII tables (1-3 MB/s) — is counted by
-//! `tiktoken-rs` instead, which handles such short runs at several times the speed; the two
-//! are exact and equal, so the choice never changes a count.
+//! ringbound drives it: ASCII is split by hand (`pretokenize`), pieces up to 15 bytes are
+//! merged here by tiktoken's rule, and the counts of pieces up to 30 bytes are remembered; the
+//! crate's regex and encoder see only what those leave. Its one slow shape — runs of about a
+//! hundred to a few hundred identical punctuation or whitespace characters, as in padded logs
+//! and ASCII tables (1-3 MB/s) — is counted by `tiktoken-rs` instead, which handles such short
+//! runs at several times the speed; all are exact and equal, so no choice changes a count.
 
 use std::hash::{Hash, Hasher};
 use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
@@ -93,8 +95,8 @@ impl Counter for BpeOpenai {
 
 /// Pieces (the pre-tokenizer's words, numbers, punctuation runs) at most this long have their
 /// counts remembered. Text is mostly short pieces that recur (keywords, common words,
-/// indentation), and `bpe-openai` allocates and runs its encoder for every piece, so a lookup
-/// is several times cheaper; long pieces (identifiers, base64) rarely recur.
+/// indentation), and a lookup is several times cheaper than merging; long pieces
+/// (identifiers, base64) rarely recur.
 const MEMO_PIECE_BYTES: usize = 30;
 /// Slots per table (32 bytes each: 512 KB), direct-mapped by the piece's hash: a
 /// miss overwrites its slot, so remembering allocates nothing and never needs clearing, and
