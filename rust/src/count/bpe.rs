@@ -28,7 +28,7 @@ pub(super) fn counter(encoding: Encoding) -> &'static dyn Counter {
     }
 }
 
-fn tokenizer(encoding: Encoding) -> &'static Tokenizer {
+pub(super) fn tokenizer(encoding: Encoding) -> &'static Tokenizer {
     match encoding {
         Encoding::O200kBase => bpe_openai::o200k_base(),
         Encoding::Cl100kBase => bpe_openai::cl100k_base(),

@@ -171,15 +171,9 @@ fn whitespace(b: &[u8], p: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::bpe::tokenizer;
     use super::*;
     use proptest::prelude::*;
-
-    fn tokenizer(encoding: Encoding) -> &'static bpe_openai::Tokenizer {
-        match encoding {
-            Encoding::O200kBase => bpe_openai::o200k_base(),
-            Encoding::Cl100kBase => bpe_openai::cl100k_base(),
-        }
-    }
 
     /// The pieces with the fast path where it answers and the regex elsewhere.
     fn pieces(encoding: Encoding, text: &str) -> Vec<String> {
