@@ -740,8 +740,8 @@ def core_stages(cfg: rb.AssemblyConfig) -> list[str]:
 
 def certainly_dropped(lay: Layout, cfg: rb.AssemblyConfig, cheap: Cheap) -> set[int]:
     """Units the drops reach whatever the cheap stages save: walking the drop sequence back from
-    its end, once what stays (every candidate of a cheap stage counted as nothing) is over the
-    budget, every earlier unit of the sequence goes. The cheap stages do not rewrite them."""
+    its end, once what stays (every candidate of a cheap stage counted at its floor) is over
+    the budget, that unit and every earlier one of the sequence go. The cheap stages do not rewrite them."""
     per_stage = candidates(lay, cfg)
     sequence = list(dict.fromkeys(k for s in core_stages(cfg) for k in per_stage[s]))
     value = [lay.unit_tokens(u) - cheap.shrinkable(u) for u in lay.units]
@@ -750,7 +750,7 @@ def certainly_dropped(lay: Layout, cfg: rb.AssemblyConfig, cheap: Cheap) -> set[
     for j in reversed(range(len(sequence))):
         tail += value[sequence[j]]
         if fixed + tail > cfg.budget:
-            return set(sequence[:j])
+            return set(sequence[: j + 1])
     return set()
 
 

@@ -5,6 +5,7 @@
 //! recounts).
 
 use rustc_hash::FxHashMap as HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use xxhash_rust::xxh3::xxh3_128_with_seed;
@@ -23,12 +24,38 @@ pub struct Entry {
     pub tokens: OnceLock<u32>,
     /// Upper bound of the tokens from the message's size.
     pub bound: u32,
+    /// One more than the tokens the message is known to exceed, from a count stopped at a
+    /// limit (0 while none has been): the message at the budget's edge is asked about again on every turn, with less
+    /// room each time, and the answer is then known without parsing or counting it again.
+    more_than: AtomicU32,
     /// For each tool call, a hash of its tool name and its arguments as canonical JSON: how
     /// `dedupe_superseded_reads` recognizes the same read, parsed once per message.
     pub call_keys: OnceLock<Vec<u64>>,
 }
 
 impl Entry {
+    pub fn new(message: Message, bound: u32) -> Entry {
+        Entry {
+            message,
+            tokens: OnceLock::new(),
+            bound,
+            more_than: AtomicU32::new(0),
+            call_keys: OnceLock::new(),
+        }
+    }
+
+    /// Whether the message is known to have more than `limit` tokens.
+    pub fn exceeds(&self, limit: u32) -> bool {
+        self.more_than.load(Ordering::Relaxed) >= limit.saturating_add(1)
+            || self.tokens.get().is_some_and(|&t| t > limit)
+    }
+
+    /// Records that a count found more than `limit` tokens.
+    pub fn found_more_than(&self, limit: u32) {
+        self.more_than
+            .fetch_max(limit.saturating_add(1), Ordering::Relaxed);
+    }
+
     /// Approximate heap bytes of the entry, for the cache's byte bound.
     fn size(&self) -> usize {
         let m = &self.message;
@@ -166,12 +193,7 @@ mod tests {
     use crate::view::Role;
 
     fn entry(text: &str) -> Arc<Entry> {
-        Arc::new(Entry {
-            message: Message::text(Role::User, text),
-            tokens: OnceLock::new(),
-            bound: 0,
-            call_keys: OnceLock::new(),
-        })
+        Arc::new(Entry::new(Message::text(Role::User, text), 0))
     }
 
     #[test]
@@ -194,6 +216,18 @@ mod tests {
         }
         assert!(cache.bytes() <= 64 * 1024, "{} bytes", cache.bytes());
         assert!(!cache.is_empty());
+    }
+
+    #[test]
+    fn remembers_what_a_message_exceeds() {
+        let e = entry("x");
+        assert!(!e.exceeds(0));
+        e.found_more_than(10);
+        e.found_more_than(4);
+        assert!(e.exceeds(10) && e.exceeds(3) && !e.exceeds(11));
+        let counted = entry("x");
+        counted.tokens.set(7).unwrap();
+        assert!(counted.exceeds(6) && !counted.exceeds(7));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! microseconds.
 
 use std::borrow::Cow;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::cache::{CountCache, Entry};
 use crate::count::chat::{message_tokens_bound, message_tokens_until, message_tokens_with};
@@ -131,12 +131,7 @@ impl<'a> Request<'a> {
             .into_iter()
             .map(|m| {
                 let bound = message_tokens_bound(&m, m.bytes, scheme.images);
-                Arc::new(Entry {
-                    message: m,
-                    tokens: OnceLock::new(),
-                    bound,
-                    call_keys: OnceLock::new(),
-                })
+                Arc::new(Entry::new(m, bound))
             })
             .collect::<Vec<_>>();
         Request {
@@ -184,8 +179,9 @@ impl<'a> Request<'a> {
     }
 
     /// `Some(tokens(i))` when it is at most `limit`, else `None`, tokenizing about `limit`
-    /// tokens at most: a message too big to fit is found so without counting all of it (and
-    /// nothing is cached then; an exact count found on the way is).
+    /// tokens at most: a message too big to fit is found so without counting all of it. An
+    /// exact count found on the way is cached, and so is the fact that the message exceeds
+    /// the limit.
     pub fn tokens_within(&self, i: usize, limit: u64) -> Option<u32> {
         let entry = &self.entries[i];
         if entry.tokens.get().is_some() {
@@ -193,6 +189,9 @@ impl<'a> Request<'a> {
             return (u64::from(t) <= limit).then_some(t);
         }
         let raw_limit = u32::try_from(self.raw_limit(limit)).unwrap_or(u32::MAX);
+        if entry.exceeds(raw_limit) {
+            return None;
+        }
         let (counter, images) = (self.counter(), self.scheme.images);
         let counted = match &self.sources[i] {
             Source::Parsed(full) => message_tokens_until(full, counter, images, raw_limit),
@@ -208,7 +207,11 @@ impl<'a> Request<'a> {
                     return (u64::from(t) <= limit).then_some(t);
                 }
             },
-        }?;
+        };
+        let Some(counted) = counted else {
+            entry.found_more_than(raw_limit);
+            return None;
+        };
         // Another thread may have set it meanwhile, to the same count.
         let _ = entry.tokens.set(counted);
         Some(self.scheme.scale(counted))
@@ -341,12 +344,10 @@ pub fn load_openai_chat<'a>(
         let value: serde_json::Value = serde_json::from_slice(raw)
             .map_err(|e| CoreError::invalid(i, format!("not valid JSON ({e})")))?;
         let full = openai_chat::parse_message(i, &value, raw.len())?;
-        let entry = Arc::new(Entry {
-            bound: message_tokens_bound(&full, raw.len(), scheme.images),
-            message: skeleton(&full),
-            tokens: OnceLock::new(),
-            call_keys: OnceLock::new(),
-        });
+        let entry = Arc::new(Entry::new(
+            skeleton(&full),
+            message_tokens_bound(&full, raw.len(), scheme.images),
+        ));
         cache.insert(key, Arc::clone(&entry));
         entries.push(entry);
         sources.push(if in_tail {

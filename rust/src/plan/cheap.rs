@@ -102,6 +102,11 @@ impl CheapStages {
         (u.start..u.end).any(|w| self.floor[w].is_some())
     }
 
+    /// The fewest tokens message `w` can end with after a cheap stage, if one may rewrite it.
+    pub fn floor(&self, w: usize) -> Option<u64> {
+        self.floor[w]
+    }
+
     /// Tokens of unit `u` that cheap stages could remove.
     pub fn shrinkable(&self, u: &Unit, tokens: impl Fn(usize) -> u64) -> u64 {
         (u.start..u.end)

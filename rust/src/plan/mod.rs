@@ -517,15 +517,6 @@ pub fn plan(
             .map(|w| work.tokens(w))
             .sum()
     };
-    // A unit's tokens if at most `limit`: a huge result that cannot fit is found out after
-    // about `limit` tokens of counting instead of all of them.
-    let unit_tokens_within = |u: &Unit, limit: u64| -> Option<u64> {
-        let mut sum = 0;
-        for w in (u.start..u.end).filter(|&w| !is_note[w]) {
-            sum += work.tokens_within(w, limit - sum)?;
-        }
-        Some(sum)
-    };
     let unit_bound = |u: &Unit| -> u64 {
         (u.start..u.end)
             .filter(|&w| !is_note[w])
@@ -575,6 +566,24 @@ pub fn plan(
     }
     let cheap = CheapStages::find(&work, cfg, &unit_of, &protected, &is_note);
     let planned = |kind: RewriteKind, w: usize| cheap.planned(kind, w, &work, cfg);
+    // The fewest tokens unit `u` can keep after the cheap stages (a message one may rewrite
+    // counts as its floor, or as itself when smaller), if at most `limit`: a unit that cannot
+    // fit is found out after about `limit` tokens of counting, and a huge result that could be
+    // cut is counted only up to the cut's size.
+    let unit_least_within = |u: &Unit, limit: u64| -> Option<u64> {
+        let mut sum = 0;
+        for w in (u.start..u.end).filter(|&w| !is_note[w]) {
+            sum += match cheap.floor(w) {
+                Some(0) => 0,
+                Some(floor) => work.tokens_within(w, floor).unwrap_or(floor),
+                None => work.tokens_within(w, limit - sum)?,
+            };
+            if sum > limit {
+                return None;
+            }
+        }
+        Some(sum)
+    };
 
     let framing = u64::from(REPLY_PRIMING);
     let total = |messages_kept: u64, ledger: &LedgerState, tools: u64| {
@@ -594,8 +603,8 @@ pub fn plan(
             .collect()
     };
     // A cheap stage may shrink a unit before the drops reach it, so the walk back sums what
-    // each unit could shrink to (its messages that a cheap stage could rewrite taken as 0).
-    // Certainly dropped units are not worth rewriting either: `certain` marks them.
+    // each unit could shrink to (its messages that a cheap stage could rewrite taken at their
+    // floor). Certainly dropped units are not worth rewriting either: `certain` marks them.
     let values = |lazy: bool| -> (Vec<u64>, Vec<bool>) {
         let in_sequence: HashSet<usize> = sequence.iter().copied().collect();
         let mut value = vec![0u64; all_units.len()];
@@ -611,28 +620,24 @@ pub fn plan(
         let mut certain = 0;
         for (j, &k) in sequence.iter().enumerate().rev() {
             let u = &all_units[k];
-            if lazy && !cheap.shrinks(u) {
-                // Counted only up to the room left: a unit that overflows it is certainly
-                // dropped too (keeping it means keeping everything after it), its bound serves.
-                let room = cfg.budget.saturating_sub(fixed + tail);
-                match unit_tokens_within(u, room) {
-                    Some(v) => {
-                        value[k] = v;
-                        tail += v;
-                        continue;
-                    }
-                    None => {
-                        certain = j + 1;
-                        break;
-                    }
-                }
+            if !lazy {
+                value[k] = unit_tokens(u);
+                continue;
             }
-            value[k] = unit_tokens(u);
-            tail += value[k] - cheap.shrinkable(u, |w| work.tokens(w));
-            if lazy && fixed + tail > cfg.budget {
-                certain = j;
+            // A unit that cannot fit the room left even at its fewest tokens is certainly
+            // dropped (keeping it means keeping everything after it), and so is every unit
+            // before it: their bounds serve.
+            let room = cfg.budget.saturating_sub(fixed + tail);
+            let Some(least) = unit_least_within(u, room) else {
+                certain = j + 1;
                 break;
-            }
+            };
+            value[k] = if cheap.shrinks(u) {
+                unit_tokens(u)
+            } else {
+                least
+            };
+            tail += least;
         }
         for &k in &sequence[..certain] {
             value[k] = unit_bound(&all_units[k]);

@@ -383,27 +383,32 @@ proptest! {
 #[test]
 fn a_result_too_big_to_fit_is_not_counted_to_its_end() {
     // The plan keeps the last ring and finds, walking back, that the huge result before it
-    // overflows what is left: it is dropped with only a budget's worth of it counted.
-    let mut msgs = session(1);
+    // overflows what is left, even cut to `max_tool_result_tokens`: it is dropped with only a
+    // budget's (or a cut's) worth of it counted.
     let huge = "lorem ipsum dolor sit amet ".repeat(40_000); // about 1 MB, ~200k tokens
-    let last = msgs.len() - 2;
-    msgs.splice(last..last, ring("big", "read", &huge, false));
-    msgs.splice(last + 2..last + 2, ring("small", "read", "ok", false));
-    let req = request(msgs);
-    let big = (0..req.len())
-        .find(|&i| req.message(i).tool_call_id.as_deref() == Some("big"))
-        .unwrap();
-    let mut config = cfg(400);
-    config.stages = vec![
+    let drops_only = vec![
         Stage::DropRings,
         Stage::DropPlainTurns,
         Stage::DropErrorRings,
     ];
-    let p = plan(&req, &config, &[], None).unwrap();
-    assert!(!kept(&p).contains(&big));
-    assert!(!req.is_counted(big), "the huge result was counted in full");
-    assert!(!p.tokens_before_exact);
-    assert!(p.tokens_after <= 400);
+    for stages in [drops_only, Stage::DEFAULT_ORDER.to_vec()] {
+        let mut msgs = session(1);
+        let last = msgs.len() - 2;
+        msgs.splice(last..last, ring("big", "read", &huge, false));
+        msgs.splice(last + 2..last + 2, ring("small", "read", "ok", false));
+        let req = request(msgs);
+        let big = (0..req.len())
+            .find(|&i| req.message(i).tool_call_id.as_deref() == Some("big"))
+            .unwrap();
+        let mut config = cfg(400);
+        config.stages = stages;
+        config.max_tool_result_tokens = 1000;
+        let p = plan(&req, &config, &[], None).unwrap();
+        assert!(!kept(&p).contains(&big));
+        assert!(!req.is_counted(big), "the huge result was counted in full");
+        assert!(!p.tokens_before_exact);
+        assert!(p.tokens_after <= 400);
+    }
 }
 
 #[test]
