@@ -21,7 +21,7 @@ enum Class {
     NonAscii,
 }
 
-fn class(b: u8) -> Class {
+const fn classify(b: u8) -> Class {
     match b {
         b'A'..=b'Z' => Class::Upper,
         b'a'..=b'z' => Class::Lower,
@@ -31,6 +31,22 @@ fn class(b: u8) -> Class {
         0x80.. => Class::NonAscii,
         _ => Class::Other,
     }
+}
+
+/// Every byte's class, looked up rather than matched: the split reads each byte once or twice.
+static CLASSES: [Class; 256] = {
+    let mut table = [Class::Other; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = classify(b as u8);
+        b += 1;
+    }
+    table
+};
+
+#[inline(always)]
+fn class(b: u8) -> Class {
+    CLASSES[usize::from(b)]
 }
 
 fn class_at(b: &[u8], i: usize) -> Option<Class> {
