@@ -1,6 +1,13 @@
 //! Splits a JSON array into the raw text of its elements without building any value: on the
 //! warm path (every message already cached) this scan and one hash per element is all the
 //! work a message costs. Elements are parsed properly, by serde_json, only on a cache miss.
+//!
+//! The scan reads 64 bytes at a time as bit masks (quotes, backslashes, brackets, commas),
+//! finds the strings with a prefix XOR of their unescaped quotes and visits only the brackets
+//! and commas outside them, as simdjson's first stage does: a history is mostly long strings
+//! (code, logs, escaped JSON arguments), which a byte-by-byte scan stopping at every quote
+//! crossed at a third of the speed. Input it cannot split cleanly goes to the byte-by-byte
+//! scan, whose errors say what is wrong and where.
 
 use memchr::memchr;
 
@@ -72,9 +79,195 @@ fn skip_element(b: &[u8], mut i: usize) -> Result<usize, CoreError> {
 }
 
 /// The raw bytes of each element of the JSON array `b`, in order (UTF-8 is checked when an
-/// element is parsed, not here). Structure errors between
-/// elements are reported here; an element's own syntax is checked when it is parsed.
+/// element is parsed, not here). Structure errors between elements are reported here; an
+/// element's own syntax is checked when it is parsed.
 pub fn split(b: &[u8]) -> Result<Vec<&[u8]>, CoreError> {
+    match split_blocks(b) {
+        Some(parts) => Ok(parts),
+        None => split_bytes(b),
+    }
+}
+
+/// Where the bytes that matter to the split are in one 64-byte block: bit i stands for byte i.
+#[derive(Debug, PartialEq, Eq)]
+struct Masks {
+    quote: u64,
+    backslash: u64,
+    /// `{` and `[`.
+    open: u64,
+    /// `}` and `]`.
+    close: u64,
+    comma: u64,
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn masks(block: &[u8; 64]) -> Masks {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+    };
+    let mut m = Masks {
+        quote: 0,
+        backslash: 0,
+        open: 0,
+        close: 0,
+        comma: 0,
+    };
+    for k in 0..4 {
+        // SAFETY: SSE2 is part of every x86_64 target, and the load reads 16 of the block's
+        // 64 bytes (unaligned loads are allowed).
+        unsafe {
+            let v = _mm_loadu_si128(block.as_ptr().add(16 * k).cast());
+            let bits = |w| u64::from(_mm_movemask_epi8(w) as u16) << (16 * k);
+            let eq = |c: u8| bits(_mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8)));
+            // `{`/`[` and `}`/`]` differ only in bit 5: set it and compare once.
+            let folded = _mm_or_si128(v, _mm_set1_epi8(0x20));
+            m.quote |= eq(b'"');
+            m.backslash |= eq(b'\\');
+            m.comma |= eq(b',');
+            m.open |= bits(_mm_cmpeq_epi8(folded, _mm_set1_epi8(b'{' as i8)));
+            m.close |= bits(_mm_cmpeq_epi8(folded, _mm_set1_epi8(b'}' as i8)));
+        }
+    }
+    m
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn masks(block: &[u8; 64]) -> Masks {
+    masks_by_byte(block)
+}
+
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn masks_by_byte(block: &[u8; 64]) -> Masks {
+    let mut m = Masks {
+        quote: 0,
+        backslash: 0,
+        open: 0,
+        close: 0,
+        comma: 0,
+    };
+    for (i, &c) in block.iter().enumerate() {
+        let bit = 1u64 << i;
+        match c {
+            b'"' => m.quote |= bit,
+            b'\\' => m.backslash |= bit,
+            b'{' | b'[' => m.open |= bit,
+            b'}' | b']' => m.close |= bit,
+            b',' => m.comma |= bit,
+            _ => {}
+        }
+    }
+    m
+}
+
+/// The bytes a backslash escapes in this block. `carry`: the block starts with an escaped
+/// byte (the last one before it was an unescaped backslash); set for the next block.
+#[inline(always)]
+fn escaped(mut backslash: u64, carry: &mut bool) -> u64 {
+    let mut escaped = 0;
+    if *carry {
+        // The first byte is escaped, so it escapes nothing even if it is a backslash.
+        escaped |= 1;
+        backslash &= !1;
+    }
+    while backslash != 0 {
+        let i = backslash.trailing_zeros();
+        if i == 63 {
+            *carry = true;
+            return escaped;
+        }
+        escaped |= 1 << (i + 1);
+        backslash &= !(1 << (i + 1));
+        backslash &= backslash - 1;
+    }
+    *carry = false;
+    escaped
+}
+
+/// Bit i is the XOR of bits 0..=i: with the unescaped quotes, the bytes inside strings
+/// (opening quote included, closing quote not).
+fn prefix_xor(mut x: u64) -> u64 {
+    for shift in [1, 2, 4, 8, 16, 32] {
+        x ^= x << shift;
+    }
+    x
+}
+
+/// The split by blocks, or `None` when the array is not cleanly shaped: then `split_bytes`
+/// decides and reports. Elements come out exactly as `split_bytes` makes them.
+fn split_blocks(b: &[u8]) -> Option<Vec<&[u8]>> {
+    let open = skip_ws(b, 0);
+    if b.get(open) != Some(&b'[') {
+        return None;
+    }
+    let mut out = Vec::new();
+    // Where the current element starts, how deep the scan is (the array itself is depth 1),
+    // where the current element's containers closed back to depth 1, and how often.
+    let (mut start, mut depth, mut closed_at, mut closes) = (open + 1, 0usize, 0, 0);
+    let (mut carry, mut in_string) = (false, 0u64);
+    let mut element = |from: usize, to: usize, closed_at: usize, closes: usize, last: bool| {
+        let part = b[from..to].trim_ascii();
+        let Some(&first) = part.first() else {
+            // Only `[]` has an empty element: the closing bracket straight after the opening.
+            return last && out.is_empty() && b[open + 1..to].trim_ascii().is_empty();
+        };
+        let end = to - (b[from..to].len() - b[from..to].trim_ascii_end().len()) - 1;
+        let ok = if matches!(first, b'{' | b'[') {
+            closes == 1 && closed_at == end
+        } else {
+            closes == 0
+        };
+        if ok {
+            out.push(part);
+        }
+        ok
+    };
+    let mut base = 0;
+    while base < b.len() {
+        let m = match b[base..].first_chunk::<64>() {
+            Some(block) => masks(block),
+            None => {
+                let mut block = [b' '; 64];
+                block[..b.len() - base].copy_from_slice(&b[base..]);
+                masks(&block)
+            }
+        };
+        let quotes = m.quote & !escaped(m.backslash, &mut carry);
+        let inside = prefix_xor(quotes) ^ in_string;
+        in_string = 0u64.wrapping_sub(inside >> 63);
+        let mut structural = (m.open | m.close | m.comma) & !inside;
+        while structural != 0 {
+            let p = base + structural.trailing_zeros() as usize;
+            structural &= structural - 1;
+            match b[p] {
+                b'{' | b'[' => depth += 1,
+                b',' if depth == 1 => {
+                    if !element(start, p, closed_at, closes, false) {
+                        return None;
+                    }
+                    (start, closes) = (p + 1, 0);
+                }
+                b',' => {}
+                _ => {
+                    depth = depth.checked_sub(1)?;
+                    if depth == 1 {
+                        (closed_at, closes) = (p, closes + 1);
+                    } else if depth == 0 {
+                        let clean = b[p] == b']'
+                            && element(start, p, closed_at, closes, true)
+                            && skip_ws(b, p + 1) == b.len();
+                        return clean.then_some(out);
+                    }
+                }
+            }
+        }
+        base += 64;
+    }
+    None
+}
+
+/// The split byte by byte, with an error that says what is wrong and where.
+fn split_bytes(b: &[u8]) -> Result<Vec<&[u8]>, CoreError> {
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'[') {
         return Err(malformed(i, "expected `[`"));
@@ -156,6 +349,55 @@ mod tests {
         fn never_panics(text in ".{0,64}") {
             let _ = split(text.as_bytes());
         }
+
+        /// On arrays whose strings are long and full of escapes, across block edges, the
+        /// block scan splits as the byte scan does.
+        #[test]
+        fn blocks_split_arrays_as_bytes_do(
+            values in prop::collection::vec(any_json(), 0..6),
+            long in r#"[a\\"{}\[\],: ]{0,200}"#,
+            pretty in any::<bool>(),
+        ) {
+            let mut values = values;
+            values.push(Value::String(long));
+            let text = if pretty {
+                serde_json::to_string_pretty(&values).unwrap()
+            } else {
+                serde_json::to_string(&values).unwrap()
+            };
+            let by_bytes = split_bytes(text.as_bytes()).unwrap();
+            prop_assert_eq!(split_blocks(text.as_bytes()), Some(by_bytes));
+        }
+
+        /// On any text of the characters that matter, the block scan either gives up or
+        /// agrees with the byte scan.
+        #[test]
+        fn blocks_never_split_otherwise(text in r#"[\[\]{},"\\ a1]{0,150}"#) {
+            if let Some(parts) = split_blocks(text.as_bytes()) {
+                prop_assert_eq!(Some(parts), split_bytes(text.as_bytes()).ok());
+            }
+        }
+
+        #[test]
+        fn masks_agree_with_a_byte_loop(bytes in prop::collection::vec(
+            prop_oneof![Just(b'"'), Just(b'\\'), Just(b'{'), Just(b'}'), Just(b'['),
+                        Just(b']'), Just(b','), Just(b';'), Just(b'{' ^ 0x20), any::<u8>()],
+            64,
+        )) {
+            let block: [u8; 64] = bytes.try_into().unwrap();
+            prop_assert_eq!(masks(&block), masks_by_byte(&block));
+        }
+    }
+
+    #[test]
+    fn escapes_carry_across_blocks() {
+        // 63 bytes, then a backslash at byte 63 that escapes the quote opening the next block.
+        let mut text = String::from("[\"");
+        text.push_str(&"x".repeat(63 - text.len()));
+        text.push_str("\\\"\",\"y\"]");
+        let parts = split_blocks(text.as_bytes()).unwrap();
+        assert_eq!(parts.len(), 2, "{text}");
+        assert_eq!(split_bytes(text.as_bytes()).unwrap(), parts);
     }
 
     fn any_json() -> impl Strategy<Value = Value> {
