@@ -168,9 +168,8 @@ impl<'a> Request<'a> {
             Source::Entry => message_tokens_with(&entry.message, counter, images),
             // The same bytes parsed once already; should they somehow not now, the bound
             // still keeps the budget.
-            Source::Raw(raw) => serde_json::from_slice(raw)
+            Source::Raw(raw) => openai_chat::parse_raw(i, raw)
                 .ok()
-                .and_then(|v| openai_chat::parse_message(i, &v, raw.len()).ok())
                 .map_or(entry.bound, |full| {
                     message_tokens_with(&full, counter, images)
                 }),
@@ -196,10 +195,7 @@ impl<'a> Request<'a> {
         let counted = match &self.sources[i] {
             Source::Parsed(full) => message_tokens_until(full, counter, images, raw_limit),
             Source::Entry => message_tokens_until(&entry.message, counter, images, raw_limit),
-            Source::Raw(raw) => match serde_json::from_slice(raw)
-                .ok()
-                .and_then(|v| openai_chat::parse_message(i, &v, raw.len()).ok())
-            {
+            Source::Raw(raw) => match openai_chat::parse_raw(i, raw).ok() {
                 Some(full) => message_tokens_until(&full, counter, images, raw_limit),
                 // As `tokens` does: the bound keeps the budget.
                 None => {
@@ -223,9 +219,7 @@ impl<'a> Request<'a> {
         match &self.sources[i] {
             Source::Parsed(full) => Cow::Borrowed(full),
             Source::Entry => Cow::Borrowed(&self.entries[i].message),
-            Source::Raw(raw) => serde_json::from_slice(raw)
-                .ok()
-                .and_then(|v| openai_chat::parse_message(i, &v, raw.len()).ok())
+            Source::Raw(raw) => openai_chat::parse_raw(i, raw)
                 .map_or(Cow::Borrowed(&self.entries[i].message), Cow::Owned),
         }
     }
@@ -341,9 +335,7 @@ pub fn load_openai_chat<'a>(
             sources.push(Source::Raw(raw));
             continue;
         }
-        let value: serde_json::Value = serde_json::from_slice(raw)
-            .map_err(|e| CoreError::invalid(i, format!("not valid JSON ({e})")))?;
-        let full = openai_chat::parse_message(i, &value, raw.len())?;
+        let full = openai_chat::parse_raw(i, raw)?;
         let entry = Arc::new(Entry::new(
             skeleton(&full),
             message_tokens_bound(&full, raw.len(), scheme.images),

@@ -1,6 +1,9 @@
 //! OpenAI Chat Completions messages → canonical view. Strict about shape (a wrong type is a
 //! typed error naming the message), lenient only where the API itself is (`null` for absent).
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::count::image::image_size_from_data_url;
@@ -384,4 +387,247 @@ pub fn parse_message(i: usize, value: &Value, bytes: usize) -> Result<Message, C
         msg.is_error = looks_like_error(&msg.texts);
     }
     Ok(msg)
+}
+
+/// A message of the plain shape nearly every agent history is made of: a role, string (or
+/// absent) content, an optional name and refusal, function calls, the id a result answers,
+/// nothing else. Read straight into borrowed text, it skips building a `Value` (a map and a
+/// copy of every string), most of what parsing a cold history cost. Any other key sends the
+/// message to `parse_message`, which ignores it but still parses it, within serde_json's
+/// nesting limit: a value no key reads is refused all the same when it nests too deep.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Plain<'a> {
+    #[serde(borrow)]
+    role: Cow<'a, str>,
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<PlainCall<'a>>>,
+    #[serde(borrow, default)]
+    tool_call_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    refusal: Option<Cow<'a, str>>,
+    /// Written as `null` by several SDKs; anything else is not read here (`parse_message`
+    /// refuses it).
+    #[serde(default)]
+    #[allow(dead_code)]
+    function_call: Option<()>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlainCall<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(borrow, default, rename = "type")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    function: PlainFunction<'a>,
+    /// The call's place in a streamed message, kept by SDKs that assemble the stream.
+    #[serde(default)]
+    #[allow(dead_code)]
+    index: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlainFunction<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow)]
+    arguments: Cow<'a, str>,
+}
+
+/// The message `parse_message` makes of `raw` when it has the plain shape and is valid;
+/// `None` for anything else (other keys, parts, a wrong type, anything `parse_message` would
+/// refuse), which `parse_message` then reads, and names the error if there is one.
+fn parse_plain(raw: &[u8]) -> Option<Message> {
+    let plain: Plain = serde_json::from_slice(raw).ok()?;
+    let role = match &*plain.role {
+        "system" => Role::System,
+        "developer" => Role::Developer,
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "tool" => Role::Tool,
+        _ => return None,
+    };
+    let mut msg = Message::text(role, "");
+    msg.texts.clear();
+    msg.bytes = raw.len();
+    msg.name = plain.name.map(Cow::into_owned);
+    match plain.content {
+        Some(text) => msg.texts.push(text.into_owned()),
+        None if role == Role::Assistant => {}
+        None => return None,
+    }
+    if let Some(refusal) = plain.refusal {
+        msg.texts.push(refusal.into_owned());
+    }
+    if let Some(calls) = plain.tool_calls {
+        if role != Role::Assistant || calls.is_empty() {
+            return None;
+        }
+        for call in calls {
+            if call.id.is_empty() || call.kind.as_deref().is_some_and(|k| k != "function") {
+                return None;
+            }
+            msg.tool_calls.push(ToolCall {
+                id: call.id.into_owned(),
+                name: call.function.name.into_owned(),
+                arguments: call.function.arguments.into_owned(),
+            });
+        }
+    }
+    if role == Role::Tool {
+        msg.tool_call_id = Some(plain.tool_call_id.filter(|id| !id.is_empty())?.into_owned());
+        msg.is_error = looks_like_error(&msg.texts);
+    }
+    Some(msg)
+}
+
+/// Parses one serialized message (message `i` of its request).
+pub fn parse_raw(i: usize, raw: &[u8]) -> Result<Message, CoreError> {
+    if let Some(msg) = parse_plain(raw) {
+        return Ok(msg);
+    }
+    let value: Value = serde_json::from_slice(raw)
+        .map_err(|e| CoreError::invalid(i, format!("not valid JSON ({e})")))?;
+    parse_message(i, &value, raw.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// What `parse_message` makes of the bytes (the reading `parse_raw` must equal).
+    fn by_value(raw: &[u8]) -> Result<Message, String> {
+        let value: Value = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
+        parse_message(0, &value, raw.len()).map_err(|e| e.to_string())
+    }
+
+    /// Mostly one of `usual`, sometimes absent, sometimes one of `odd`: most messages drawn
+    /// have the plain shape, and each key is sometimes what sends them the general way.
+    fn field(usual: Vec<Value>, odd: Vec<Value>) -> impl Strategy<Value = Option<Value>> {
+        prop_oneof![
+            6 => prop::sample::select(usual).prop_map(Some),
+            1 => Just(None),
+            1 => prop::sample::select(odd).prop_map(Some),
+        ]
+    }
+
+    fn call() -> impl Strategy<Value = Value> {
+        (
+            field(vec![json!("c1"), json!("c\"2")], vec![json!(""), json!(5)]),
+            field(vec![json!("function")], vec![json!("custom"), Value::Null]),
+            prop_oneof![
+                6 => Just(json!({"name": "read", "arguments": "{\"path\": \"a\\nb\"}"})),
+                1 => Just(json!({"name": "read"})),
+                1 => Just(json!({"name": "read", "arguments": "{}", "extra": 1})),
+                1 => Just(json!({"name": "read", "input": "x"})),
+                1 => Just(json!({"name": 3, "arguments": "{}"})),
+            ],
+            field(vec![json!(0), json!(3)], vec![json!([[0]]), json!("0")]),
+        )
+            .prop_map(|(id, kind, function, index)| {
+                let mut obj = Map::new();
+                for (k, v) in [("id", id), ("type", kind), ("index", index)] {
+                    if let Some(v) = v {
+                        obj.insert(k.into(), v);
+                    }
+                }
+                obj.insert("function".into(), function);
+                Value::Object(obj)
+            })
+    }
+
+    fn message() -> impl Strategy<Value = Value> {
+        let texts = vec![
+            json!("plain"),
+            json!("Error: escaped \"quotes\"\n\ttabs é ✓"),
+            json!("  traceback (most recent call last): x"),
+            json!(""),
+        ];
+        let roles = ["system", "developer", "user", "assistant", "tool"].map(|r| json!(r));
+        (
+            field(roles.to_vec(), vec![json!("function"), json!("bogus"), json!(5)]),
+            field(
+                texts,
+                vec![Value::Null, json!([{"type": "text", "text": "part"}]), json!(7)],
+            ),
+            prop_oneof![4 => Just(None), 1 => field(vec![json!("bob")], vec![Value::Null, json!(3)])],
+            prop_oneof![
+                3 => Just(None),
+                3 => prop::collection::vec(call(), 1..3).prop_map(|c| Some(Value::Array(c))),
+                1 => prop::sample::select(vec![Value::Null, json!([]), json!("x")]).prop_map(Some),
+            ],
+            field(vec![json!("c1")], vec![json!(""), Value::Null, json!(9)]),
+            prop_oneof![
+                6 => Just(None),
+                1 => prop::sample::select(vec![
+                    json!({"refusal": "no"}),
+                    json!({"function_call": {"name": "f", "arguments": "{}"}}),
+                    json!({"function_call": null}),
+                    json!({"refusal": 4}),
+                    json!({"audio": null}),
+                    json!({"annotations": [1, {"a": "b"}]}),
+                ]).prop_map(Some),
+            ],
+        )
+            .prop_map(|(role, content, name, calls, call_id, extra)| {
+                let mut obj = Map::new();
+                for (k, v) in [
+                    ("role", role),
+                    ("content", content),
+                    ("name", name),
+                    ("tool_calls", calls),
+                    ("tool_call_id", call_id),
+                ] {
+                    if let Some(v) = v {
+                        obj.insert(k.into(), v);
+                    }
+                }
+                if let Some(Value::Object(extra)) = extra {
+                    obj.extend(extra);
+                }
+                Value::Object(obj)
+            })
+    }
+
+    proptest! {
+        /// The plain-shape reading makes exactly the message (or the error) the general
+        /// reading makes, whatever the keys, types and escapes.
+        #[test]
+        fn reading_plain_messages_directly_changes_nothing(msg in message()) {
+            let raw = serde_json::to_vec(&msg).unwrap();
+            prop_assert_eq!(parse_raw(0, &raw).map_err(|e| e.to_string()), by_value(&raw));
+        }
+    }
+
+    #[test]
+    fn plain_messages_take_the_direct_reading() {
+        for raw in [
+            r#"{"role":"user","content":"hi \"there\""}"#,
+            r#"{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}"#,
+            r#"{"role":"tool","tool_call_id":"c1","content":"Error: no"}"#,
+        ] {
+            assert!(parse_plain(raw.as_bytes()).is_some(), "{raw}");
+        }
+        let deep = format!(
+            r#"{{"role":"user","content":"x","meta":{}1{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert!(
+            parse_raw(0, deep.as_bytes()).is_err(),
+            "too deep, as serde_json has it"
+        );
+        let duplicate = br#"{"role":"user","content":"a","content":"b"}"#;
+        assert!(parse_plain(duplicate).is_none());
+        assert_eq!(parse_raw(0, duplicate).unwrap().texts, ["b"]);
+    }
 }
