@@ -89,7 +89,7 @@ pub fn split(b: &[u8]) -> Result<Vec<&[u8]>, CoreError> {
 }
 
 /// Where the bytes that matter to the split are in one 64-byte block: bit i stands for byte i.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Masks {
     quote: u64,
     backslash: u64,
@@ -106,13 +106,7 @@ fn masks(block: &[u8; 64]) -> Masks {
     use std::arch::x86_64::{
         _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
     };
-    let mut m = Masks {
-        quote: 0,
-        backslash: 0,
-        open: 0,
-        close: 0,
-        comma: 0,
-    };
+    let mut m = Masks::default();
     for k in 0..4 {
         // SAFETY: SSE2 is part of every x86_64 target, and the load reads 16 of the block's
         // 64 bytes (unaligned loads are allowed).
@@ -139,13 +133,7 @@ fn masks(block: &[u8; 64]) -> Masks {
 
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 fn masks_by_byte(block: &[u8; 64]) -> Masks {
-    let mut m = Masks {
-        quote: 0,
-        backslash: 0,
-        open: 0,
-        close: 0,
-        comma: 0,
-    };
+    let mut m = Masks::default();
     for (i, &c) in block.iter().enumerate() {
         let bit = 1u64 << i;
         match c {
