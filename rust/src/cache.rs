@@ -25,8 +25,9 @@ pub struct Entry {
     /// Upper bound of the tokens from the message's size.
     pub bound: u32,
     /// One more than the tokens the message is known to exceed, from a count stopped at a
-    /// limit (0 while none has been): the message at the budget's edge is asked about again on every turn, with less
-    /// room each time, and the answer is then known without parsing or counting it again.
+    /// limit (0 while none has been): the message at the budget's edge is asked about again
+    /// on every turn, with less room each time, and the answer is then known without parsing
+    /// or counting it again.
     more_than: AtomicU32,
     /// For each tool call, a hash of its tool name and its arguments as canonical JSON: how
     /// `dedupe_superseded_reads` recognizes the same read, parsed once per message.

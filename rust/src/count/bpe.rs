@@ -53,6 +53,9 @@ const LONG_RUN: usize = 4096;
 /// `LONG_RUN` long.
 fn slow_shape(text: &str) -> bool {
     let b = text.as_bytes();
+    if b.len() < SLOW_RUN {
+        return false;
+    }
     // Every run of `SLOW_RUN` bytes or more holds two bytes `STRIDE` apart at multiples of
     // `STRIDE`: comparing those finds every such run (and a few shorter ones, measured and
     // passed over) while reading one byte in `STRIDE`; every text is asked this before it is
@@ -76,7 +79,7 @@ fn slow_shape(text: &str) -> bool {
         }
         k += STRIDE;
     }
-    in_slow_runs * 8 >= b.len() && b.len() >= SLOW_RUN
+    in_slow_runs * 8 >= b.len()
 }
 
 impl Counter for BpeOpenai {

@@ -573,10 +573,17 @@ pub fn plan(
     let unit_least_within = |u: &Unit, limit: u64| -> Option<u64> {
         let mut sum = 0;
         for w in (u.start..u.end).filter(|&w| !is_note[w]) {
+            let room = limit - sum;
             sum += match cheap.floor(w) {
                 Some(0) => 0,
-                Some(floor) => work.tokens_within(w, floor).unwrap_or(floor),
-                None => work.tokens_within(w, limit - sum)?,
+                // Its fewest is the floor or itself, whichever is smaller; past the room,
+                // either way it cannot fit.
+                Some(floor) => match work.tokens_within(w, floor.min(room)) {
+                    Some(tokens) => tokens,
+                    None if floor <= room => floor,
+                    None => return None,
+                },
+                None => work.tokens_within(w, room)?,
             };
             if sum > limit {
                 return None;
