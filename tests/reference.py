@@ -741,7 +741,8 @@ def core_stages(cfg: rb.AssemblyConfig) -> list[str]:
 def certainly_dropped(lay: Layout, cfg: rb.AssemblyConfig, cheap: Cheap) -> set[int]:
     """Units the drops reach whatever the cheap stages save: walking the drop sequence back from
     its end, once what stays (every candidate of a cheap stage counted at its floor) is over
-    the budget, that unit and every earlier one of the sequence go. The cheap stages do not rewrite them."""
+    the budget, that unit and every earlier one of the sequence go. The cheap stages do not
+    rewrite them."""
     per_stage = candidates(lay, cfg)
     sequence = list(dict.fromkeys(k for s in core_stages(cfg) for k in per_stage[s]))
     value = [lay.unit_tokens(u) - cheap.shrinkable(u) for u in lay.units]
