@@ -161,19 +161,9 @@ impl<'a> Request<'a> {
 
     /// Exact tokens of message `i`, counted now if no assembly has needed them before.
     pub fn tokens(&self, i: usize) -> u32 {
-        let entry = &self.entries[i];
-        let (counter, images) = (self.counter(), self.scheme.images);
-        let exact = *entry.tokens.get_or_init(|| match &self.sources[i] {
-            Source::Parsed(full) => message_tokens_with(full, counter, images),
-            Source::Entry => message_tokens_with(&entry.message, counter, images),
-            // The same bytes parsed once already; should they somehow not now, the bound
-            // still keeps the budget.
-            Source::Raw(raw) => openai_chat::parse_raw(i, raw)
-                .ok()
-                .map_or(entry.bound, |full| {
-                    message_tokens_with(&full, counter, images)
-                }),
-        });
+        let exact = *self.entries[i]
+            .tokens
+            .get_or_init(|| self.count(i, u32::MAX).unwrap_or(u32::MAX));
         self.scheme.scale(exact)
     }
 
@@ -191,26 +181,29 @@ impl<'a> Request<'a> {
         if entry.exceeds(raw_limit) {
             return None;
         }
-        let (counter, images) = (self.counter(), self.scheme.images);
-        let counted = match &self.sources[i] {
-            Source::Parsed(full) => message_tokens_until(full, counter, images, raw_limit),
-            Source::Entry => message_tokens_until(&entry.message, counter, images, raw_limit),
-            Source::Raw(raw) => match openai_chat::parse_raw(i, raw).ok() {
-                Some(full) => message_tokens_until(&full, counter, images, raw_limit),
-                // As `tokens` does: the bound keeps the budget.
-                None => {
-                    let t = self.tokens(i);
-                    return (u64::from(t) <= limit).then_some(t);
-                }
-            },
-        };
-        let Some(counted) = counted else {
+        let Some(counted) = self.count(i, raw_limit) else {
             entry.found_more_than(raw_limit);
             return None;
         };
         // Another thread may have set it meanwhile, to the same count.
         let _ = entry.tokens.set(counted);
         Some(self.scheme.scale(counted))
+    }
+
+    /// Raw tokens of message `i` if at most `limit`, counted from its source.
+    fn count(&self, i: usize, limit: u32) -> Option<u32> {
+        let entry = &self.entries[i];
+        let (counter, images) = (self.counter(), self.scheme.images);
+        match &self.sources[i] {
+            Source::Parsed(full) => message_tokens_until(full, counter, images, limit),
+            Source::Entry => message_tokens_until(&entry.message, counter, images, limit),
+            Source::Raw(raw) => match openai_chat::parse_raw(i, raw) {
+                Ok(full) => message_tokens_until(&full, counter, images, limit),
+                // The same bytes parsed once already; should they somehow not now, the bound
+                // still keeps the budget.
+                Err(_) => Some(entry.bound).filter(|&b| b <= limit),
+            },
+        }
     }
 
     /// Message `i` with every text, for a stage that rewrites it (the cache keeps only what

@@ -102,8 +102,6 @@ def _type_name(v: Any) -> str:
 
 def _plain(obj: Any) -> dict[str, Any] | None:
     """A dict view of a message or block (SDK pydantic objects through ``model_dump``)."""
-    if type(obj) is dict:
-        return obj
     try:
         data = as_mapping(obj)
     except UnreadableObject:

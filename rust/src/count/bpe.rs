@@ -84,10 +84,7 @@ fn slow_shape(text: &str) -> bool {
 
 impl Counter for BpeOpenai {
     fn count(&self, text: &str) -> usize {
-        if slow_shape(text) {
-            return tiktoken::counter(self.0).count(text);
-        }
-        count_pieces(self.0, tokenizer(self.0), text, usize::MAX).unwrap_or(usize::MAX)
+        self.count_until(text, usize::MAX).unwrap_or(usize::MAX)
     }
 
     fn count_until(&self, text: &str, limit: usize) -> Option<usize> {

@@ -52,24 +52,32 @@ fn parse_role(i: usize, obj: &Map<String, Value>) -> Result<Role, CoreError> {
         }
         None => return Err(CoreError::invalid(i, "missing `role`")),
     };
-    match role {
-        "system" => Ok(Role::System),
-        "developer" => Ok(Role::Developer),
-        "user" => Ok(Role::User),
-        "assistant" => Ok(Role::Assistant),
-        "tool" => Ok(Role::Tool),
-        "function" => Err(CoreError::invalid(
+    match role_named(role) {
+        Some(role) => Ok(role),
+        None if role == "function" => Err(CoreError::invalid(
             i,
             "the legacy role 'function' is not supported: send calls as `tool_calls` and \
              results as role 'tool'",
         )),
-        other => Err(CoreError::invalid(
+        None => Err(CoreError::invalid(
             i,
             format!(
-                "unknown role '{other}' (expected one of system, developer, user, assistant, tool)"
+                "unknown role '{role}' (expected one of system, developer, user, assistant, tool)"
             ),
         )),
     }
+}
+
+/// The role a Chat Completions message names, if it is one ringbound reads.
+fn role_named(name: &str) -> Option<Role> {
+    Some(match name {
+        "system" => Role::System,
+        "developer" => Role::Developer,
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "tool" => Role::Tool,
+        _ => return None,
+    })
 }
 
 /// Parts without a published token formula (audio, files) are counted as one token per
@@ -446,14 +454,7 @@ struct PlainFunction<'a> {
 /// refuse), which `parse_message` then reads, and names the error if there is one.
 fn parse_plain(raw: &[u8]) -> Option<Message> {
     let plain: Plain = serde_json::from_slice(raw).ok()?;
-    let role = match &*plain.role {
-        "system" => Role::System,
-        "developer" => Role::Developer,
-        "user" => Role::User,
-        "assistant" => Role::Assistant,
-        "tool" => Role::Tool,
-        _ => return None,
-    };
+    let role = role_named(&plain.role)?;
     let mut msg = Message::text(role, "");
     msg.texts.clear();
     msg.bytes = raw.len();
