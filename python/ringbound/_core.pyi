@@ -38,7 +38,7 @@ class CoreConfig:
 PlanItem = int | tuple[str, str] | tuple[str, str, str]
 
 def plan_openai_chat(
-    messages_json: bytes | list[bytes],
+    messages_json: bytes | list[bytes] | None,
     tools_json: bytes | None,
     config: CoreConfig,
     pinned: list[int],

@@ -244,12 +244,12 @@ class Assembler:
     @contextlib.contextmanager
     def _observed(
         self, ledger: SideEffectLedger | None
-    ) -> Iterator[Callable[[AssemblyResult, bytes], AssemblyResult]]:
+    ) -> Iterator[Callable[[AssemblyResult, telemetry.Payload], AssemblyResult]]:
         """One assembly's span, metrics and ledger update: ``done(result, payload)`` reports
         a success; an exception leaving the block is reported as a rejection."""
         span = telemetry.start_span(self._tracer, self.provider)
 
-        def done(result: AssemblyResult, payload: list[bytes]) -> AssemblyResult:
+        def done(result: AssemblyResult, payload: telemetry.Payload) -> AssemblyResult:
             if ledger is not None:
                 ledger.extend(result.report.ledger_added)
             telemetry.assembled(result.report, payload, self.provider, self._sink, span)
@@ -344,17 +344,19 @@ class Assembler:
         job.tail = self._tail_reserve(token_ledger, tools)
         job.budget = budget = math.floor(self.config.emergency_ratio * self.config.budget)
         if self._adapter is None:
-            job.payload = dump_messages(messages)
+            # The core reads the messages themselves and serializes only what its cache has
+            # not seen (the payload is made only if a DEBUG log asks for its hash).
+            listed = messages if type(messages) is list else list(messages)
             tools_payload = dump_tools(tools)
 
             def plan_chat(budget: int) -> tuple[list[Any], dict[str, Any]]:
                 return _core.plan_openai_chat(
-                    job.payload,
+                    None,
                     tools_payload,
                     self._core_for(budget),
                     pins,
                     self._cache,
-                    messages=messages,
+                    messages=listed,
                     recorded=recorded,
                 )
 
@@ -585,7 +587,7 @@ class Assembler:
             compactions=previous + int(job.compacted),
         )
 
-    def _finish(self, job: _Job) -> tuple[AssemblyResult, bytes]:
+    def _finish(self, job: _Job) -> tuple[AssemblyResult, telemetry.Payload]:
         """The result: the plan rendered, the summary note written into its place."""
         summary = stage = None
         d = job.draft
@@ -646,7 +648,7 @@ class Assembler:
         result = AssemblyResult(
             messages=out, tools=tools, report=report, system=system_out, state=state
         )
-        return result, job.payload
+        return result, job.payload or (lambda: dump_messages(job.messages))
 
 
 def _stale_reason(state: AssemblyState, canon: list[Any], budget: int) -> str | None:

@@ -38,20 +38,24 @@ def check_message_list(messages: Any) -> None:
 DUMP_PART_MESSAGES = 512
 
 
-def dump_messages(messages: Any) -> list[bytes]:
+def dump_messages(messages: Any, indices: Sequence[int] | None = None) -> list[bytes]:
     """JSON arrays of consecutive messages (one per ``DUMP_PART_MESSAGES``) that together
-    hold the whole list; InvalidMessageError naming the message if impossible."""
+    hold the whole list, or only the messages at ``indices`` (in that order);
+    InvalidMessageError naming the message (by its index in ``messages``) if impossible."""
     check_message_list(messages)
-    messages = list(messages)
+    if indices is None:
+        messages = list(messages)
+        indices = range(len(messages))
+    chosen = [messages[i] for i in indices]
     step = DUMP_PART_MESSAGES
     try:
         return [
-            orjson.dumps(messages[i : i + step], default=_default)
-            for i in range(0, max(len(messages), 1), step)
+            orjson.dumps(chosen[i : i + step], default=_default)
+            for i in range(0, max(len(chosen), 1), step)
         ]
     except (TypeError, orjson.JSONEncodeError):
         pass
-    for i, message in enumerate(messages):
+    for i, message in zip(indices, chosen, strict=True):
         try:
             orjson.dumps(message, default=_default)
         except (TypeError, orjson.JSONEncodeError) as e:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._core import __version__
@@ -120,9 +120,13 @@ def start_span(tracer: Any, provider: str) -> Any:
     )
 
 
+#: The serialized input of an assembly, or how to make it (only a DEBUG log needs it).
+Payload = bytes | Sequence[bytes] | Callable[[], Sequence[bytes]]
+
+
 def assembled(
     report: AssemblyReport,
-    payload: bytes | Sequence[bytes],
+    payload: Payload,
     provider: str,
     sink: MetricsSink | None,
     span: Any,
@@ -130,6 +134,8 @@ def assembled(
     """Reports an assembly that returned ``report``; ``payload`` is the serialized input."""
     _call_sink(sink, "observe", report, provider)
     if logger.isEnabledFor(logging.DEBUG):
+        if callable(payload):
+            payload = payload()
         stages = [s.stage for s in report.stages]
         fields = {
             "request_hash": request_hash(payload),

@@ -101,7 +101,7 @@ impl CountCache {
         xxh3_128_with_seed(raw, seed)
     }
 
-    fn enabled(&self) -> bool {
+    pub fn enabled(&self) -> bool {
         self.per_shard_entries > 0 && self.per_shard_bytes > 0
     }
 

@@ -1,5 +1,6 @@
-//! The PyO3 binding: bytes in, plain records out, the GIL released while the core works. Core
-//! errors become the matching exceptions of `ringbound.errors`, never a bare `Exception`.
+//! The PyO3 binding: bytes (or, for a chat plan, the caller's message objects) in, plain
+//! records out, the GIL released while the core works. Core errors become the matching
+//! exceptions of `ringbound.errors`, never a bare `Exception`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -16,6 +17,8 @@ use crate::pairing::{self, PairingIssue};
 use crate::plan::{self, Item, Layout, PlanConfig, Replay, Stage};
 use crate::request::{load_openai_chat, Limits, Scheme};
 use crate::rewrite::RewriteKind;
+
+mod objects;
 
 /// Serialized messages as Python passes them: one JSON array (`bytes`), or a list of arrays
 /// whose elements follow each other. Holds the objects so their bytes can be lent to the core.
@@ -308,7 +311,8 @@ fn chosen(cache: Option<&PyCountCache>) -> &CountCache {
 
 /// Plans one OpenAI Chat request. Returns `(items, report)`: items are an `int` (keep the
 /// caller's message at that index), `("synthesized", call_id)` or `("ledger", text, role)`;
-/// given the caller's `messages`, the items are the request itself instead.
+/// given the caller's `messages`, the items are the request itself instead. With
+/// `messages_json` None, `messages` (a list) is read directly: see `objects`.
 #[pyfunction]
 #[pyo3(signature = (messages_json, tools_json, config, pinned, cache=None, groups=None, binds_next=None, messages=None, summary_reserve=None, recorded=None, replay=None))]
 #[allow(clippy::too_many_arguments)]
@@ -362,13 +366,30 @@ fn plan_openai_chat<'py>(
         binds_next: binds_next.unwrap_or_else(|| vec![false; groups.len()]),
         groups,
     });
-    let parts = JsonParts::new(&messages_json)?;
-    let json = parts.slices();
-    let result = py.detach(|| {
-        let req = load_openai_chat(&json, tools_json, config.scheme, config.limits, cache)?;
-        plan::plan(&req, plan_config, &pinned, layout.as_ref())
-    });
-    let plan = result.map_err(|e| to_py(py, e))?;
+    let plan = if messages_json.is_none() {
+        // The caller's objects, read without serializing what the cache holds.
+        let list = messages
+            .as_ref()
+            .and_then(|m| m.cast::<PyList>().ok())
+            .ok_or_else(|| PyTypeError::new_err("messages must be a list without messages_json"))?;
+        objects::plan(
+            py,
+            list,
+            tools_json,
+            config.scheme,
+            config.limits,
+            cache,
+            |req| plan::plan(req, plan_config, &pinned, layout.as_ref()),
+        )?
+    } else {
+        let parts = JsonParts::new(&messages_json)?;
+        let json = parts.slices();
+        py.detach(|| {
+            let req = load_openai_chat(&json, tools_json, config.scheme, config.limits, cache)?;
+            plan::plan(&req, plan_config, &pinned, layout.as_ref())
+        })
+    };
+    let plan = plan.map_err(|e| to_py(py, e))?;
 
     let items = PyList::empty(py);
     match &messages {

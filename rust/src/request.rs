@@ -55,7 +55,7 @@ impl Scheme {
 
     /// Cache seed: counts depend on the encoding only (backends are exact and equal), and the
     /// accounting version is part of the key so a change of framing never reads stale counts.
-    fn seed(self) -> u64 {
+    pub fn seed(self) -> u64 {
         const ACCOUNTING_VERSION: u64 = 2;
         let enc = match self.encoding {
             Encoding::O200kBase => 1,
@@ -86,6 +86,39 @@ enum Source<'a> {
     Raw(&'a [u8]),
     /// The entry itself holds the full message (built in memory, not from JSON).
     Entry,
+    /// Found in the cache without its JSON (the caller's object was read, not serialized):
+    /// serialized again through the request's `Reread` if counted.
+    Reread,
+}
+
+/// One message of a request as the loader is given it.
+pub enum Given<'a> {
+    /// Its JSON, looked up by the hash of these bytes.
+    Json(&'a [u8]),
+    /// Looked up already under the key of the caller's object, and found.
+    Found(Arc<Entry>),
+    /// Looked up already under `key` and not found: its JSON, to parse and cache there.
+    Missed { key: u128, raw: &'a [u8] },
+}
+
+impl Given<'_> {
+    /// Bytes of the message's JSON.
+    pub fn len(&self) -> usize {
+        match self {
+            Given::Json(raw) | Given::Missed { raw, .. } => raw.len(),
+            Given::Found(entry) => entry.message.bytes,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The JSON of message `i` again, for a message found in the cache without it; None when it
+/// cannot be had (the caller's object changed meanwhile), and the bound is used instead.
+pub trait Reread: Sync {
+    fn json(&self, i: usize) -> Option<Vec<u8>>;
 }
 
 /// Messages parsed in this request stay parsed if they lie in its last this many bytes; older
@@ -99,6 +132,7 @@ const KEEP_PARSED_TAIL_BYTES: usize = 2 << 20;
 pub struct Request<'a> {
     entries: Vec<Arc<Entry>>,
     sources: Vec<Source<'a>>,
+    reread: Option<&'a dyn Reread>,
     scheme: Scheme,
     /// Tokens of the tools schema (0 without tools).
     pub tools_tokens: u64,
@@ -137,6 +171,7 @@ impl<'a> Request<'a> {
         Request {
             sources: entries.iter().map(|_| Source::Entry).collect(),
             entries,
+            reread: None,
             scheme,
             tools_tokens: 0,
         }
@@ -197,12 +232,24 @@ impl<'a> Request<'a> {
         match &self.sources[i] {
             Source::Parsed(full) => message_tokens_until(full, counter, images, limit),
             Source::Entry => message_tokens_until(&entry.message, counter, images, limit),
-            Source::Raw(raw) => match openai_chat::parse_raw(i, raw) {
-                Ok(full) => message_tokens_until(&full, counter, images, limit),
-                // The same bytes parsed once already; should they somehow not now, the bound
-                // still keeps the budget.
-                Err(_) => Some(entry.bound).filter(|&b| b <= limit),
+            Source::Raw(_) | Source::Reread => match self.parse_again(i) {
+                Some(full) => message_tokens_until(&full, counter, images, limit),
+                // The same message parsed once already; should it somehow not parse now, the
+                // bound still keeps the budget.
+                None => Some(entry.bound).filter(|&b| b <= limit),
             },
+        }
+    }
+
+    /// Message `i` parsed again from its JSON, for a source that holds no parsed message.
+    fn parse_again(&self, i: usize) -> Option<Message> {
+        match &self.sources[i] {
+            Source::Raw(raw) => openai_chat::parse_raw(i, raw).ok(),
+            Source::Reread => {
+                let raw = self.reread?.json(i)?;
+                openai_chat::parse_raw(i, &raw).ok()
+            }
+            Source::Parsed(_) | Source::Entry => None,
         }
     }
 
@@ -212,7 +259,8 @@ impl<'a> Request<'a> {
         match &self.sources[i] {
             Source::Parsed(full) => Cow::Borrowed(full),
             Source::Entry => Cow::Borrowed(&self.entries[i].message),
-            Source::Raw(raw) => openai_chat::parse_raw(i, raw)
+            Source::Raw(_) | Source::Reread => self
+                .parse_again(i)
                 .map_or(Cow::Borrowed(&self.entries[i].message), Cow::Owned),
         }
     }
@@ -276,14 +324,30 @@ impl<'a> Request<'a> {
     }
 }
 
-fn check_size(json: &[&[u8]], tools: Option<&[u8]>, limits: Limits) -> Result<(), CoreError> {
-    let bytes = json.iter().map(|part| part.len()).sum::<usize>() + tools.map_or(0, <[u8]>::len);
+/// InvalidMessage unless a request of `bytes` bytes of messages (and its tools) is within
+/// `max_request_bytes`.
+pub fn check_size(bytes: usize, tools: Option<&[u8]>, limits: Limits) -> Result<(), CoreError> {
+    let bytes = bytes + tools.map_or(0, <[u8]>::len);
     if bytes > limits.max_request_bytes {
         return Err(CoreError::InvalidMessage {
             index: None,
             reason: format!(
                 "the request is {bytes} bytes, over max_request_bytes = {}",
                 limits.max_request_bytes
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// InvalidMessage unless a request of `messages` messages is within `max_messages`.
+pub fn check_count(messages: usize, limits: Limits) -> Result<(), CoreError> {
+    if messages > limits.max_messages {
+        return Err(CoreError::InvalidMessage {
+            index: None,
+            reason: format!(
+                "the request has {messages} messages, over max_messages = {}",
+                limits.max_messages
             ),
         });
     }
@@ -300,29 +364,43 @@ pub fn load_openai_chat<'a>(
     limits: Limits,
     cache: &CountCache,
 ) -> Result<Request<'a>, CoreError> {
-    check_size(json, tools, limits)?;
+    check_size(json.iter().map(|part| part.len()).sum(), tools, limits)?;
     let mut raws = Vec::new();
     for part in json {
         raws.extend(json_array::split(part)?);
     }
-    if raws.len() > limits.max_messages {
-        return Err(CoreError::InvalidMessage {
-            index: None,
-            reason: format!(
-                "the request has {} messages, over max_messages = {}",
-                raws.len(),
-                limits.max_messages
-            ),
-        });
-    }
+    check_count(raws.len(), limits)?;
+    let given = raws.into_iter().map(Given::Json).collect();
+    load_given(given, None, tools, scheme, cache)
+}
+
+/// The request of messages `given` as JSON or as cache lookups made already; `reread` gives
+/// the JSON of those found without it. Sizes are checked by the caller.
+pub fn load_given<'a>(
+    given: Vec<Given<'a>>,
+    reread: Option<&'a dyn Reread>,
+    tools: Option<&[u8]>,
+    scheme: Scheme,
+    cache: &CountCache,
+) -> Result<Request<'a>, CoreError> {
     let seed = scheme.seed();
-    let mut entries = Vec::with_capacity(raws.len());
-    let mut sources = Vec::with_capacity(raws.len());
-    let mut bytes_from_end: usize = raws.iter().map(|raw| raw.len()).sum();
-    for (i, raw) in raws.into_iter().enumerate() {
+    let mut entries = Vec::with_capacity(given.len());
+    let mut sources = Vec::with_capacity(given.len());
+    let mut bytes_from_end: usize = given.iter().map(Given::len).sum();
+    for (i, message) in given.into_iter().enumerate() {
         let in_tail = bytes_from_end <= KEEP_PARSED_TAIL_BYTES;
-        bytes_from_end -= raw.len();
-        let key = CountCache::key(raw, seed);
+        bytes_from_end -= message.len();
+        let (key, raw) = match message {
+            Given::Found(entry) => {
+                entries.push(entry);
+                sources.push(Source::Reread);
+                continue;
+            }
+            Given::Missed { key, raw } => (key, raw),
+            Given::Json(raw) => (CountCache::key(raw, seed), raw),
+        };
+        // Also a message missed only because an equal one earlier in this request had not
+        // been cached yet: the two share one entry, and so one count.
         if let Some(entry) = cache.get(key) {
             entries.push(entry);
             sources.push(Source::Raw(raw));
@@ -356,6 +434,7 @@ pub fn load_openai_chat<'a>(
     Ok(Request {
         entries,
         sources,
+        reread,
         scheme,
         tools_tokens,
     })

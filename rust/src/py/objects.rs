@@ -1,0 +1,448 @@
+//! Reading the caller's message objects for the cache without serializing them. On the next
+//! turn of a session nearly every message is one the cache has parsed and counted before;
+//! serializing it again only to hash the JSON cost as much as everything else a warm assembly
+//! does. Here a message of JSON-native objects (dicts, lists, str, int, float, bool, None) is
+//! keyed by a walk of its contents, and only the messages the cache misses are serialized (by
+//! `ringbound.payload.dump_messages`, so SDK objects and errors are handled as before). A
+//! message holding anything else is serialized and keyed by its JSON, as before.
+//!
+//! The walk holds the GIL, so it does as little as it can: it lays out the structure and the
+//! short strings, and takes a reference to each longer string. Hashing (most of the bytes) and
+//! the cache lookups run with the GIL released, reading the held strings in place.
+
+use std::ops::Range;
+use std::ptr::addr_of_mut;
+use std::sync::Arc;
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::cache::{CountCache, Entry};
+use crate::error::CoreError;
+use crate::json_array;
+use crate::request::{check_count, check_size, load_given, Given, Limits, Request, Reread, Scheme};
+
+/// Object keys live apart from JSON keys: the two hash different encodings of a message.
+const OBJECT_KEYS: u64 = 1 << 48;
+
+/// Strings up to this long are copied into the encoding during the walk; longer ones are held
+/// and hashed in place after it, with the GIL released.
+const COPIED_STR_BYTES: usize = 64;
+
+/// Messages per JSON array when the misses are serialized (`payload.DUMP_PART_MESSAGES`).
+const PART_MESSAGES: usize = 512;
+
+/// Deeper nesting is left to the serializer (and to the parser's own nesting limit).
+const MAX_DEPTH: usize = 64;
+
+static DUMP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static ORJSON_DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `orjson.dumps(messages)` of JSON-native messages, walked again just before: orjson runs
+/// no Python code on such values, so nothing can change them between the walk and the
+/// serialization, and the keys are those of the JSON. (Between the first walk and this one,
+/// with the GIL released, the caller may have changed them.) None when a message is no
+/// longer JSON-native.
+fn dump_walked<'py>(
+    messages: &Bound<'py, PyList>,
+    seed: u64,
+) -> Option<(Vec<u128>, Bound<'py, PyBytes>)> {
+    let py = messages.py();
+    let walk = Walk::new(messages, true);
+    let keys = (0..messages.len())
+        .map(|m| walk.encoding.key(m, seed))
+        .collect::<Option<Vec<_>>>()?;
+    let dumps = ORJSON_DUMPS.import(py, "orjson", "dumps").ok()?;
+    let json = dumps.call1((messages,)).ok()?;
+    Some((keys, json.cast_into::<PyBytes>().ok()?))
+}
+
+/// `ringbound.payload.dump_messages(messages, indices)`: the JSON arrays of those messages.
+fn dump<'py>(
+    py: Python<'py>,
+    messages: &Bound<'py, PyList>,
+    indices: Vec<usize>,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let dump = DUMP.import(py, "ringbound.payload", "dump_messages")?;
+    dump.call1((messages, indices))?.extract()
+}
+
+/// The messages' contents in a tagged encoding (a tag per value, a length per string, dict
+/// and list), with each string longer than `COPIED_STR_BYTES` left out of `tags` and spliced
+/// back in at its offset when hashed. Two messages get the same key only if their contents
+/// are equal, and so serialize to the same JSON.
+#[derive(Default)]
+struct Encoding {
+    tags: Vec<u8>,
+    /// Each string left out: its offset in `tags` and where its UTF-8 bytes are.
+    strings: Vec<(usize, *const u8, usize)>,
+    /// Each message's part of `tags` and of `strings`; None when it holds anything that is not
+    /// JSON-native (or nests deeper than `MAX_DEPTH`).
+    messages: Vec<Option<(Range<usize>, Range<usize>)>>,
+}
+
+// SAFETY: the string pointers are only read, and only while the walk that owns this
+// encoding holds the strings (see `Walk`); nothing in it is tied to a thread.
+unsafe impl Send for Encoding {}
+unsafe impl Sync for Encoding {}
+
+impl Encoding {
+    fn key(&self, m: usize, seed: u64) -> Option<u128> {
+        let (tags, strings) = self.messages[m].clone()?;
+        let mut h = Xxh3::with_seed(seed ^ OBJECT_KEYS);
+        let mut at = tags.start;
+        for &(offset, data, len) in &self.strings[strings] {
+            h.update(&self.tags[at..offset]);
+            // SAFETY: a held string's UTF-8 bytes, alive and unchanged while it is held.
+            h.update(unsafe { std::slice::from_raw_parts(data, len) });
+            at = offset;
+        }
+        h.update(&self.tags[at..tags.end]);
+        Some(h.digest128())
+    }
+
+    fn push_len(&mut self, tag: u8, len: usize) {
+        self.tags.push(tag);
+        self.tags.extend_from_slice(&(len as u64).to_le_bytes());
+    }
+}
+
+/// The walk of a request's messages, made under the GIL.
+pub struct Walk<'py> {
+    /// The strings `encoding` points into. A reference to each keeps it alive, and a str never
+    /// changes, so its bytes can be read with the GIL released even if the caller's containers
+    /// change meanwhile.
+    held: Vec<Bound<'py, PyAny>>,
+    encoding: Encoding,
+}
+
+impl<'py> Walk<'py> {
+    /// Walks `messages` (only to count them, when `keyed` is false: nothing is looked up).
+    pub fn new(messages: &Bound<'py, PyList>, keyed: bool) -> Walk<'py> {
+        let mut walk = Walk {
+            held: Vec::new(),
+            encoding: Encoding::default(),
+        };
+        for message in messages.iter() {
+            let (tags, strings) = (walk.encoding.tags.len(), walk.encoding.strings.len());
+            let native = keyed && walk.encode_item(&message, 0);
+            let e = &mut walk.encoding;
+            let span = (tags..e.tags.len(), strings..e.strings.len());
+            e.messages.push(native.then_some(span));
+        }
+        walk
+    }
+
+    /// Each message's key and its cache entry if there is one. Needs no GIL.
+    pub fn look_up(&self) -> Lookup<'_> {
+        Lookup(&self.encoding)
+    }
+
+    fn encode_item(&mut self, obj: &Bound<'py, PyAny>, depth: usize) -> bool {
+        // SAFETY: `obj` is alive and bound to the GIL; see `encode_fast`.
+        unsafe { self.encode_fast(obj.py(), obj.as_ptr(), depth) }
+    }
+
+    /// `encode` for the exact built-in types, on borrowed pointers: through the safe API most
+    /// of the walk's time went to reference counts, type-flag calls and the size checks of the
+    /// dict iterator. Subclasses and the other types go to `encode`, which encodes them alike.
+    ///
+    /// # Safety
+    /// `obj` is a live object and the GIL is held (`py`). No Python code runs during the walk
+    /// (no call here runs any, nor allocates a Python object that could start a collection),
+    /// so the containers cannot change under it and their borrowed items stay alive.
+    unsafe fn encode_fast(
+        &mut self,
+        py: Python<'py>,
+        obj: *mut ffi::PyObject,
+        depth: usize,
+    ) -> bool {
+        unsafe {
+            let ty = ffi::Py_TYPE(obj);
+            if ty == addr_of_mut!(ffi::PyUnicode_Type) {
+                let mut size: ffi::Py_ssize_t = 0;
+                let data = ffi::PyUnicode_AsUTF8AndSize(obj, &mut size);
+                if data.is_null() {
+                    // A lone surrogate: the serializer's to refuse.
+                    ffi::PyErr_Clear();
+                    return false;
+                }
+                let bytes = std::slice::from_raw_parts(data.cast::<u8>(), size as usize);
+                self.push_str(bytes, || Bound::from_borrowed_ptr(py, obj));
+                return true;
+            }
+            if depth >= MAX_DEPTH {
+                return false;
+            }
+            if ty == addr_of_mut!(ffi::PyDict_Type) {
+                self.encoding.push_len(b'{', ffi::PyDict_Size(obj) as usize);
+                let mut pos: ffi::Py_ssize_t = 0;
+                let mut key: *mut ffi::PyObject = std::ptr::null_mut();
+                let mut value: *mut ffi::PyObject = std::ptr::null_mut();
+                while ffi::PyDict_Next(obj, &mut pos, &mut key, &mut value) != 0 {
+                    // JSON keys are strings; the serializer refuses any other key.
+                    let is_str = ffi::Py_TYPE(key) == addr_of_mut!(ffi::PyUnicode_Type)
+                        || Bound::from_borrowed_ptr(py, key).cast::<PyString>().is_ok();
+                    if !is_str
+                        || !self.encode_fast(py, key, depth)
+                        || !self.encode_fast(py, value, depth + 1)
+                    {
+                        return false;
+                    }
+                }
+                return true;
+            }
+            if ty == addr_of_mut!(ffi::PyList_Type) {
+                let n = ffi::PyList_Size(obj);
+                self.encoding.push_len(b'[', n as usize);
+                return (0..n)
+                    .all(|i| self.encode_fast(py, ffi::PyList_GetItem(obj, i), depth + 1));
+            }
+            if obj == ffi::Py_None() {
+                self.encoding.tags.push(b'n');
+                return true;
+            }
+            if ty == addr_of_mut!(ffi::PyLong_Type) {
+                let mut overflow = 0;
+                let n = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
+                if overflow != 0 {
+                    return false;
+                }
+                self.encoding.tags.push(b'i');
+                self.encoding.tags.extend_from_slice(&n.to_le_bytes());
+                return true;
+            }
+            self.encode(&Bound::from_borrowed_ptr(py, obj), depth)
+        }
+    }
+
+    /// Appends the encoding of `obj`; false when it is not JSON-native.
+    fn encode(&mut self, obj: &Bound<'py, PyAny>, depth: usize) -> bool {
+        if let Ok(s) = obj.cast::<PyString>() {
+            // A string that is not valid UTF-8 (a lone surrogate) is the serializer's to refuse.
+            let Ok(text) = s.to_str() else {
+                return false;
+            };
+            self.push_str(text.as_bytes(), || obj.clone());
+            return true;
+        }
+        if depth >= MAX_DEPTH {
+            return false;
+        }
+        if let Ok(d) = obj.cast::<PyDict>() {
+            self.encoding.push_len(b'{', d.len());
+            return d.iter().all(|(k, v)| {
+                k.cast::<PyString>().is_ok()
+                    && self.encode(&k, depth)
+                    && self.encode_item(&v, depth + 1)
+            });
+        }
+        if let Ok(l) = obj.cast::<PyList>() {
+            self.encoding.push_len(b'[', l.len());
+            return l.iter().all(|v| self.encode_item(&v, depth + 1));
+        }
+        if let Ok(t) = obj.cast::<PyTuple>() {
+            self.encoding.push_len(b'[', t.len());
+            return t.iter().all(|v| self.encode_item(&v, depth + 1));
+        }
+        let tags = &mut self.encoding.tags;
+        if obj.is_none() {
+            tags.push(b'n');
+        } else if let Ok(b) = obj.cast::<PyBool>() {
+            tags.push(if b.is_true() { b't' } else { b'f' });
+        } else if obj.cast::<PyInt>().is_ok() {
+            // Past 64 bits the serializer decides (it refuses such integers).
+            let Ok(n) = obj.extract::<i64>() else {
+                return false;
+            };
+            tags.push(b'i');
+            tags.extend_from_slice(&n.to_le_bytes());
+        } else if let Ok(f) = obj.cast::<PyFloat>() {
+            tags.push(b'd');
+            tags.extend_from_slice(&f.value().to_bits().to_le_bytes());
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// A string: copied when short, else held (`hold` gives the reference) and left out.
+    fn push_str(&mut self, bytes: &[u8], hold: impl FnOnce() -> Bound<'py, PyAny>) {
+        let e = &mut self.encoding;
+        e.push_len(b's', bytes.len());
+        if bytes.len() <= COPIED_STR_BYTES {
+            e.tags.extend_from_slice(bytes);
+        } else {
+            e.strings.push((e.tags.len(), bytes.as_ptr(), bytes.len()));
+            self.held.push(hold());
+        }
+    }
+}
+
+/// The cache lookups of a walk, made with the GIL released.
+pub struct Lookup<'w>(&'w Encoding);
+
+/// What the lookups found: each message's key (None: keyed by its JSON) and cache entry.
+pub struct Found {
+    keys: Vec<Option<u128>>,
+    entries: Vec<Option<Arc<Entry>>>,
+}
+
+impl Lookup<'_> {
+    pub fn run(&self, seed: u64, cache: &CountCache) -> Found {
+        let keys: Vec<_> = (0..self.0.messages.len())
+            .map(|m| self.0.key(m, seed))
+            .collect();
+        let entries = keys.iter().map(|k| k.and_then(|k| cache.get(k))).collect();
+        Found { keys, entries }
+    }
+}
+
+impl Found {
+    fn all_found(&self) -> bool {
+        self.entries.iter().all(Option::is_some)
+    }
+
+    /// The messages as the loader takes them: found, missed under an object key, or JSON to
+    /// key by its bytes (`dumped`: the JSON arrays of the messages not found, in order).
+    fn given<'a>(&self, dumped: &[&'a [u8]]) -> Result<Vec<Given<'a>>, CoreError> {
+        let mut raws = Vec::new();
+        for part in dumped {
+            raws.extend(json_array::split(part)?);
+        }
+        let mut raws = raws.into_iter();
+        let mut given = Vec::with_capacity(self.keys.len());
+        for (key, entry) in self.keys.iter().zip(&self.entries) {
+            if let Some(entry) = entry {
+                given.push(Given::Found(Arc::clone(entry)));
+                continue;
+            }
+            // One element per message not found, in order (dump_messages' contract).
+            let raw = raws.next().ok_or_else(|| CoreError::InvalidMessage {
+                index: None,
+                reason: "the serialized messages do not match the list".into(),
+            })?;
+            given.push(match *key {
+                Some(key) => Given::Missed { key, raw },
+                None => Given::Json(raw),
+            });
+        }
+        Ok(given)
+    }
+}
+
+/// Loads the request of the caller's `messages` and runs `plan` on it. The walk holds the GIL;
+/// the lookups, and the plan when every message was found (the next turn of a cached session
+/// adds none), run in one spell without it. Messages not found are serialized under the GIL
+/// and the plan then runs in a second spell.
+pub fn plan<T: Send>(
+    py: Python<'_>,
+    messages: &Bound<'_, PyList>,
+    tools: Option<&[u8]>,
+    scheme: Scheme,
+    limits: Limits,
+    cache: &CountCache,
+    plan: impl Fn(&Request<'_>) -> Result<T, CoreError> + Sync,
+) -> PyResult<Result<T, CoreError>> {
+    if let Err(e) = check_count(messages.len(), limits) {
+        return Ok(Err(e));
+    }
+    let walk = Walk::new(messages, cache.enabled());
+    let lookup = walk.look_up();
+    let list = messages.clone().unbind();
+    let seed = scheme.seed();
+    let load = |found: &Found, given: Vec<Given<'_>>| {
+        // Every element and a comma or bracket after each, as one JSON array has them.
+        check_size(
+            given.iter().map(|g| g.len() + 1).sum::<usize>() + 1,
+            tools,
+            limits,
+        )?;
+        let reread = Objects {
+            messages: &list,
+            keys: &found.keys,
+            seed,
+        };
+        plan(&load_given(given, Some(&reread), tools, scheme, cache)?)
+    };
+    let first = py.detach(|| {
+        let found = lookup.run(seed, cache);
+        if found.all_found() {
+            let planned = found.given(&[]).and_then(|given| load(&found, given));
+            return Ok(planned);
+        }
+        Err(found)
+    });
+    let found = match first {
+        Ok(planned) => return Ok(planned),
+        Err(found) => found,
+    };
+    let missed: Vec<usize> = (0..found.entries.len())
+        .filter(|&i| found.entries[i].is_none())
+        .collect();
+    let (found, dumped) = dump_missed(py, messages, found, missed, seed)?;
+    let dumped: Vec<&[u8]> = dumped.iter().map(|part| part.as_bytes()).collect();
+    Ok(py.detach(|| found.given(&dumped).and_then(|given| load(&found, given))))
+}
+
+/// The JSON of the messages not found, with their keys made again from the same snapshot the
+/// JSON is of (see `dump_walked`); messages that are not JSON-native are serialized by
+/// `dump_messages` and keyed by their JSON.
+fn dump_missed<'py>(
+    py: Python<'py>,
+    messages: &Bound<'py, PyList>,
+    mut found: Found,
+    missed: Vec<usize>,
+    seed: u64,
+) -> PyResult<(Found, Vec<Bound<'py, PyBytes>>)> {
+    if missed.iter().all(|&i| found.keys[i].is_some()) {
+        let mut parts = Vec::new();
+        // In parts, as `dump_messages` does, so serializing a long history does not double
+        // its size in memory.
+        for chunk in missed.chunks(PART_MESSAGES) {
+            let items = chunk.iter().map(|&i| messages.get_item(i));
+            let sub = PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)?;
+            let Some((keys, json)) = dump_walked(&sub, seed) else {
+                break;
+            };
+            for (&i, key) in chunk.iter().zip(keys) {
+                found.keys[i] = Some(key);
+            }
+            parts.push(json);
+        }
+        if parts.len() == missed.len().div_ceil(PART_MESSAGES) {
+            return Ok((found, parts));
+        }
+    }
+    // Something to serialize the SDK's way, or to report with its index.
+    for &i in &missed {
+        found.keys[i] = None;
+    }
+    Ok((found, dump(py, messages, missed)?))
+}
+
+/// The caller's messages, serialized again on demand (the GIL taken back for it).
+struct Objects<'a> {
+    messages: &'a Py<PyList>,
+    keys: &'a [Option<u128>],
+    seed: u64,
+}
+
+impl Reread for Objects<'_> {
+    fn json(&self, i: usize) -> Option<Vec<u8>> {
+        Python::attach(|py| {
+            let messages = self.messages.bind(py);
+            let one = PyList::new(py, [messages.get_item(i).ok()?]).ok()?;
+            let (keys, json) = dump_walked(&one, self.seed)?;
+            // The caller changed the message meanwhile: its count would be cached wrongly.
+            if Some(keys[0]) != self.keys[i] {
+                return None;
+            }
+            let raws = json_array::split(json.as_bytes()).ok()?;
+            raws.first().map(|raw| raw.to_vec())
+        })
+    }
+}
