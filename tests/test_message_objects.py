@@ -93,14 +93,23 @@ def test_messages_found_uncounted_are_counted_and_cut_when_needed_later() -> Non
             {"role": "assistant", "content": None, "tool_calls": [call]},
             {"role": "tool", "tool_call_id": f"c{i}", "content": long_result + str(i)},
         ]
+    snapshot = copy.deepcopy(messages)
     cache = rb.CountCache()
     first = rb.Assembler(config(3_000, stages=("drop_rings",)), cache=cache).assemble(messages)
     assert not first.report.tokens_before_exact
     for cfg in (config(200_000), config(20_000, max_tool_result_tokens=200)):
-        report = rb.Assembler(cfg, cache=cache).assemble(messages).report
-        assert report.tokens_after <= cfg.budget
-        assert same_report(report, fresh_report(messages, cfg))
-    assert report.truncated_results
+        res = rb.Assembler(cfg, cache=cache).assemble(messages)
+        assert res.report.tokens_after <= cfg.budget
+        assert same_report(res.report, fresh_report(messages, cfg))
+    # Cut results are new dicts with the other fields kept; the caller's are untouched.
+    assert res.report.truncated_results
+    for i in res.report.truncated_results:
+        cut = next(m for m in res.messages if m.get("tool_call_id") == messages[i]["tool_call_id"])
+        assert cut is not messages[i] and cut["content"] != messages[i]["content"]
+        assert {k: v for k, v in cut.items() if k != "content"} == {
+            k: v for k, v in messages[i].items() if k != "content"
+        }
+    assert messages == snapshot
 
 
 def test_a_message_changed_in_place_is_read_again() -> None:

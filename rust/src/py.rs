@@ -6,7 +6,8 @@ use std::collections::{HashMap, HashSet};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyList, PyModule, PyTuple};
 
 use crate::cache::{self, CountCache};
 use crate::count::image_price::ImageFormula;
@@ -19,6 +20,9 @@ use crate::request::{load_openai_chat, Limits, Scheme};
 use crate::rewrite::RewriteKind;
 
 mod objects;
+
+/// `ringbound.providers.openai_chat`, which writes the insertions of a chat request.
+static CHAT: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
 /// Serialized messages as Python passes them: one JSON array (`bytes`), or a list of arrays
 /// whose elements follow each other. Holds the objects so their bytes can be lent to the core.
@@ -396,7 +400,13 @@ fn plan_openai_chat<'py>(
         // The request itself: the caller's own objects, and insertions written by the
         // provider module, built here so a gateway pays no Python loop per message.
         Some(messages) => {
-            let chat = py.import("ringbound.providers.openai_chat")?;
+            let chat = || {
+                CHAT.get_or_try_init(py, || {
+                    py.import("ringbound.providers.openai_chat")
+                        .map(Bound::unbind)
+                })
+                .map(|m| m.bind(py))
+            };
             let list = messages.cast::<PyList>().ok();
             for item in &plan.items {
                 match item {
@@ -405,10 +415,10 @@ fn plan_openai_chat<'py>(
                         None => items.append(messages.get_item(*i)?)?,
                     },
                     Item::SynthesizedResult { call_id } => {
-                        items.append(chat.call_method1("synthesized_result", (call_id,))?)?
+                        items.append(chat()?.call_method1("synthesized_result", (call_id,))?)?
                     }
                     Item::LedgerNote { text, role } => {
-                        items.append(chat.call_method1("ledger_note", (text, role.as_str()))?)?
+                        items.append(chat()?.call_method1("ledger_note", (text, role.as_str()))?)?
                     }
                     // The caller writes the summary into its place.
                     Item::Summary { role } => items.append(("summary", "", role.as_str()))?,
@@ -417,9 +427,19 @@ fn plan_openai_chat<'py>(
                             Some(list) => list.get_item(*index)?,
                             None => messages.get_item(*index)?,
                         };
-                        items.append(
-                            chat.call_method1("rewritten", (original, kind.name(), text))?,
-                        )?
+                        // A plain dict whose content is replaced whole is copied here (the
+                        // Python call cost as much as the rest of a warm turn's insertions);
+                        // anything else is the provider module's to rewrite.
+                        match original.cast_exact::<PyDict>() {
+                            Ok(dict) if *kind != RewriteKind::Media => {
+                                let out = dict.copy()?;
+                                out.set_item("content", text)?;
+                                items.append(out)?
+                            }
+                            _ => items.append(
+                                chat()?.call_method1("rewritten", (original, kind.name(), text))?,
+                            )?,
+                        }
                     }
                 }
             }
