@@ -10,6 +10,7 @@
 //! short strings, and takes a reference to each longer string. Hashing (most of the bytes) and
 //! the cache lookups run with the GIL released, reading the held strings in place.
 
+use std::cell::RefCell;
 use std::ops::Range;
 use std::ptr::addr_of_mut;
 use std::sync::Arc;
@@ -124,7 +125,7 @@ impl<'py> Walk<'py> {
     pub fn new(messages: &Bound<'py, PyList>, keyed: bool) -> Walk<'py> {
         let mut walk = Walk {
             held: Vec::new(),
-            encoding: Encoding::default(),
+            encoding: SPARE.with(RefCell::take),
         };
         for message in messages.iter() {
             let (tags, strings) = (walk.encoding.tags.len(), walk.encoding.strings.len());
@@ -278,6 +279,27 @@ impl<'py> Walk<'py> {
         } else {
             e.strings.push((e.tags.len(), bytes.as_ptr(), bytes.len()));
             self.held.push(hold());
+        }
+    }
+}
+
+thread_local! {
+    /// The last walk's buffers, cleared: a walk of a long history grew them by doubling on
+    /// every assembly (large reallocations, returned to the system and faulted in again).
+    static SPARE: RefCell<Encoding> = RefCell::new(Encoding::default());
+}
+
+/// Buffers grown past this are not kept for the next walk.
+const SPARE_BYTES: usize = 4 << 20;
+
+impl Drop for Walk<'_> {
+    fn drop(&mut self) {
+        let mut e = std::mem::take(&mut self.encoding);
+        if e.tags.capacity() <= SPARE_BYTES {
+            e.tags.clear();
+            e.strings.clear();
+            e.messages.clear();
+            SPARE.with(|spare| spare.replace(e));
         }
     }
 }
