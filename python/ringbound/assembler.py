@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ from .ledger import SideEffectLedger
 from .metrics import MetricsSink, check_sink
 from .payload import check_message_list, dump_messages, dump_tools
 from .providers import adapter, check_provider
-from .providers.base import reading_once
+from .providers.base import begin_reading, end_reading
 from .providers.chat_adapter import ADAPTER as CHAT_ADAPTER
 from .redact import Redactor
 from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord
@@ -241,26 +241,8 @@ class Assembler:
                 )
             return done(*self._finish(job))
 
-    @contextlib.contextmanager
-    def _observed(
-        self, ledger: SideEffectLedger | None
-    ) -> Iterator[Callable[[AssemblyResult, telemetry.Payload], AssemblyResult]]:
-        """One assembly's span, metrics and ledger update: ``done(result, payload)`` reports
-        a success; an exception leaving the block is reported as a rejection."""
-        span = telemetry.start_span(self._tracer, self.provider)
-
-        def done(result: AssemblyResult, payload: telemetry.Payload) -> AssemblyResult:
-            if ledger is not None:
-                ledger.extend(result.report.ledger_added)
-            telemetry.assembled(result.report, payload, self.provider, self._sink, span)
-            return result
-
-        try:
-            with reading_once():
-                yield done
-        except BaseException as e:
-            telemetry.rejected(e, self.provider, self._sink, span)
-            raise
+    def _observed(self, ledger: SideEffectLedger | None) -> _Observed:
+        return _Observed(self, ledger)
 
     def _run_args(self, d: compaction.Draft) -> dict[str, Any]:
         cfg = self.config
@@ -649,6 +631,35 @@ class Assembler:
             messages=out, tools=tools, report=report, system=system_out, state=state
         )
         return result, job.payload or (lambda: dump_messages(job.messages))
+
+
+class _Observed:
+    """One assembly's span, metrics and ledger update, and its scope of ``read_once``: entered,
+    it gives ``done(result, payload)``, which reports a success; an exception leaving the block
+    is reported as a rejection. A class, not a generator: it is entered on every call, and
+    the generator machinery cost more than the rest of the hook."""
+
+    __slots__ = ("asm", "ledger", "span", "token")
+
+    def __init__(self, asm: Assembler, ledger: SideEffectLedger | None) -> None:
+        self.asm, self.ledger = asm, ledger
+
+    def __enter__(self) -> Callable[[AssemblyResult, telemetry.Payload], AssemblyResult]:
+        self.span = telemetry.start_span(self.asm._tracer, self.asm.provider)
+        self.token = begin_reading()
+        return self.done
+
+    def done(self, result: AssemblyResult, payload: telemetry.Payload) -> AssemblyResult:
+        if self.ledger is not None:
+            self.ledger.extend(result.report.ledger_added)
+        asm = self.asm
+        telemetry.assembled(result.report, payload, asm.provider, asm._sink, self.span)
+        return result
+
+    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
+        end_reading(self.token)
+        if error is not None:
+            telemetry.rejected(error, self.asm.provider, self.asm._sink, self.span)
 
 
 def _stale_reason(state: AssemblyState, canon: list[Any], budget: int) -> str | None:

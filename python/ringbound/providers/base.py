@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -24,6 +24,8 @@ __all__ = [
     "Rendered",
     "UnreadableObject",
     "as_mapping",
+    "begin_reading",
+    "end_reading",
     "is_summary_note",
     "join_system_note",
     "kept_native",
@@ -130,11 +132,21 @@ def reading_once() -> Iterator[None]:
     """Within the block, ``read_once`` reads a given message list once: an assembly validates,
     maps and renders the same list, and reading every native item in Python was most of an
     adapter's time. Scoped to one assembly, so a list changed between two is read again."""
-    token = _READINGS.set({})
+    token = begin_reading()
     try:
         yield
     finally:
-        _READINGS.reset(token)
+        end_reading(token)
+
+
+def begin_reading() -> Token[Any]:
+    """Starts the scope of ``reading_once`` without a context manager (the assembler's own
+    enters it on every call); ``end_reading`` with the token ends it."""
+    return _READINGS.set({})
+
+
+def end_reading(token: Token[Any]) -> None:
+    _READINGS.reset(token)
 
 
 def read_once(reader: str, messages: Any, read: Callable[[Any], _T]) -> _T:
