@@ -237,7 +237,10 @@ fn result_block_end<M: Borrow<Message>>(messages: &[M], assistant: usize) -> usi
 
 /// For each call id, the assistant messages that call it, in order.
 fn callers_by_id<M: Borrow<Message>>(messages: &[M]) -> HashMap<&str, Vec<usize>> {
-    let mut callers: HashMap<&str, Vec<usize>> = HashMap::default();
+    // Sized for about one call per message: grown from empty it rehashed several times per
+    // assembly of a long history.
+    let mut callers: HashMap<&str, Vec<usize>> =
+        HashMap::with_capacity_and_hasher(messages.len() / 2, Default::default());
     for (i, message) in messages.iter().enumerate() {
         let message = message.borrow();
         if message.role != Role::Assistant {

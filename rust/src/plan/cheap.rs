@@ -190,7 +190,8 @@ fn superseded_reads(
 ) -> Vec<(usize, String)> {
     let len = work.msgs.len();
     // The call each result answers, looked up within its own unit: (tool, key of the read).
-    let mut calls: HashMap<(usize, &str), (&str, u64)> = HashMap::default();
+    let mut calls: HashMap<(usize, &str), (&str, u64)> =
+        HashMap::with_capacity_and_hasher(len / 2, Default::default());
     for (w, msg) in work.msgs.iter().enumerate() {
         if msg.tool_calls.is_empty() {
             continue;
@@ -202,7 +203,7 @@ fn superseded_reads(
             calls.insert((unit_of[w], c.id.as_str()), (c.name.as_str(), key));
         }
     }
-    let mut seen: HashSet<u64> = HashSet::default();
+    let mut seen: HashSet<u64> = HashSet::with_capacity_and_hasher(len / 2, Default::default());
     let mut out = Vec::new();
     for w in (0..len).rev() {
         let msg = work.msgs[w];

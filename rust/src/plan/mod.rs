@@ -384,15 +384,12 @@ pub fn plan(
         .collect();
     let work = build_work(req, &synthesized, &repairs);
     let len = work.msgs.len();
-    let original_to_work: HashMap<usize, usize> = work
-        .source
-        .iter()
-        .enumerate()
-        .filter_map(|(w, s)| match s {
-            Source::Original(i) => Some((*i, w)),
-            Source::Synthesized => None,
-        })
-        .collect();
+    let mut original_to_work: HashMap<usize, usize> =
+        HashMap::with_capacity_and_hasher(len, Default::default());
+    original_to_work.extend(work.source.iter().enumerate().filter_map(|(w, s)| match s {
+        Source::Original(i) => Some((*i, w)),
+        Source::Synthesized => None,
+    }));
 
     // Notes an earlier assembly wrote: their entries carry over, they stay where they are.
     let mut notes: Vec<usize> = Vec::new();

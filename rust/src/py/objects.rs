@@ -19,7 +19,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
-use xxhash_rust::xxh3::Xxh3;
+use xxhash_rust::xxh3::{xxh3_128, xxh3_128_with_seed};
 
 use crate::cache::{CountCache, Entry};
 use crate::error::CoreError;
@@ -52,9 +52,11 @@ fn dump_walked<'py>(
     seed: u64,
 ) -> Option<(Vec<u128>, Bound<'py, PyBytes>)> {
     let py = messages.py();
-    let walk = Walk::new(messages, true);
-    let keys = (0..messages.len())
-        .map(|m| walk.encoding.key(m, seed))
+    let mut walk = Walk::new(messages, true);
+    let keys = walk
+        .encoding
+        .keys(seed)
+        .into_iter()
         .collect::<Option<Vec<_>>>()?;
     let dumps = ORJSON_DUMPS.import(py, "orjson", "dumps").ok()?;
     let json = dumps.call1((messages,)).ok()?;
@@ -71,18 +73,18 @@ fn dump<'py>(
     dump.call1((messages, indices))?.extract()
 }
 
-/// The messages' contents in a tagged encoding (a tag per value, a length per string, dict
-/// and list), with each string longer than `COPIED_STR_BYTES` left out of `tags` and spliced
-/// back in at its offset when hashed. Two messages get the same key only if their contents
-/// are equal, and so serialize to the same JSON.
+/// The messages' contents in a tagged encoding: a tag per value, and a length per string,
+/// dict and list. A string longer than `COPIED_STR_BYTES` stands as its length and a 128-bit
+/// hash of its bytes, written after the walk with the GIL released. Two messages get the
+/// same key only if their contents are equal, and so serialize to the same JSON.
 #[derive(Default)]
 struct Encoding {
     tags: Vec<u8>,
-    /// Each string left out: its offset in `tags` and where its UTF-8 bytes are.
+    /// Each long string: where its hash goes in `tags`, and where its UTF-8 bytes are.
     strings: Vec<(usize, *const u8, usize)>,
-    /// Each message's part of `tags` and of `strings`; None when it holds anything that is not
-    /// JSON-native (or nests deeper than `MAX_DEPTH`).
-    messages: Vec<Option<(Range<usize>, Range<usize>)>>,
+    /// Each message's part of `tags`; None when it holds anything that is not JSON-native
+    /// (or nests deeper than `MAX_DEPTH`).
+    messages: Vec<Option<Range<usize>>>,
 }
 
 // SAFETY: the string pointers are only read, and only while the walk that owns this
@@ -91,18 +93,21 @@ unsafe impl Send for Encoding {}
 unsafe impl Sync for Encoding {}
 
 impl Encoding {
-    fn key(&self, m: usize, seed: u64) -> Option<u128> {
-        let (tags, strings) = self.messages[m].clone()?;
-        let mut h = Xxh3::with_seed(seed ^ OBJECT_KEYS);
-        let mut at = tags.start;
-        for &(offset, data, len) in &self.strings[strings] {
-            h.update(&self.tags[at..offset]);
+    /// Each message's key: the hashes of the long strings written in, then each message's
+    /// part of `tags` hashed whole (one pass each, no streaming state).
+    fn keys(&mut self, seed: u64) -> Vec<Option<u128>> {
+        for &(at, data, len) in &self.strings {
             // SAFETY: a held string's UTF-8 bytes, alive and unchanged while it is held.
-            h.update(unsafe { std::slice::from_raw_parts(data, len) });
-            at = offset;
+            let bytes = unsafe { std::slice::from_raw_parts(data, len) };
+            self.tags[at..at + 16].copy_from_slice(&xxh3_128(bytes).to_le_bytes());
         }
-        h.update(&self.tags[at..tags.end]);
-        Some(h.digest128())
+        let tags = &self.tags;
+        let seed = seed ^ OBJECT_KEYS;
+        let key = |span: &Option<Range<usize>>| {
+            span.clone()
+                .map(|span| xxh3_128_with_seed(&tags[span], seed))
+        };
+        self.messages.iter().map(key).collect()
     }
 
     fn push_len(&mut self, tag: u8, len: usize) {
@@ -128,18 +133,17 @@ impl<'py> Walk<'py> {
             encoding: SPARE.with(RefCell::take),
         };
         for message in messages.iter() {
-            let (tags, strings) = (walk.encoding.tags.len(), walk.encoding.strings.len());
+            let start = walk.encoding.tags.len();
             let native = keyed && walk.encode_item(&message, 0);
             let e = &mut walk.encoding;
-            let span = (tags..e.tags.len(), strings..e.strings.len());
-            e.messages.push(native.then_some(span));
+            e.messages.push(native.then_some(start..e.tags.len()));
         }
         walk
     }
 
     /// Each message's key and its cache entry if there is one. Needs no GIL.
-    pub fn look_up(&self) -> Lookup<'_> {
-        Lookup(&self.encoding)
+    pub fn look_up(&mut self) -> Lookup<'_> {
+        Lookup(&mut self.encoding)
     }
 
     fn encode_item(&mut self, obj: &Bound<'py, PyAny>, depth: usize) -> bool {
@@ -273,11 +277,13 @@ impl<'py> Walk<'py> {
     /// A string: copied when short, else held (`hold` gives the reference) and left out.
     fn push_str(&mut self, bytes: &[u8], hold: impl FnOnce() -> Bound<'py, PyAny>) {
         let e = &mut self.encoding;
-        e.push_len(b's', bytes.len());
         if bytes.len() <= COPIED_STR_BYTES {
+            e.push_len(b's', bytes.len());
             e.tags.extend_from_slice(bytes);
         } else {
+            e.push_len(b'S', bytes.len());
             e.strings.push((e.tags.len(), bytes.as_ptr(), bytes.len()));
+            e.tags.extend_from_slice(&[0; 16]);
             self.held.push(hold());
         }
     }
@@ -305,7 +311,7 @@ impl Drop for Walk<'_> {
 }
 
 /// The cache lookups of a walk, made with the GIL released.
-pub struct Lookup<'w>(&'w Encoding);
+pub struct Lookup<'w>(&'w mut Encoding);
 
 /// What the lookups found: each message's key (None: keyed by its JSON) and cache entry.
 pub struct Found {
@@ -314,10 +320,8 @@ pub struct Found {
 }
 
 impl Lookup<'_> {
-    pub fn run(&self, seed: u64, cache: &CountCache) -> Found {
-        let keys: Vec<_> = (0..self.0.messages.len())
-            .map(|m| self.0.key(m, seed))
-            .collect();
+    pub fn run(self, seed: u64, cache: &CountCache) -> Found {
+        let keys = self.0.keys(seed);
         let entries = keys.iter().map(|k| k.and_then(|k| cache.get(k))).collect();
         Found { keys, entries }
     }
@@ -372,7 +376,7 @@ pub fn plan<T: Send>(
     if let Err(e) = check_count(messages.len(), limits) {
         return Ok(Err(e));
     }
-    let walk = Walk::new(messages, cache.enabled());
+    let mut walk = Walk::new(messages, cache.enabled());
     let lookup = walk.look_up();
     let list = messages.clone().unbind();
     let seed = scheme.seed();
@@ -398,6 +402,8 @@ pub fn plan<T: Send>(
         }
         Err(found)
     });
+    // Its buffers go back for the walk of the misses.
+    drop(walk);
     let found = match first {
         Ok(planned) => return Ok(planned),
         Err(found) => found,
