@@ -581,6 +581,25 @@ def assembled(case: gen.Case, cfg: rb.AssemblyConfig) -> Any:
 
 @properties
 @given(plannable)
+def test_the_plain_path_assembles_what_the_general_one_does(case: gen.Case) -> None:
+    """A call with nothing but messages and tools takes the façade's plain path; an empty
+    pin list sends the same call through the general one. Same request, same report, same
+    error, cold and warm."""
+    asm = rb.Assembler(case.config())
+    assert asm._plain
+    for _ in range(2):
+        results = []
+        for pinned in ((), []):
+            try:
+                results.append(asm.assemble(case.messages, case.tools, pinned=pinned))
+            except rb.RingboundError as e:
+                results.append(e)
+        plain, general = (fingerprint(case.messages, r) for r in results)
+        assert plain == general
+
+
+@properties
+@given(plannable)
 def test_deterministic(case: gen.Case) -> None:
     """Same input and config give the same output and report, from a cold count cache and
     again warm; once every message has been counted the decisions are still the same."""
