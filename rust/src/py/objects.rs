@@ -42,11 +42,11 @@ const MAX_DEPTH: usize = 64;
 static DUMP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ORJSON_DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-/// `orjson.dumps(messages)` of JSON-native messages, walked again just before: orjson runs
-/// no Python code on such values, so nothing can change them between the walk and the
-/// serialization, and the keys are those of the JSON. (Between the first walk and this one,
-/// with the GIL released, the caller may have changed them.) None when a message is no
-/// longer JSON-native.
+/// `orjson.dumps(messages)` of JSON-native messages, walked again just before: orjson runs no
+/// Python code on the built-in types (an enum's `value` aside), so no other thread can change
+/// them between the walk and the serialization, and the keys are those of the JSON. (Between
+/// the first walk and this one, with the GIL released, the caller may have changed them.)
+/// None when a message is no longer JSON-native.
 fn dump_walked<'py>(
     messages: &Bound<'py, PyList>,
     seed: u64,
@@ -156,9 +156,11 @@ impl<'py> Walk<'py> {
     /// dict iterator. Subclasses and the other types go to `encode`, which encodes them alike.
     ///
     /// # Safety
-    /// `obj` is a live object and the GIL is held (`py`). No Python code runs during the walk
-    /// (no call here runs any, nor allocates a Python object that could start a collection),
-    /// so the containers cannot change under it and their borrowed items stay alive.
+    /// `obj` is a live object and the GIL is held (`py`). No Python code runs while the walk
+    /// of a message holds borrowed items: no call here runs any or allocates a Python object
+    /// that could start a collection, so the containers cannot change under it. The one
+    /// exception, a str that cannot be UTF-8 raising its error, ends the walk of that message
+    /// before anything borrowed is read again; the next message comes from an owned reference.
     unsafe fn encode_fast(
         &mut self,
         py: Python<'py>,
