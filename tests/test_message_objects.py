@@ -192,6 +192,29 @@ def test_messages_that_differ_anywhere_get_their_own_counts(
         assert report.tokens_after == fresh_report(messages, config(100_000)).tokens_after
 
 
+def test_dicts_beside_sdk_objects_are_still_keyed_by_their_contents() -> None:
+    """An agent that appends the SDK's reply object to a history of dicts: the objects are
+    serialized (and keyed by their JSON), the dicts still by their contents, so the next turn
+    finds them without serializing them. (A dict keyed by its JSON would be found again by a
+    count from JSON; one keyed by its contents is not.)"""
+    from pydantic import BaseModel
+
+    class Reply(BaseModel):
+        role: str
+        content: str
+
+    dicts = [{"role": "user", "content": f"question {i} " * 20} for i in range(3)]
+    messages = [dicts[0], Reply(role="assistant", content="answer"), dicts[1], dicts[2]]
+    cache = rb.CountCache()
+    rb.Assembler(config(100_000), cache=cache).assemble(messages)
+    assert len(cache) == 4
+    _core.count_openai_chat(dump_messages([dicts[0]]), None, "o200k_base", cache=cache)
+    assert len(cache) == 5
+    report = rb.Assembler(config(100_000), cache=cache).assemble(messages).report
+    assert same_report(report, fresh_report(messages, config(100_000)))
+    assert len(cache) == 5
+
+
 @pytest.mark.parametrize(
     ("bad", "reason"),
     [

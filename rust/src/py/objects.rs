@@ -337,24 +337,22 @@ impl Found {
     }
 
     /// The messages as the loader takes them: found, missed under an object key, or JSON to
-    /// key by its bytes (`dumped`: the JSON arrays of the messages not found, in order).
-    fn given<'a>(&self, dumped: &[&'a [u8]]) -> Result<Vec<Given<'a>>, CoreError> {
-        let mut raws = Vec::new();
-        for part in dumped {
-            raws.extend(json_array::split(part)?);
-        }
-        let mut raws = raws.into_iter();
+    /// key by its bytes (`raws`: the JSON of each message not found, by index).
+    fn given<'a>(&self, raws: &[Option<&'a [u8]>]) -> Result<Vec<Given<'a>>, CoreError> {
         let mut given = Vec::with_capacity(self.keys.len());
-        for (key, entry) in self.keys.iter().zip(&self.entries) {
+        for (i, (key, entry)) in self.keys.iter().zip(&self.entries).enumerate() {
             if let Some(entry) = entry {
                 given.push(Given::Found(Arc::clone(entry)));
                 continue;
             }
-            // One element per message not found, in order (dump_messages' contract).
-            let raw = raws.next().ok_or_else(|| CoreError::InvalidMessage {
-                index: None,
-                reason: "the serialized messages do not match the list".into(),
-            })?;
+            let raw = raws
+                .get(i)
+                .copied()
+                .flatten()
+                .ok_or_else(|| CoreError::InvalidMessage {
+                    index: Some(i),
+                    reason: "the message was not serialized".into(),
+                })?;
             given.push(match *key {
                 Some(key) => Given::Missed { key, raw },
                 None => Given::Json(raw),
@@ -416,44 +414,79 @@ pub fn plan<T: Send>(
         .filter(|&i| found.entries[i].is_none())
         .collect();
     let (found, dumped) = dump_missed(py, messages, found, missed, seed)?;
-    let dumped: Vec<&[u8]> = dumped.iter().map(|part| part.as_bytes()).collect();
-    Ok(py.detach(|| found.given(&dumped).and_then(|given| load(&found, given))))
+    let groups: Vec<(&[usize], Vec<&[u8]>)> = dumped
+        .iter()
+        .map(|(indices, arrays)| {
+            (
+                indices.as_slice(),
+                arrays.iter().map(|a| a.as_bytes()).collect(),
+            )
+        })
+        .collect();
+    Ok(py.detach(|| {
+        let mut raws = vec![None; found.keys.len()];
+        for (indices, arrays) in groups {
+            let mut elements = Vec::with_capacity(indices.len());
+            for array in arrays {
+                elements.extend(json_array::split(array)?);
+            }
+            if elements.len() != indices.len() {
+                return Err(CoreError::InvalidMessage {
+                    index: None,
+                    reason: "the serialized messages do not match the list".into(),
+                });
+            }
+            for (&i, raw) in indices.iter().zip(elements) {
+                raws[i] = Some(raw);
+            }
+        }
+        found.given(&raws).and_then(|given| load(&found, given))
+    }))
 }
 
-/// The JSON of the messages not found, with their keys made again from the same snapshot the
-/// JSON is of (see `dump_walked`); messages that are not JSON-native are serialized by
-/// `dump_messages` and keyed by their JSON.
+/// Messages (their indices) and the JSON arrays that hold them, in that order.
+type Serialized<'py> = (Vec<usize>, Vec<Bound<'py, PyBytes>>);
+
+/// The JSON of the messages not found, in groups (see `Serialized`). The
+/// JSON-native ones get their keys made again from the same snapshot the JSON is of (see
+/// `dump_walked`); the others (SDK objects, mixed into a history of dicts when an agent
+/// appends the SDK's reply as it came) are serialized by `dump_messages` and keyed by their
+/// JSON, which also reports a message that cannot be serialized, with its index.
 fn dump_missed<'py>(
     py: Python<'py>,
     messages: &Bound<'py, PyList>,
     mut found: Found,
     missed: Vec<usize>,
     seed: u64,
-) -> PyResult<(Found, Vec<Bound<'py, PyBytes>>)> {
-    if missed.iter().all(|&i| found.keys[i].is_some()) {
-        let mut parts = Vec::new();
-        // In parts, as `dump_messages` does, so serializing a long history does not double
-        // its size in memory.
-        for chunk in missed.chunks(PART_MESSAGES) {
-            let items = chunk.iter().map(|&i| messages.get_item(i));
-            let sub = PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)?;
-            let Some((keys, json)) = dump_walked(&sub, seed) else {
-                break;
-            };
-            for (&i, key) in chunk.iter().zip(keys) {
-                found.keys[i] = Some(key);
+) -> PyResult<(Found, Vec<Serialized<'py>>)> {
+    let (keyed, mut unkeyed): (Vec<usize>, Vec<usize>) =
+        missed.into_iter().partition(|&i| found.keys[i].is_some());
+    let mut parts = Vec::new();
+    // In parts, as `dump_messages` does, so serializing a long history does not double its
+    // size in memory.
+    for chunk in keyed.chunks(PART_MESSAGES) {
+        let items = chunk.iter().map(|&i| messages.get_item(i));
+        let sub = PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)?;
+        match dump_walked(&sub, seed) {
+            Some((keys, json)) => {
+                for (&i, key) in chunk.iter().zip(keys) {
+                    found.keys[i] = Some(key);
+                }
+                parts.push((chunk.to_vec(), vec![json]));
             }
-            parts.push(json);
-        }
-        if parts.len() == missed.len().div_ceil(PART_MESSAGES) {
-            return Ok((found, parts));
+            // Changed meanwhile into something else: serialized and keyed the other way.
+            None => unkeyed.extend_from_slice(chunk),
         }
     }
-    // Something to serialize the SDK's way, or to report with its index.
-    for &i in &missed {
-        found.keys[i] = None;
+    if !unkeyed.is_empty() {
+        unkeyed.sort_unstable();
+        for &i in &unkeyed {
+            found.keys[i] = None;
+        }
+        let json = dump(py, messages, unkeyed.clone())?;
+        parts.push((unkeyed, json));
     }
-    Ok((found, dump(py, messages, missed)?))
+    Ok((found, parts))
 }
 
 /// The caller's messages, serialized again on demand (the GIL taken back for it).
