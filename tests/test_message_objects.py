@@ -13,8 +13,9 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from strategies import Case, cases
 
@@ -213,6 +214,60 @@ def test_dicts_beside_sdk_objects_are_still_keyed_by_their_contents() -> None:
     report = rb.Assembler(config(100_000), cache=cache).assemble(messages).report
     assert same_report(report, fresh_report(messages, config(100_000)))
     assert len(cache) == 5
+
+
+#: JSON-native values from small domains, so that two drawn values are often near each other:
+#: strings on both sides of the copy limit, numbers whose JSON differs by a sign or a point,
+#: tuples beside lists, keys in another order, lists that split one string into two.
+_leaves = (
+    st.none()
+    | st.booleans()
+    | st.sampled_from([0, 1, -1, 2**63 - 1, -(2**63)])
+    | st.sampled_from([0.0, -0.0, 1.0, 1.5, 1e300])
+    | st.builds(
+        lambda c, n: c * n,
+        # Letters, a two-byte one, and the encoding's own tag bytes, so that a string can
+        # look like the start of the next value.
+        st.sampled_from("ab\u00e9sS{[ntf"),
+        st.sampled_from([0, 1, 2, COPIED_STR_BYTES - 1, COPIED_STR_BYTES, COPIED_STR_BYTES + 1]),
+    )
+)
+json_values = st.recursive(
+    _leaves,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.tuples(st.sampled_from(["a", "as"]), st.sampled_from(["b", "sb", "ssb"])).map(list)
+        | st.dictionaries(st.sampled_from(["a", "b", "ab", "a" * 70]), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=1_000, deadline=None)
+@given(json_values, json_values)
+@example(["a", "sb"], ["as", "b"])  # one string's end read as the next one's tag
+@example({"a": "b"}, {"ab": ""})
+def test_values_with_different_json_never_share_a_key(a: Any, b: Any) -> None:
+    """The rule the cache's correctness rests on: an object key stands for one JSON text. Equal
+    contents give equal keys (a tuple is a list to JSON, and to the key)."""
+    key_a, key_b = _core._object_key(a), _core._object_key(b)
+    assert key_a is not None and key_b is not None
+    assert key_a == _core._object_key(copy.deepcopy(a))
+    if orjson.dumps(a) != orjson.dumps(b):
+        assert key_a != key_b
+    elif key_a != key_b:
+        # Same JSON from different values: allowed (each is cached on its own), but only
+        # where JSON forgets a difference the key keeps.
+        assert repr(a) != repr(b)
+
+
+def test_what_is_not_json_native_is_keyed_by_its_json() -> None:
+    deep: Any = []
+    for _ in range(70):
+        deep = [deep]
+    for value in ({1: "int key"}, {"n": 2**64}, {"s": "\ud800"}, {"x": {1, 2}}, deep, object()):
+        assert _core._object_key({"role": "user", "content": value}) is None
 
 
 @pytest.mark.parametrize(

@@ -602,6 +602,12 @@ fn cache_len() -> usize {
     cache::global().len()
 }
 
+/// The cache key of a message object (`objects`), or None when it is keyed by its JSON.
+#[pyfunction]
+fn _object_key(message: &Bound<'_, PyAny>) -> PyResult<Option<u128>> {
+    objects::object_key(message)
+}
+
 /// Empties the process-wide count cache and the tokenizer's remembered piece counts: what a
 /// cold benchmark needs, and nothing else needs (both only save time).
 #[pyfunction]
@@ -627,5 +633,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_openai_chat, m)?)?;
     m.add_function(wrap_pyfunction!(cache_len, m)?)?;
     m.add_function(wrap_pyfunction!(cache_clear, m)?)?;
+    m.add_function(wrap_pyfunction!(_object_key, m)?)?;
     Ok(())
 }

@@ -314,6 +314,14 @@ impl Drop for Walk<'_> {
     }
 }
 
+/// The key a message object is cached under (None: keyed by its JSON instead), for tests that
+/// hold keys to the rule that messages with different JSON never share one.
+pub fn object_key(message: &Bound<'_, PyAny>) -> PyResult<Option<u128>> {
+    let one = PyList::new(message.py(), [message])?;
+    let mut walk = Walk::new(&one, true);
+    Ok(walk.encoding.keys(0)[0])
+}
+
 /// The cache lookups of a walk, made with the GIL released.
 pub struct Lookup<'w>(&'w mut Encoding);
 
