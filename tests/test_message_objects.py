@@ -273,7 +273,7 @@ def test_what_is_not_json_native_is_keyed_by_its_json() -> None:
 @pytest.mark.parametrize(
     ("bad", "reason"),
     [
-        ({"role": "user", "content": "x", 1: "not a str key"}, "str"),
+        ({"role": "user", "content": "x", 1: "not a str key"}, "key must be str"),
         ({"role": "user", "content": "lone \ud800 surrogate"}, "surrogate"),
         ({"role": "user", "content": "x", "n": 2**70}, "64-bit"),
         ({"role": "user", "content": {1, 2}}, "set"),
@@ -286,6 +286,8 @@ def test_values_json_cannot_hold_are_refused_with_their_index(bad: Any, reason: 
     with pytest.raises(rb.InvalidMessageError) as info:
         asm.assemble([*messages, bad])
     assert info.value.index == 2
+    assert str(info.value).startswith("messages[2]: cannot be serialized as JSON")
+    assert reason in str(info.value)
 
 
 @pytest.mark.parametrize("depth", [70, 150])

@@ -1,6 +1,8 @@
-"""Serializing the caller's messages once for the core. orjson does it in one pass; SDK objects
-(pydantic models such as the OpenAI SDK's ``ChatCompletionMessage``) are dumped the way the SDK
-sends them. A value that cannot be serialized is reported with the index of its message."""
+"""Serializing the caller's messages for the core: all of them (counting, validation, the
+adapters), or only those the chat core's cache has not seen. orjson does it in one pass; SDK
+objects (pydantic models such as the OpenAI SDK's ``ChatCompletionMessage``) are dumped the way
+the SDK sends them. A value that cannot be serialized is reported with the index of its
+message."""
 
 from __future__ import annotations
 
