@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import ringbound as rb
-from ringbound.demo import AIRLINE_SIDE_EFFECT_TOOLS
+from ringbound.cli.demo import AIRLINE_SIDE_EFFECT_TOOLS
 
 try:
     from mistral_common.protocol.instruct.request import ChatCompletionRequest

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import ringbound as rb
-from ringbound import bench
+from ringbound.cli import bench
 
 
 def run(*args: Any) -> subprocess.CompletedProcess[str]:

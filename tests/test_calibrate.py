@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ringbound.calibrate import (
+from ringbound.cli.calibrate import (
     MIN_RECORDS,
     Calibration,
     calibrate,

@@ -37,7 +37,7 @@ from mistral_common.protocol.instruct.request import ChatCompletionRequest
 from mistral_common.protocol.instruct.validator import MistralRequestValidatorV13, ValidationMode
 
 import ringbound as rb
-from ringbound.demo import AIRLINE_SIDE_EFFECT_TOOLS
+from ringbound.cli.demo import AIRLINE_SIDE_EFFECT_TOOLS
 
 REPO = Path(__file__).resolve().parent.parent
 FRACTIONS = (0.25, 0.5, 0.75)
@@ -456,7 +456,7 @@ def test_swe_agent_converter_refuses_a_result_for_several_calls() -> None:
 def test_swe_gym_truncated_results_recover_exactly(corpus: Path) -> None:
     """Real command outputs cut by ``truncate_oversized_results`` keep their head and tail,
     stay within the limit, and ``recover`` gives back every original byte."""
-    from ringbound.recovery import recover
+    from ringbound.summary.recovery import recover
 
     cut = 0
     for s in swe_gym(corpus):

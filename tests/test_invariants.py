@@ -27,7 +27,7 @@ from mistral_common.protocol.instruct.validator import MistralRequestValidatorV1
 
 import ringbound as rb
 from ringbound import _core, summarizers
-from ringbound.recovery import recover
+from ringbound.summary.recovery import recover
 
 #: Two warnings hypothesis itself raises only while reporting a failure: libcst (imported to
 #: suggest an explicit example) trips a DeprecationWarning of mypy_extensions, and a session

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import ringbound as rb
-from ringbound import telemetry
+from ringbound.observability import metrics, tracing
 from ringbound.providers import PROVIDERS
 
 SECRET = "sk-live-PLANTED-SECRET-123"
@@ -177,8 +177,8 @@ def test_reject_reason_label_is_bounded_to_ringbound_classes() -> None:
     class Custom(rb.PairingError):
         pass
 
-    assert rb.metrics.reject_reason(Custom("x")) == "PairingError"
-    assert rb.metrics.reject_reason(rb.RingboundError("x")) == "RingboundError"
+    assert metrics.reject_reason(Custom("x")) == "PairingError"
+    assert metrics.reject_reason(rb.RingboundError("x")) == "RingboundError"
     registry = prometheus_client.CollectorRegistry()
     sink = rb.PrometheusSink(registry)
     sink.reject(Custom("x"), "some_future_provider")
@@ -404,7 +404,7 @@ def test_nothing_is_hashed_or_formatted_when_nothing_listens(monkeypatch: Any) -
     def boom(payload: bytes) -> str:
         raise AssertionError("hashed although DEBUG is off")
 
-    monkeypatch.setattr(telemetry, "request_hash", boom)
+    monkeypatch.setattr(tracing, "request_hash", boom)
     logging.getLogger("ringbound").setLevel(logging.INFO)
     try:
         assert rb.Assembler(config()).assemble(session(2)).report.tokens_after > 0
@@ -424,9 +424,9 @@ def test_the_hook_costs_under_5_microseconds_when_nothing_is_configured() -> Non
     error = rb.PairingError("x")
 
     def hook() -> None:
-        span = telemetry.start_span(None, "openai_chat")
-        telemetry.assembled(res.report, payload, "openai_chat", None, span)
-        telemetry.rejected(error, "openai_chat", None, span)
+        span = tracing.start_span(None, "openai_chat")
+        tracing.assembled(res.report, payload, "openai_chat", None, span)
+        tracing.rejected(error, "openai_chat", None, span)
 
     try:
         n = 20_000

@@ -14,7 +14,7 @@ import ringbound as rb
 from ringbound import _core
 from ringbound.errors import ConfigError, RingboundError
 from ringbound.providers import PROVIDERS, adapter
-from ringbound.recovery import (
+from ringbound.summary.recovery import (
     EXPAND_MESSAGE,
     AnchorNotFoundError,
     InvalidAnchorError,

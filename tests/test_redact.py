@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ringbound.errors import ConfigError
-from ringbound.redact import KINDS, Redactor
+from ringbound.summary.redact import KINDS, Redactor
 
 PRIVATE_KEY = (
     "-----BEGIN RSA PRIVATE KEY-----\n"

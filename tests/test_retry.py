@@ -667,7 +667,7 @@ def test_real_assembler_async_matches_sync() -> None:
 
 
 def test_real_token_ledger_is_fed() -> None:
-    from ringbound.token_ledger import TokenLedger
+    from ringbound.ledgers.tokens import TokenLedger
 
     ledger = TokenLedger(2000)
     out = with_context_retry(Window(), real_assembler(), session(), token_ledger=ledger)

@@ -13,9 +13,8 @@ import orjson
 import pytest
 
 import ringbound as rb
-from ringbound.providers import adapter
-from ringbound.session import Session, load_session
-from ringbound.simulate import (
+from ringbound.cli.session import Session, load_session
+from ringbound.cli.simulate import (
     SIDE_EFFECT_TOOLS,
     STATEFUL,
     STATELESS,
@@ -26,6 +25,7 @@ from ringbound.simulate import (
     simulate,
     turn_ends,
 )
+from ringbound.providers import adapter
 
 BUNDLED = resources.files("ringbound") / "data" / "tau_bench_airline_session.json"
 #: The swe-gym session with the most rings (28 turns); it ends with an unanswered call.

@@ -16,20 +16,19 @@ from hypothesis import strategies as st
 
 from ringbound import _core
 from ringbound.errors import ConfigError, SummaryError
-from ringbound.summarize import (
+from ringbound.summary.request import (
     TEMPLATE_HEADINGS,
     SummaryOutcome,
     SummaryRequest,
-    _split_units,
-    arun,
     note_body,
     note_text,
-    run,
+    split_units,
     summary_target,
     template,
     unit_blocks,
     units_text,
 )
+from ringbound.summary.runner import arun, run
 
 
 def wcount(text: str) -> int:
@@ -155,7 +154,7 @@ def test_units_text_renders_roles_calls_and_named_results() -> None:
 def test_units_text_is_its_blocks_joined() -> None:
     units = [_ring(), [{"role": "assistant", "content": "done"}]]
     assert units_text(units) == "\n\n".join(unit_blocks(units))
-    assert _split_units(units_text(units)) == unit_blocks(units)
+    assert split_units(units_text(units)) == unit_blocks(units)
 
 
 _CONTENT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
@@ -172,7 +171,7 @@ _CONTENT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs
 )
 def test_unit_text_splits_back_into_its_blocks(raw) -> None:
     units = [[{"role": r, "content": c} for r, c in unit] for unit in raw]
-    assert _split_units(units_text(units)) == unit_blocks(units)
+    assert split_units(units_text(units)) == unit_blocks(units)
 
 
 # --- target, note, template ---------------------------------------------------------------

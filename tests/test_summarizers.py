@@ -15,16 +15,15 @@ from hypothesis import strategies as st
 
 from ringbound import _core
 from ringbound.report import LedgerEntry
-from ringbound.summarize import (
+from ringbound.summary.request import (
     TEMPLATE_HEADINGS,
     SummaryRequest,
-    arun,
     note_body,
     note_text,
-    run,
     units_text,
 )
-from ringbound.summarizers import extractive, openai_compatible
+from ringbound.summary.runner import arun, run
+from ringbound.summary.summarizers import extractive, openai_compatible
 
 COUNT = functools.partial(_core.count_text, encoding="o200k_base")
 CUT = functools.partial(_core.cut_text, encoding="o200k_base")

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ringbound.errors import ConfigError
-from ringbound.token_ledger import DEFAULT_TOOL_TOKENS, HISTORY, Admission, TokenLedger, ToolStats
+from ringbound.ledgers.tokens import DEFAULT_TOOL_TOKENS, HISTORY, Admission, TokenLedger, ToolStats
 
 TOOLS = ("read_file", "grep", "run_tests", "web_fetch")
 

@@ -4,10 +4,9 @@ lost. The hot path is Rust (``ringbound._core``); this package is the façade.""
 
 from __future__ import annotations
 
-from . import recovery, summarizers
 from ._core import CountCache, __version__
 from .assembler import Assembler, AssemblyResult
-from .calibrate import Calibration, calibrate, load_usage
+from .cli.calibrate import Calibration, calibrate, load_usage
 from .config import AssemblyConfig
 from .counting import count_text, count_tokens, validate
 from .detect import detect_provider
@@ -21,15 +20,16 @@ from .errors import (
     StaleStateError,
     SummaryError,
 )
-from .ledger import SideEffectLedger
-from .metrics import MetricsSink, NullSink, PrometheusSink, get_default_sink, set_default_sink
-from .recovery import (
-    AnchorNotFoundError,
-    InvalidAnchorError,
-    Recovered,
-    expand_message_tool,
-    recover,
+from .ledgers.side_effects import SideEffectLedger
+from .ledgers.tokens import Admission, TokenLedger, ToolStats
+from .observability.metrics import (
+    MetricsSink,
+    NullSink,
+    PrometheusSink,
+    get_default_sink,
+    set_default_sink,
 )
+from .observability.tracing import disable_tracing, enable_tracing
 from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord, SummaryRecord
 from .retry import (
     ContextOverflow,
@@ -39,9 +39,15 @@ from .retry import (
     with_context_retry_async,
 )
 from .state import AssemblyState
-from .summarize import SummaryRequest
-from .telemetry import disable_tracing, enable_tracing
-from .token_ledger import Admission, TokenLedger, ToolStats
+from .summary import recovery, summarizers
+from .summary.recovery import (
+    AnchorNotFoundError,
+    InvalidAnchorError,
+    Recovered,
+    expand_message_tool,
+    recover,
+)
+from .summary.request import SummaryRequest
 
 __all__ = [
     "Admission",

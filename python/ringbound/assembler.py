@@ -12,20 +12,24 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _core, compaction, summarize, summarizers, telemetry
+from . import _core
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
 from .config import AssemblyConfig
 from .errors import BudgetExceededError, ConfigError, StaleStateError
-from .ledger import SideEffectLedger
-from .metrics import MetricsSink, check_sink
+from .ledgers.side_effects import SideEffectLedger
+from .ledgers.tokens import TokenLedger
+from .observability import tracing
+from .observability.metrics import MetricsSink, check_sink
 from .payload import check_message_list, dump_messages, dump_tools
 from .providers import adapter, check_provider
 from .providers.base import begin_reading, end_reading
 from .providers.chat_adapter import ADAPTER as CHAT_ADAPTER
-from .redact import Redactor
 from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord
 from .state import AssemblyState, fingerprint
-from .token_ledger import TokenLedger
+from .summary import runner, summarizers
+from .summary import stage as compaction
+from .summary.redact import Redactor
+from .summary.request import SummaryOutcome
 
 __all__ = ["Assembler", "AssemblyResult"]
 
@@ -106,7 +110,7 @@ class Assembler:
         provider: Wire format of the messages: ``openai_chat`` (default), ``openai_responses``,
             ``anthropic``, ``gemini`` or ``bedrock_converse``.
         summarizer: ``callable(SummaryRequest) -> str`` (sync or async) that writes the
-            summary of dropped units (``ringbound.summarizers`` has an OpenAI-compatible one
+            summary of dropped units (``ringbound.summary.summarizers`` has an OpenAI-compatible one
             and a deterministic extractive one); None to drop without summarizing.
         sink: Where the metrics of each assembly go (see ``MetricsSink``); the default sink
             (``set_default_sink``, NullSink unless set) when None.
@@ -159,7 +163,7 @@ class Assembler:
         self._core = _core_config(self.config, self._image_formula, ratio)
         self._cache = _cache(cache)
         self._sink = None if sink is None else check_sink(sink)
-        self._tracer = None if tracer is None else telemetry.check_tracer(tracer)
+        self._tracer = None if tracer is None else tracing.check_tracer(tracer)
         self._count, self._cut = compaction.counter(self.config.encoding)
         #: Calls with nothing but messages, tools and system take ``_assemble_plain``.
         self._plain = (
@@ -199,7 +203,7 @@ class Assembler:
                 ``cache_stable``.
             token_ledger: The run's ``TokenLedger``: a compaction then leaves free at least
                 the worst return it has seen of the tools in ``tools`` (``tail_reserve``), so
-                the next tool result fits without another compaction.
+                the next tool result fits without another stage.
 
         Returns:
             The request to send and its report.
@@ -220,7 +224,7 @@ class Assembler:
         with self._observed(ledger) as done:
             job = self._begin(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
             if isinstance(job.draft, compaction.Draft):
-                job.outcome = summarize.run(
+                job.outcome = runner.run(
                     self._summarizer, job.draft.request, **self._run_args(job.draft)
                 )
             return done(*self._finish(job))
@@ -252,7 +256,7 @@ class Assembler:
         and report as ``_begin`` and ``_finish`` make of it, without their machinery for the
         other cases: on a warm turn that machinery cost a third as much as the core."""
         start = time.perf_counter()
-        span = telemetry.start_span(self._tracer, self.provider)
+        span = tracing.start_span(self._tracer, self.provider)
         try:
             check_message_list(messages)
             listed = messages if type(messages) is list else list(messages)
@@ -271,11 +275,11 @@ class Assembler:
                 report=report,
                 system=system,
             )
-            telemetry.assembled(
+            tracing.assembled(
                 report, lambda: dump_messages(listed), self.provider, self._sink, span
             )
         except BaseException as e:
-            telemetry.rejected(e, self.provider, self._sink, span)
+            tracing.rejected(e, self.provider, self._sink, span)
             raise
         return result
 
@@ -299,7 +303,7 @@ class Assembler:
         with self._observed(ledger) as done:
             job = self._begin(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
             if isinstance(job.draft, compaction.Draft):
-                job.outcome = await summarize.arun(
+                job.outcome = await runner.arun(
                     self._summarizer, job.draft.request, **self._run_args(job.draft)
                 )
             return done(*self._finish(job))
@@ -632,7 +636,7 @@ class Assembler:
             compactions=previous + int(job.compacted),
         )
 
-    def _finish(self, job: _Job) -> tuple[AssemblyResult, telemetry.Payload]:
+    def _finish(self, job: _Job) -> tuple[AssemblyResult, tracing.Payload]:
         """The result: the plan rendered, the summary note written into its place."""
         summary = stage = None
         d = job.draft
@@ -689,22 +693,22 @@ class _Observed:
     def __init__(self, asm: Assembler, ledger: SideEffectLedger | None) -> None:
         self.asm, self.ledger = asm, ledger
 
-    def __enter__(self) -> Callable[[AssemblyResult, telemetry.Payload], AssemblyResult]:
-        self.span = telemetry.start_span(self.asm._tracer, self.asm.provider)
+    def __enter__(self) -> Callable[[AssemblyResult, tracing.Payload], AssemblyResult]:
+        self.span = tracing.start_span(self.asm._tracer, self.asm.provider)
         self.token = begin_reading()
         return self.done
 
-    def done(self, result: AssemblyResult, payload: telemetry.Payload) -> AssemblyResult:
+    def done(self, result: AssemblyResult, payload: tracing.Payload) -> AssemblyResult:
         if self.ledger is not None:
             self.ledger.extend(result.report.ledger_added)
         asm = self.asm
-        telemetry.assembled(result.report, payload, asm.provider, asm._sink, self.span)
+        tracing.assembled(result.report, payload, asm.provider, asm._sink, self.span)
         return result
 
     def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
         end_reading(self.token)
         if error is not None:
-            telemetry.rejected(error, self.asm.provider, self.asm._sink, self.span)
+            tracing.rejected(error, self.asm.provider, self.asm._sink, self.span)
 
 
 def _report(
@@ -781,7 +785,7 @@ class _Job:
     native_plan: NativePlan | None = None
     recorded: list[tuple[Any, ...]] | None = None
     draft: compaction.Draft | compaction.Skipped | None = None
-    outcome: summarize.SummaryOutcome | None = None
+    outcome: SummaryOutcome | None = None
     #: Cache-stable assembly: the session's hash (None when stateless), the state given,
     #: what became of it, whether this assembly compacted, and the summary note it sends.
     session: str | None = None

@@ -17,13 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _core
-from .adapted import NativeRequest
-from .config import AssemblyConfig
-from .errors import BudgetExceededError
+from .. import _core
+from ..adapted import NativeRequest
+from ..config import AssemblyConfig
+from ..errors import BudgetExceededError
+from ..report import LedgerEntry, StageRecord, SummaryRecord
 from .redact import Redactor
-from .report import LedgerEntry, StageRecord, SummaryRecord
-from .summarize import (
+from .request import (
     SummaryOutcome,
     SummaryRequest,
     note_body,

@@ -10,16 +10,16 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._core import __version__
-from .errors import (
+from .._core import __version__
+from ..errors import (
     BudgetExceededError,
     ConfigError,
     InvalidMessageError,
     PairingError,
     RingboundError,
 )
+from ..report import AssemblyReport
 from .metrics import MetricsSink, get_default_sink
-from .report import AssemblyReport
 
 __all__ = [
     "SPAN_NAME",

@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from .detect import detect_provider, provider_candidates
-from .errors import InvalidMessageError
+from ..detect import detect_provider, provider_candidates
+from ..errors import InvalidMessageError
 
 __all__ = ["Session", "load_session"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["KINDS", "Redactor"]
 

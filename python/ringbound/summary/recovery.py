@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import _core
-from .errors import InvalidMessageError, RingboundError
-from .providers import adapter, check_provider
-from .providers.base import Canonical, UnreadableObject, as_mapping
+from .. import _core
+from ..errors import InvalidMessageError, RingboundError
+from ..providers import adapter, check_provider
+from ..providers.base import Canonical, UnreadableObject, as_mapping
 
 __all__ = [
     "EXPAND_MESSAGE",

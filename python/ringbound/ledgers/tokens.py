@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = [
     "DEFAULT_TOOL_TOKENS",

@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from .errors import ConfigError
-from .report import LedgerEntry
+from ..errors import ConfigError
+from ..report import LedgerEntry
 
 __all__ = ["SideEffectLedger"]
 

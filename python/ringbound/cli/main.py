@@ -9,14 +9,14 @@ from collections.abc import Sequence
 
 import orjson
 
-from . import summarizers
-from .assembler import Assembler
+from ..assembler import Assembler
+from ..config import AssemblyConfig
+from ..counting import count_tokens, validate
+from ..errors import RingboundError
+from ..providers import PROVIDERS
+from ..summary import summarizers
 from .bench import bench_sessions, format_table
-from .config import AssemblyConfig
-from .counting import count_tokens, validate
 from .demo import run_demo
-from .errors import RingboundError
-from .providers import PROVIDERS
 from .session import Session, load_session
 
 __all__ = ["main"]

@@ -10,7 +10,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import (
+from ..errors import (
     BudgetExceededError,
     ConfigError,
     InvalidMessageError,
@@ -18,8 +18,8 @@ from .errors import (
     RingboundError,
     SummaryError,
 )
-from .providers import PROVIDERS
-from .report import AssemblyReport
+from ..providers import PROVIDERS
+from ..report import AssemblyReport
 
 __all__ = [
     "REJECT_REASONS",

@@ -7,12 +7,12 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any, TextIO
 
-from . import summarizers
-from ._core import LEDGER_MARKER, SUMMARY_MARKER
-from .assembler import Assembler
-from .config import AssemblyConfig
-from .counting import count_tokens, validate
-from .errors import BudgetExceededError
+from .._core import LEDGER_MARKER, SUMMARY_MARKER
+from ..assembler import Assembler
+from ..config import AssemblyConfig
+from ..counting import count_tokens, validate
+from ..errors import BudgetExceededError
+from ..summary import summarizers
 from .session import Session, load_session
 
 __all__ = ["AIRLINE_SIDE_EFFECT_TOOLS", "bundled_session", "run_demo"]

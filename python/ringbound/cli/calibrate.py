@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = [
     "MIN_RECORDS",

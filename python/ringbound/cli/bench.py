@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import _core
-from .assembler import Assembler
-from .counting import count_text, count_tokens
-from .errors import RingboundError
+from .. import _core
+from ..assembler import Assembler
+from ..counting import count_text, count_tokens
+from ..errors import RingboundError
 from .session import load_session
 
 __all__ = ["Progress", "SessionBench", "bench_sessions", "format_table", "percentile"]

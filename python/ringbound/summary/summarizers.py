@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .summarize import TEMPLATE_HEADINGS, SummaryRequest, template
+from .request import TEMPLATE_HEADINGS, SummaryRequest, template
 
 __all__ = ["extractive", "openai_compatible"]
 
@@ -43,7 +43,7 @@ def extractive(max_line_chars: int = 200) -> Callable[[SummaryRequest], str]:
         max_line_chars: Longest line copied; longer lines are cut and end in "…".
 
     Example:
-        >>> from ringbound.summarize import SummaryRequest
+        >>> from ringbound.summary.request import SummaryRequest
         >>> req = SummaryRequest(units=[], text="### unit 1\\nuser: ship to Oslo",
         ...     previous_summary=None, target_tokens=500, ledger=[], goal=None, provider="x")
         >>> "- user: ship to Oslo" in extractive()(req)

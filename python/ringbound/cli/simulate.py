@@ -17,12 +17,12 @@ from typing import Any, TextIO
 
 import orjson
 
-from . import summarizers
-from .assembler import Assembler
-from .config import AssemblyConfig
-from .counting import count_tokens, validate
-from .errors import ConfigError, RingboundError
-from .providers import adapter, check_provider
+from ..assembler import Assembler
+from ..config import AssemblyConfig
+from ..counting import count_tokens, validate
+from ..errors import ConfigError, RingboundError
+from ..providers import adapter, check_provider
+from ..summary import summarizers
 from .session import Session, load_session
 
 __all__ = [
@@ -559,8 +559,8 @@ def simulate(
 
     Example:
         >>> import ringbound as rb
-        >>> from ringbound.session import Session
-        >>> from ringbound.simulate import agent_session, simulate, STATEFUL
+        >>> from ringbound.cli.session import Session
+        >>> from ringbound.cli.simulate import agent_session, simulate, STATEFUL
         >>> s = Session(agent_session(turns=40), tools=None, bare=True)
         >>> cfg = rb.AssemblyConfig(model_input_limit=6000, output_reserve_tokens=0,
         ...                         safety_margin_tokens=0)

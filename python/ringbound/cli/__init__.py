@@ -1,0 +1,1 @@
+"""The ``ringbound`` command: assemble, validate, count, bench, simulate, calibrate, demo."""

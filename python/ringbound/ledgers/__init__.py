@@ -1,0 +1,1 @@
+"""The two ledgers: side effects already executed, and tokens (usage, tool returns)."""

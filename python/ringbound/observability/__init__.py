@@ -1,0 +1,1 @@
+"""Metrics sinks and OpenTelemetry spans: counts and hashes, never message text."""
