@@ -15,11 +15,12 @@ import pytest
 import ringbound as rb
 
 
-def run(*args: Any) -> subprocess.CompletedProcess[str]:
+def run(*args: Any, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ringbound", *map(str, args)],
         capture_output=True,
         text=True,
+        input=stdin,
         timeout=60,
         check=False,
     )
@@ -79,8 +80,10 @@ def test_assemble_bare_list_writes_a_bare_list(tmp_path: Path) -> None:
     total = rb.count_tokens(messages)
     proc = run("assemble", src, "--budget", total // 2, "-o", out)
     assert proc.returncode == 0, proc.stderr
-    assert "tokens   " in proc.stdout and f"(budget {total // 2})" in proc.stdout
-    assert "stage    drop_rings" in proc.stdout
+    # With -o, nothing goes to stdout; the report goes to stderr.
+    assert proc.stdout == ""
+    assert "tokens   " in proc.stderr and f"(budget {total // 2})" in proc.stderr
+    assert "stage    drop_rings" in proc.stderr
     written = json.loads(out.read_text())
     assert isinstance(written, list)
     assert rb.validate(written) == []
@@ -101,7 +104,8 @@ def test_assemble_object_with_tools_writes_the_same_shape(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     written = json.loads(out.read_text())
-    assert set(written) == {"messages", "tools"}
+    assert set(written) == {"messages", "tools", "meta"}  # every other field is kept
+    assert written["meta"] == 1
     assert written["tools"] == TOOLS
     assert report["budget"] == budget
     assert report["tokens_after"] == rb.count_tokens(written["messages"], tools=TOOLS) <= budget
@@ -132,7 +136,7 @@ def test_assemble_summarize_writes_a_summary_note(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     proc = run("assemble", src, "--budget", 1500, "--summarize", "-o", out)
     assert proc.returncode == 0, proc.stderr
-    assert "summary  " in proc.stdout and "(written)" in proc.stdout
+    assert "summary  " in proc.stderr and "(written)" in proc.stderr
     assembled = json.loads(out.read_text())
     assert any(str(m.get("content")).startswith("[ringbound:summary]") for m in assembled)
     assert rb.validate(assembled) == [] and rb.count_tokens(assembled) <= 1500
@@ -140,9 +144,13 @@ def test_assemble_summarize_writes_a_summary_note(tmp_path: Path) -> None:
 
 def test_assemble_limit_keeps_reserve_and_margin(tmp_path: Path) -> None:
     src = write(tmp_path / "session.json", session(2))
-    proc = run("assemble", src, "--limit", 20_000, "--json")
+    proc = run("assemble", src, "--limit", 128_000, "--json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["budget"] == 20_000 - 8192 - 1024
+    assert json.loads(proc.stdout)["budget"] == 128_000 - 8192 - 1024
+    # A limit too small for the default reserve and margin keeps a quarter and a
+    # thirty-second of itself for them instead of refusing.
+    proc = run("assemble", src, "--limit", 20_000, "--json")
+    assert json.loads(proc.stdout)["budget"] == 20_000 - 5000 - 625
 
 
 def test_assemble_with_yaml_config(tmp_path: Path) -> None:
@@ -177,7 +185,7 @@ def test_assemble_repair_flag(tmp_path: Path) -> None:
     assert_clean_error(run("assemble", src), "PairingError", "call_2")
     proc = run("assemble", src, "--repair")
     assert proc.returncode == 0, proc.stderr
-    assert "repaired 1 call(s) without result: call_2" in proc.stdout
+    assert "repaired 1 call(s) without result: call_2" in proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -188,8 +196,11 @@ def test_assemble_repair_flag(tmp_path: Path) -> None:
         ),
         pytest.param(("--budget", 0), ("ConfigError", "model_input_limit"), id="budget-zero"),
         pytest.param(
-            ("--limit", 5000), ("ConfigError", "leaves no budget"), id="limit-under-reserve"
+            ("--limit", 5000, "--reserve", 8192),
+            ("ConfigError", "leaves no budget"),
+            id="limit-under-reserve",
         ),
+        pytest.param(("--model", "no-such-model"), ("ConfigError", "models table"), id="model"),
     ],
 )
 def test_assemble_errors(tmp_path: Path, args: tuple[Any, ...], texts: tuple[str, ...]) -> None:
@@ -330,3 +341,106 @@ def test_simulate_prints_the_three_ways(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     for way in ("ringbound stateful", "ringbound stateless", "trim_messages"):
         assert way in proc.stdout
+
+
+def body(messages: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    return {
+        "model": "gpt-4o",
+        "temperature": 0.2,
+        "tool_choice": "auto",
+        **fields,
+        "messages": messages,
+    }
+
+
+def test_stdin_to_stdout_keeps_every_other_field() -> None:
+    messages = session(30)
+    proc = run("assemble", "-", "--limit", 3000, stdin=json.dumps(body(messages, user="u-1")))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert {k: v for k, v in out.items() if k != "messages"} == {
+        "model": "gpt-4o",
+        "temperature": 0.2,
+        "tool_choice": "auto",
+        "user": "u-1",
+    }
+    assert rb.validate(out["messages"]) == [] and out["messages"] != messages
+    # A small --limit takes a quarter for the answer and a thirty-second for the margin.
+    budget = 3000 - 3000 // 4 - 3000 // 32
+    assert f"budget   {budget} = limit 3000 - reserve 750 - margin 93" in proc.stderr
+    assert rb.count_tokens(out["messages"]) <= budget
+
+
+def test_dash_output_is_stdout_and_json_is_the_report_alone(tmp_path: Path) -> None:
+    src = write(tmp_path / "s.json", body(session(3)))
+    proc = run("assemble", src, "-o", "-", "--budget", 100_000)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["model"] == "gpt-4o"
+    assert not (Path.cwd() / "-").exists()
+    proc = run("assemble", src, "--json")
+    report = json.loads(proc.stdout)  # the report alone: no body mixed in
+    assert report["messages_after"] == 8 and proc.stderr == ""
+
+
+def test_model_sizes_the_request(tmp_path: Path) -> None:
+    src = write(tmp_path / "s.json", session(2))
+    report = json.loads(run("assemble", src, "--model", "gpt-4.1", "--json").stdout)
+    assert report["budget"] == rb.AssemblyConfig.for_model("gpt-4.1").budget
+    # The body's own model sizes it when no --model is given ...
+    src = write(tmp_path / "b.json", body(session(2), model="gpt-3.5-turbo-0125"))
+    report = json.loads(run("assemble", src, "--json").stdout)
+    assert report["budget"] == rb.AssemblyConfig.for_model("gpt-3.5-turbo").budget
+    # ... and --reserve / --margin override the entry.
+    proc = run("assemble", src, "--json", "--reserve", 1000, "--margin", 10)
+    assert json.loads(proc.stdout)["budget"] == 16_385 - 1000 - 10
+
+
+def test_side_effect_tools_flag(tmp_path: Path) -> None:
+    messages = session(30)
+    src = write(tmp_path / "s.json", messages)
+    proc = run("assemble", src, "--budget", 1500, "--json", "--side-effect-tools", "x,send_email")
+    assert json.loads(proc.stdout)["ledger_entries"] == 1
+    proc = run("assemble", src, "--budget", 1500, "--json")
+    assert json.loads(proc.stdout)["ledger_entries"] == 0
+
+
+def test_a_list_of_sessions_is_picked_by_index_and_key(tmp_path: Path) -> None:
+    records = [{"task_id": i, "reward": 1.0, "traj": session(i + 1)} for i in range(3)]
+    src = write(tmp_path / "many.json", records)
+    assert_clean_error(run("count", src), "a list of 3 sessions", "--session N")
+    proc = run("count", src, "--session", 2)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) == rb.count_tokens(session(3))
+    assert_clean_error(run("count", src, "--session", 3), "out of range")
+    assert_clean_error(run("count", src, "--session", 0, "--key", "nope"), "'nope'")
+    # Elements that are request bodies themselves (SWE-Gym's) need no key.
+    src = write(tmp_path / "bodies.json", [{"id": 1, "messages": session(1), "tools": TOOLS}])
+    proc = run("count", src, "--session", 0)
+    assert int(proc.stdout) == rb.count_tokens(session(1), tools=TOOLS)
+    assert_clean_error(
+        run("count", write(tmp_path / "one.json", session(1)), "--session", 0), "holds one session"
+    )
+
+
+def test_version_and_help_are_plain_text() -> None:
+    proc = run("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"ringbound {rb.__version__}"
+    for args in [("--help",), ("assemble", "--help"), ("count", "--help"), ("bench", "--help")]:
+        proc = run(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert "``" not in proc.stdout and ":class:" not in proc.stdout
+    assert "- reads standard input" in run("assemble", "--help").stdout.replace("\n", " ")
+
+
+def test_a_closed_pipe_is_not_a_traceback() -> None:
+    # `ringbound assemble ... | head -1`: the reader closes early.
+    proc = subprocess.run(
+        f"{sys.executable} -m ringbound demo | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.stdout.startswith("ringbound demo")
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr

@@ -4,6 +4,7 @@ lost. The hot path is Rust (``ringbound._core``); this package is the façade.""
 
 from __future__ import annotations
 
+from . import models
 from ._core import CountCache, __version__
 from .assembler import Assembler, AssemblyResult
 from .cli.calibrate import Calibration, calibrate, load_usage
@@ -38,6 +39,7 @@ from .retry import (
     with_context_retry,
     with_context_retry_async,
 )
+from .startup import warmup, warmup_from_env
 from .state import AssemblyState
 from .summary import recovery, summarizers
 from .summary.recovery import (
@@ -93,11 +95,15 @@ __all__ = [
     "get_default_sink",
     "is_context_length_error",
     "load_usage",
+    "models",
     "recover",
     "recovery",
     "set_default_sink",
     "summarizers",
     "validate",
+    "warmup",
     "with_context_retry",
     "with_context_retry_async",
 ]
+
+warmup_from_env()

@@ -208,6 +208,36 @@ class AssemblyConfig:
         return self.model_input_limit - self.output_reserve_tokens - self.safety_margin_tokens
 
     @classmethod
+    def for_model(cls, model: str, **overrides: Any) -> AssemblyConfig:
+        """A config sized for a model of the models table (``ringbound.models``): its window,
+        an output reserve it can use (the default 8192, less where the model writes less or
+        the window is small), its encoding and token ratio. ``overrides`` take precedence;
+        ``model_input_limit`` follows an overridden ``output_reserve_tokens`` where the
+        provider caps input on its own (Gemini, GPT-5).
+
+        Example:
+            >>> cfg = AssemblyConfig.for_model("claude-sonnet-4-5-20250929")
+            >>> cfg.model_input_limit, cfg.output_reserve_tokens
+            (200000, 8192)
+            >>> AssemblyConfig.for_model("gpt-4o", output_reserve_tokens=16_384).budget
+            110592
+        """
+        from .models import lookup
+
+        info = lookup(model)
+        values = cls().to_dict()
+        reserve = overrides.get("output_reserve_tokens", info.default_reserve())
+        values.update(
+            output_reserve_tokens=reserve,
+            encoding=info.encoding,
+            token_ratio=info.token_ratio,
+        )
+        if isinstance(reserve, int) and not isinstance(reserve, bool):
+            values["model_input_limit"] = info.input_limit(reserve)
+        values.update(overrides)
+        return cls.from_dict(values)
+
+    @classmethod
     def from_dict(cls, values: dict[str, Any]) -> AssemblyConfig:
         """Builds a config from a mapping, rejecting unknown keys by name."""
         if not isinstance(values, dict):

@@ -4,6 +4,7 @@ side effects in view."""
 
 from __future__ import annotations
 
+import textwrap
 from importlib import resources
 from typing import Any, TextIO
 
@@ -59,17 +60,24 @@ def run_demo(out: TextIO, fractions: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25))
         "ringbound demo: tau-bench airline session (gpt-4o, MIT, Sierra)\n"
         f"{len(messages)} messages, {rings} tool rings, {total} tokens "
         "(o200k_base, OpenAI framing)\n"
-        "protected: system rules, first user goal, last 2 rings, last user turn; "
-        "side-effect tools go to the ledger\n\n"
+        "protected: system rules, first user goal, last 2 rings, last user turn\n"
+        + textwrap.fill(
+            "side-effecting tools (a dropped call goes to the ledger note): "
+            + ", ".join(AIRLINE_SIDE_EFFECT_TOOLS),
+            width=100,
+            subsequent_indent="  ",
+        )
+        + "\n\n"
     )
     header = (
-        f"{'budget':>7} {'before':>7} {'after':>7} {'msgs':>9} "
+        f"{'budget':>7} {'share':>6} {'after':>7} {'msgs':>9} "
         f"{'rings-':>6} {'turns-':>6} {'ledger':>6} {'pairing':>8} {'ms':>6}\n"
     )
     out.write(header)
     out.write("-" * (len(header) - 1) + "\n")
     failures = 0
     last_note = None
+    smallest = None
     for fraction in fractions:
         budget = int(total * fraction)
         cfg = _config(budget)
@@ -77,8 +85,8 @@ def run_demo(out: TextIO, fractions: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25))
             res = Assembler(cfg).assemble(messages)
         except BudgetExceededError as e:
             out.write(
-                f"{budget:>7} {total:>7} {'-':>7} {'-':>9} {'':>6} {'':>6} {'':>6} {'':>8} {'':>6}"
-                f"  fails closed: protected part needs {e.tokens} tokens\n"
+                f"{budget:>7} {fraction:>6.0%} {'-':>7} {'-':>9} {'':>6} {'':>6} {'':>6} "
+                f"{'':>8} {'':>6}  fails closed: protected part needs {e.tokens} tokens\n"
             )
             continue
         r = res.report
@@ -86,8 +94,9 @@ def run_demo(out: TextIO, fractions: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25))
         fits = r.tokens_after <= budget and count_tokens(res.messages) == r.tokens_after
         ok = not issues and fits
         failures += not ok
+        smallest = budget
         out.write(
-            f"{budget:>7} {r.tokens_before:>7} {r.tokens_after:>7} "
+            f"{budget:>7} {fraction:>6.0%} {r.tokens_after:>7} "
             f"{f'{r.messages_after}/{r.messages_before}':>9} {len(r.dropped_rings):>6} "
             f"{len(r.dropped_turns):>6} {r.ledger_entries:>6} "
             f"{'valid' if ok else 'BROKEN':>8} {r.elapsed_s * 1000:>6.2f}\n"
@@ -99,23 +108,31 @@ def run_demo(out: TextIO, fractions: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25))
         ]
         if notes:
             last_note = notes[0]["content"]
-    if last_note:
-        out.write("\nledger note at the smallest budget that fits:\n")
-        for line in last_note.splitlines():
-            out.write(f"  {line}\n")
-    failures += _summary_demo(out, messages, int(total * 0.5))
     out.write(
-        "\nbefore/after: tokens of the request; msgs: kept/given; rings-/turns-: units "
-        "dropped whole;\npairing: ringbound's validator on the output and an exact recount "
-        "within the budget.\n"
+        "\nshare: the budget as a share of the session's tokens; after: tokens of the request;\n"
+        "msgs: kept/given; rings-/turns-: units dropped whole; ledger: side-effecting calls\n"
+        "recorded; pairing: ringbound's validator on the output and an exact recount within\n"
+        "the budget; ms: the first row is cold (every message parsed and counted), later rows\n"
+        "reuse the count cache, as every later turn of a session does.\n"
     )
+    if last_note:
+        out.write(f"\nledger note at {smallest} tokens, the smallest budget that fits:\n")
+        for line in last_note.splitlines():
+            out.write(f"  {_clip(line)}\n")
+    if smallest is not None:
+        failures += _summary_demo(out, messages, smallest)
     return failures
 
 
+def _clip(line: str, width: int = 100) -> str:
+    """A line cut to the terminal's width, visibly."""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 def _summary_demo(out: TextIO, messages: list[Any], budget: int) -> int:
-    """The same session at half its size with the extractive summarizer (no model needed):
-    the dropped rings become one note after the ledger note. Returns 1 if the output fails a
-    check."""
+    """The same session at the smallest budget with the extractive summarizer (no model
+    needed): the dropped rings become one note after the ledger note. Returns 1 if the output
+    fails a check."""
     cfg = _config(budget, summary_max_tokens=400)
     try:
         res = Assembler(cfg, summarizer=summarizers.extractive()).assemble(messages)
@@ -125,14 +142,17 @@ def _summary_demo(out: TextIO, messages: list[Any], budget: int) -> int:
     r, s = res.report, res.report.summary
     ok = not validate(res.messages) and count_tokens(res.messages) == r.tokens_after <= budget
     out.write(
-        f"\nwith the extractive summarizer at {budget} tokens: {r.tokens_after} tokens, "
-        f"{s.units if s else 0} dropped unit(s) summarized in {s.tokens if s else 0} tokens "
-        "(compacted to summarize_trigger_ratio of the budget):\n"
+        f"\nthe same budget ({budget} tokens) with the extractive summarizer (no model needed): "
+        f"{r.tokens_after} tokens;\n{s.units if s else 0} dropped unit(s) summarized in "
+        f"{s.tokens if s else 0} tokens (compacted to summarize_trigger_ratio of the budget);\n"
+        f"{r.ledger_entries} call(s) in the ledger:\n"
     )
     note = next(
         (m["content"] for m in res.messages if str(m.get("content")).startswith(SUMMARY_MARKER)),
         "",
     )
     for line in note.splitlines()[:14]:
-        out.write(f"  {line[:100]}\n")
+        out.write(f"  {_clip(line)}\n")
+    if len(note.splitlines()) > 14:
+        out.write(f"  … ({len(note.splitlines()) - 14} more lines)\n")
     return 0 if ok else 1

@@ -1,19 +1,25 @@
-"""The ``ringbound`` command: assemble, validate, count and benchmark session files, and the
-demo."""
+"""The ringbound command: assemble, validate, count and benchmark session files, and the
+demo. Reads a file or standard input (-); writes the assembled body to standard output (or
+-o FILE) and the report to standard error (or alone on standard output with --json)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 import orjson
 
+from .. import models
+from .._core import __version__
 from ..assembler import Assembler
 from ..config import AssemblyConfig
 from ..counting import count_tokens, validate
 from ..errors import RingboundError
 from ..providers import PROVIDERS
+from ..report import AssemblyReport
 from ..summary import summarizers
 from .bench import bench_sessions, format_table
 from .demo import run_demo
@@ -22,59 +28,109 @@ from .session import Session, load_session
 __all__ = ["main"]
 
 
-def _config(args: argparse.Namespace) -> AssemblyConfig:
-    cfg = AssemblyConfig.from_yaml(args.config) if args.config else AssemblyConfig()
+def _config(args: argparse.Namespace, session: Session | None = None) -> AssemblyConfig:
+    """The config the flags describe: --config's file or the defaults, sized by --model (or
+    the body's own ``model`` when the models table knows it), then the size flags."""
+    model = getattr(args, "model", None)
+    if model is None and session is not None and not args.config:
+        body_model = session.body.get("model")
+        if isinstance(body_model, str) and models.find(body_model) is not None:
+            model = body_model
+    if model is not None:
+        cfg = AssemblyConfig.for_model(model)
+        if args.config:
+            cfg = AssemblyConfig.from_dict(
+                {**AssemblyConfig.from_yaml(args.config).to_dict(), **_sized(cfg)}
+            )
+    else:
+        cfg = AssemblyConfig.from_yaml(args.config) if args.config else AssemblyConfig()
     values = cfg.to_dict()
+    reserve = getattr(args, "reserve", None)
+    margin = getattr(args, "margin", None)
     if args.limit is not None:
         values["model_input_limit"] = args.limit
+        if not args.config:
+            # The defaults (8192 + 1024) are sized for large windows; a small --limit without
+            # --reserve or --margin keeps a quarter and a thirty-second of it for them.
+            values["output_reserve_tokens"] = min(values["output_reserve_tokens"], args.limit // 4)
+            values["safety_margin_tokens"] = min(values["safety_margin_tokens"], args.limit // 32)
+    if reserve is not None:
+        values["output_reserve_tokens"] = reserve
+    if margin is not None:
+        values["safety_margin_tokens"] = margin
     if args.budget is not None:
         values.update(
             model_input_limit=args.budget, output_reserve_tokens=0, safety_margin_tokens=0
         )
     if args.repair:
         values["on_pairing_error"] = "synthesize_error_results"
+    tools = getattr(args, "side_effect_tools", None)
+    if tools:
+        values["side_effect_tools"] = [t.strip() for part in tools for t in part.split(",") if t]
     return AssemblyConfig.from_dict(values)
 
 
+def _sized(cfg: AssemblyConfig) -> dict[str, object]:
+    """What a model's entry sets in a config."""
+    keys = ("model_input_limit", "output_reserve_tokens", "encoding", "token_ratio")
+    return {k: getattr(cfg, k) for k in keys}
+
+
+def _load(args: argparse.Namespace) -> Session:
+    return load_session(args.session, index=args.session_index, key=args.key)
+
+
 def _assemble(args: argparse.Namespace) -> int:
-    session = load_session(args.session)
+    session = _load(args)
     provider = _provider(args, session)
     summarizer = summarizers.extractive() if args.summarize else None
-    res = Assembler(_config(args), provider=provider, summarizer=summarizer).assemble(
+    cfg = _config(args, session)
+    res = Assembler(cfg, provider=provider, summarizer=summarizer).assemble(
         session.messages, session.tools, system=session.system
     )
-    r = res.report
+    body = orjson.dumps(
+        session.with_result(res.messages, res.system, res.tools), option=orjson.OPT_INDENT_2
+    )
+    out = args.output if args.output is not None else (None if args.json else "-")
+    if out == "-":
+        sys.stdout.buffer.write(body + b"\n")
+        sys.stdout.flush()
+    elif out is not None:
+        with open(out, "wb") as f:
+            f.write(body + b"\n")
     if args.json:
-        sys.stdout.write(orjson.dumps(r.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(orjson.dumps(res.report.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        sys.stdout.write("\n")
     else:
-        bound = "" if r.tokens_before_exact else " at most"
-        print(f"tokens  {bound} {r.tokens_before} -> {r.tokens_after} (budget {r.budget})")
-        print(f"messages {r.messages_before} -> {r.messages_after}")
-        for s in r.stages:
-            print(f"stage    {s.stage}: {s.units} unit(s), {s.tokens_saved} tokens saved")
-        if r.repairs:
-            print(f"repaired {len(r.repairs)} call(s) without result: {', '.join(r.repairs)}")
-        for w in r.rewrites:
-            print(f"rewrote  message {w.index} ({w.kind}), {w.tokens_saved} tokens saved")
-        if r.summary is not None:
-            s = r.summary
-            state = "failed: " + str(s.reason) if s.failed else (s.reason or "written")
-            print(f"summary  {s.units} unit(s) -> {s.tokens} tokens ({state})")
-        if r.ledger_entries:
-            print(f"ledger   {r.ledger_entries} side-effecting call(s) recorded")
-        print("buckets  " + ", ".join(f"{k} {v}" for k, v in r.bucket_tokens.items()))
-        print(f"time     {r.elapsed_s * 1000:.2f} ms")
-    if args.output:
-        body: object = res.messages
-        if not session.bare:
-            body = {session.messages_key: res.messages}
-            if session.system_key is not None:
-                body[session.system_key] = res.system
-            if res.tools is not None:
-                body["tools"] = res.tools
-        with open(args.output, "wb") as f:
-            f.write(orjson.dumps(body, option=orjson.OPT_INDENT_2))
+        _print_report(res.report, provider, cfg, sys.stderr)
     return 0
+
+
+def _print_report(r: AssemblyReport, provider: str, cfg: AssemblyConfig, to: TextIO) -> None:
+    bound = "" if r.tokens_before_exact else "at most "
+    print(f"provider {provider}", file=to)
+    print(
+        f"budget   {cfg.budget} = limit {cfg.model_input_limit} - reserve "
+        f"{cfg.output_reserve_tokens} - margin {cfg.safety_margin_tokens}",
+        file=to,
+    )
+    print(f"tokens   {bound}{r.tokens_before} -> {r.tokens_after} (budget {r.budget})", file=to)
+    print(f"messages {r.messages_before} -> {r.messages_after}", file=to)
+    for s in r.stages:
+        print(f"stage    {s.stage}: {s.units} unit(s), {s.tokens_saved} tokens saved", file=to)
+    if r.repairs:
+        calls = ", ".join(r.repairs)
+        print(f"repaired {len(r.repairs)} call(s) without result: {calls}", file=to)
+    for w in r.rewrites:
+        print(f"rewrote  message {w.index} ({w.kind}), {w.tokens_saved} tokens saved", file=to)
+    if r.summary is not None:
+        s = r.summary
+        state = "failed: " + str(s.reason) if s.failed else (s.reason or "written")
+        print(f"summary  {s.units} unit(s) -> {s.tokens} tokens ({state})", file=to)
+    if r.ledger_entries:
+        print(f"ledger   {r.ledger_entries} side-effecting call(s) recorded", file=to)
+    print("buckets  " + ", ".join(f"{k} {v}" for k, v in r.bucket_tokens.items()), file=to)
+    print(f"time     {r.elapsed_s * 1000:.2f} ms", file=to)
 
 
 def _provider(args: argparse.Namespace, session: Session) -> str:
@@ -83,7 +139,7 @@ def _provider(args: argparse.Namespace, session: Session) -> str:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    session = load_session(args.session)
+    session = _load(args)
     provider = _provider(args, session)
     issues = validate(session.messages, provider=provider, system=session.system)
     for i in issues:
@@ -94,7 +150,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _count(args: argparse.Namespace) -> int:
-    session = load_session(args.session)
+    session = _load(args)
     provider = _provider(args, session)
     print(
         count_tokens(
@@ -150,47 +206,112 @@ def _calibrate(args: argparse.Namespace) -> int:
     return cli_main(args.usage, args.coverage, args.plot)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ringbound", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
+def _session_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "session",
+        help="JSON file: a list of messages, a request body, or a list of sessions; - reads "
+        "standard input",
+    )
+    p.add_argument(
+        "--session",
+        dest="session_index",
+        type=int,
+        metavar="N",
+        help="for a file holding a list of sessions: which one (from 0)",
+    )
+    p.add_argument(
+        "--key",
+        help="for a list of sessions: the key holding each one's messages (e.g. traj); "
+        "found by itself when there is one list",
+    )
+    p.add_argument("--provider", choices=PROVIDERS, help="wire format; default: detected")
 
-    a = sub.add_parser("assemble", help="assemble a session into a request that fits")
-    a.add_argument("session", help="JSON: a list of messages or {messages, tools}")
-    a.add_argument("--config", help="YAML file with a context_assembly: block")
-    a.add_argument("--limit", type=int, help="model_input_limit (reserve and margin still apply)")
-    a.add_argument("--budget", type=int, help="the whole budget (no reserve, no margin)")
-    a.add_argument("--repair", action="store_true", help="synthesize results for unanswered calls")
+
+def _size_args(p: argparse.ArgumentParser, *, budget_help: str) -> None:
+    p.add_argument("--config", help="YAML file with a context_assembly: block")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--budget", type=int, help=budget_help)
+    size.add_argument(
+        "--limit",
+        type=int,
+        help="the model's input limit (model_input_limit); the reserve and margin are taken "
+        "from it",
+    )
+    p.add_argument("--repair", action="store_true", help="synthesize results for unanswered calls")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ringbound",
+        description="Assemble the next LLM request from a long agent session: within the "
+        "budget, every tool call kept with its result.",
+        epilog="Run 'ringbound COMMAND --help' for a command's options.",
+    )
+    p.add_argument("--version", action="version", version=f"ringbound {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    a = sub.add_parser(
+        "assemble",
+        help="assemble a session into a request body that fits",
+        description="Assemble a session into a request body that fits its budget. The body "
+        "goes to standard output (or -o FILE) with every field kept but the history, system "
+        "and tools; the report goes to standard error, or alone to standard output with "
+        "--json. The budget is model_input_limit - output_reserve_tokens - "
+        "safety_margin_tokens: from --model (or the body's model, when the models table "
+        "knows it), --config, or the defaults, then the flags below.",
+    )
+    _session_args(a)
+    _size_args(a, budget_help="the whole budget in tokens (no reserve, no margin)")
+    a.add_argument("--model", help="size the request for this model (see docs/models.md)")
+    a.add_argument("--reserve", type=int, help="output_reserve_tokens: left free for the answer")
+    a.add_argument("--margin", type=int, help="safety_margin_tokens: absorbs estimation error")
+    a.add_argument(
+        "--side-effect-tools",
+        action="append",
+        metavar="NAMES",
+        help="comma-separated tools whose dropped calls are recorded in the ledger note",
+    )
     a.add_argument(
         "--summarize",
         action="store_true",
         help="summarize dropped units with the deterministic extractive summarizer",
     )
-    a.add_argument("--provider", choices=PROVIDERS, help="default: detected from the body")
-    a.add_argument("-o", "--output", help="write the assembled request here")
-    a.add_argument("--json", action="store_true", help="print the report as JSON")
+    a.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the assembled body here (- for standard output, the default without --json)",
+    )
+    a.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     a.set_defaults(run=_assemble)
 
-    v = sub.add_parser("validate", help="check tool-call pairing (exit 1 when broken)")
-    v.add_argument("session")
-    v.add_argument("--provider", choices=PROVIDERS, help="default: detected from the body")
+    v = sub.add_parser(
+        "validate",
+        help="check tool-call pairing (exit 1 when broken)",
+        description="Check tool-call pairing by the provider's rules; exit 1 when broken.",
+    )
+    _session_args(v)
     v.set_defaults(run=_validate)
 
-    c = sub.add_parser("count", help="count the tokens of a session")
-    c.add_argument("session")
-    c.add_argument("--provider", choices=PROVIDERS, help="default: detected from the body")
+    c = sub.add_parser(
+        "count",
+        help="count the tokens of a session",
+        description="Count the tokens of a session as ringbound does for the budget.",
+    )
+    _session_args(c)
     c.add_argument("--encoding", default="o200k_base", choices=("o200k_base", "cl100k_base"))
     c.set_defaults(run=_count)
 
     b = sub.add_parser(
-        "bench", help="assembly latency (cold, p50, p99) and tokens/s on your own sessions"
+        "bench",
+        help="assembly latency (cold, p50, p99) and tokens/s on your own sessions",
+        description="Assembly latency (cold, p50, p99) and tokens/s on your own sessions.",
     )
     b.add_argument("sessions", nargs="+", metavar="SESSION", help="JSON session files")
-    size = b.add_mutually_exclusive_group()
-    size.add_argument("--budget", type=int, help="the whole budget (no reserve, no margin)")
-    size.add_argument("--limit", type=int, help="model_input_limit (reserve and margin apply)")
-    b.add_argument("--config", help="YAML file with a context_assembly: block")
-    b.add_argument("--repair", action="store_true", help="synthesize results for unanswered calls")
-    b.add_argument("--provider", default="openai_chat")
+    _size_args(b, budget_help="the whole budget in tokens (no reserve, no margin)")
+    b.add_argument(
+        "--provider", choices=PROVIDERS, default="openai_chat", help="wire format (openai_chat)"
+    )
     b.add_argument("--repeat", type=_positive, default=30, help="warm runs per session (30)")
     b.add_argument("--json", action="store_true", help="print the measurements as JSON")
     b.add_argument(
@@ -201,19 +322,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     b.set_defaults(run=_bench)
 
-    d = sub.add_parser("demo", help="assemble a bundled real session at shrinking budgets")
+    d = sub.add_parser(
+        "demo",
+        help="assemble a bundled real session at shrinking budgets",
+        description="Assemble a bundled real tau-bench session at shrinking budgets.",
+    )
     d.set_defaults(run=_demo)
 
     m = sub.add_parser(
         "simulate",
         help="replay a session turn by turn: cache-stable vs stateless vs trim_messages",
+        description="Replay a session turn by turn: cache-stable vs stateless assembly vs "
+        "LangChain's trim_messages, with the cached share and cost of each.",
     )
     m.add_argument("session", help="JSON: a list of messages or {messages, tools}")
     size = m.add_mutually_exclusive_group()
     size.add_argument("--budget", type=int, help="the whole budget (default: half the session)")
     size.add_argument("--limit", type=int, help="model_input_limit (reserve and margin apply)")
     m.add_argument("--config", help="YAML file with a context_assembly: block")
-    m.add_argument("--provider", choices=PROVIDERS, help="default: detected from the body")
+    m.add_argument("--provider", choices=PROVIDERS, help="wire format; default: detected")
     m.add_argument("--price-factor", type=float, default=0.1, help="price of a cached token (0.1)")
     m.add_argument("--summarize", action="store_true", help="with the extractive summarizer")
     m.add_argument("--per-turn", action="store_true", help="a row per turn as well")
@@ -223,6 +350,7 @@ def _parser() -> argparse.ArgumentParser:
     k = sub.add_parser(
         "calibrate",
         help="safety_margin_tokens and token_ratio from (local estimate, reported) usage",
+        description="Recommend safety_margin_tokens and token_ratio from recorded usage.",
     )
     k.add_argument("usage", help="JSONL: one {local_estimate, prompt_tokens} object per line")
     k.add_argument("--coverage", type=float, default=0.999, help="share of requests covered")
@@ -238,6 +366,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RingboundError as e:
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (| head): stop quietly, as Unix tools do, and keep Python
+        # from complaining again when it flushes stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
-"""Reading a session file: a bare list of messages, or an object with ``messages`` (and
-optionally ``tools``), as written by most agent frameworks and gateways."""
+"""Reading a session file: a bare list of messages, or a request body with ``messages`` (or
+``input``, ``contents``) and optionally ``tools`` and a system, as written by most agent
+frameworks and gateways; or a file that holds a list of such sessions (tau-bench's), from which
+one is picked by index and key. ``-`` reads standard input."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,24 @@ class Session:
     #: The body's key for the messages and for the system, to write them back the same way.
     messages_key: str = "messages"
     system_key: str | None = None
+    #: The whole body the session came in (empty for a bare list): every other field is
+    #: written back as it was.
+    body: dict[str, Any] = field(default_factory=dict)
+
+    def with_result(self, messages: list[Any], system: Any, tools: list[Any] | None) -> Any:
+        """The body to send: the one read, with its history, system and tools replaced by
+        an assembly's (a bare list stays a bare list)."""
+        if self.bare:
+            return messages
+        out = dict(self.body)
+        out[self.messages_key] = messages
+        if self.system_key is not None:
+            out[self.system_key] = system
+        if tools is not None:
+            out["tools"] = tools
+        else:
+            out.pop("tools", None)
+        return out
 
     def detected_provider(self) -> str:
         """The provider the body's format shows; a plain-text session, valid in several
@@ -44,30 +65,115 @@ class Session:
         return detect_provider(body)
 
 
-def load_session(path: str | Path) -> Session:
-    """Loads a session file; InvalidMessageError when it holds neither shape."""
-    try:
-        doc = orjson.loads(Path(path).read_bytes())
-    except OSError as e:
-        raise InvalidMessageError(f"cannot read {path}: {e.strerror}", index=None) from e
-    except orjson.JSONDecodeError as e:
-        raise InvalidMessageError(f"{path} is not valid JSON: {e}", index=None) from e
+def load_session(path: str | Path, *, index: int | None = None, key: str | None = None) -> Session:
+    """Loads a session file (``-``: standard input); InvalidMessageError when it holds no
+    session.
+
+    Args:
+        path: The file.
+        index: For a file holding a list of sessions, which one (0-based).
+        key: For such a file, the key of each element that holds the session (``traj`` for
+            tau-bench); found by itself when the elements have one list-valued key.
+    """
+    doc = _read(path)
+    if _is_session_list(doc):
+        doc = _pick(path, doc, index, key)
+    elif index is not None or key is not None:
+        raise InvalidMessageError(
+            f"{path} holds one session; --session and --key are for a list of sessions",
+            index=None,
+        )
     if isinstance(doc, list):
         return Session(messages=doc, tools=None, bare=True)
     if isinstance(doc, dict):
-        key = next((k for k in _MESSAGE_KEYS if isinstance(doc.get(k), list)), None)
-        if key is not None:
+        found = next((k for k in _MESSAGE_KEYS if isinstance(doc.get(k), list)), None)
+        if found is not None:
             system_key = next((k for k in _SYSTEM_KEYS if k in doc), None)
+            tools = doc.get("tools")
             return Session(
-                messages=doc[key],
-                tools=doc.get("tools"),
+                messages=doc[found],
+                tools=tools if isinstance(tools, list) else None,
                 bare=False,
                 system=doc.get(system_key) if system_key else None,
-                messages_key=key,
+                messages_key=found,
                 system_key=system_key,
+                body=doc,
             )
     raise InvalidMessageError(
         f"{path} must hold a list of messages or an object with a `messages` "
         "(or `input`, `contents`) list",
         index=None,
     )
+
+
+def _read(path: str | Path) -> Any:
+    name = "standard input" if str(path) == "-" else str(path)
+    try:
+        data = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
+    except OSError as e:
+        raise InvalidMessageError(f"cannot read {name}: {e.strerror}", index=None) from e
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise InvalidMessageError(f"{name} is not valid JSON: {e}", index=None) from e
+
+
+def _is_session_list(doc: Any) -> bool:
+    """A list whose elements are not messages but records holding one (tau-bench's
+    ``{task_id, traj, ...}``), or lists of messages."""
+    if not isinstance(doc, list) or not doc:
+        return False
+    first = doc[0]
+    if isinstance(first, list):
+        return True
+    return isinstance(first, dict) and not any(
+        k in first for k in ("role", "type", "parts", "content")
+    )
+
+
+def _pick(path: str | Path, doc: list[Any], index: int | None, key: str | None) -> Any:
+    if index is None:
+        raise InvalidMessageError(
+            f"{path} holds a list of {len(doc)} sessions; pick one with --session N "
+            f"(0 to {len(doc) - 1})" + _key_hint(doc[0], key),
+            index=None,
+        )
+    if not 0 <= index < len(doc):
+        raise InvalidMessageError(
+            f"--session {index} is out of range: {path} holds {len(doc)} sessions", index=None
+        )
+    item = doc[index]
+    if isinstance(item, list):
+        return item
+    if (
+        key is None
+        and isinstance(item, dict)
+        and any(isinstance(item.get(k), list) for k in _MESSAGE_KEYS)
+    ):
+        return item  # the element is a request body itself (SWE-Gym's records)
+    if key is None:
+        lists = (
+            [k for k, v in item.items() if isinstance(v, list)] if isinstance(item, dict) else []
+        )
+        if len(lists) != 1:
+            raise InvalidMessageError(
+                f"session {index} of {path} has no single list to read; name it with --key "
+                f"(one of: {', '.join(map(str, lists)) or 'none'})",
+                index=None,
+            )
+        key = lists[0]
+    value = item.get(key) if isinstance(item, dict) else None
+    if not isinstance(value, (list, dict)):
+        raise InvalidMessageError(
+            f"session {index} of {path} has no list or object at key {key!r}", index=None
+        )
+    return value
+
+
+def _key_hint(first: Any, key: str | None) -> str:
+    if key is not None or not isinstance(first, dict):
+        return ""
+    if any(isinstance(first.get(k), list) for k in _MESSAGE_KEYS):
+        return ""
+    lists = [str(k) for k, v in first.items() if isinstance(v, list)]
+    return f" and, if needed, --key (lists in each: {', '.join(lists)})" if len(lists) > 1 else ""

@@ -1,0 +1,223 @@
+"""The models table: each model's window, output limit, encoding and token ratio, so a gateway
+sizes a request by the body's ``model`` instead of by hand.
+
+The bundled table (``data/models.yaml``) cites the provider's documentation for every figure;
+``load_yaml`` and ``register`` add or override entries. Names are matched the way gateways
+spell them: with a route prefix (``openai/gpt-4o``), a dated snapshot (``gpt-4o-2024-08-06``,
+``claude-sonnet-4-5-20250929``) or a Bedrock inference profile and version
+(``us.anthropic.claude-sonnet-4-5-20250929-v1:0``).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .errors import ConfigError
+
+__all__ = ["FAMILIES", "ModelInfo", "find", "load_yaml", "lookup", "names", "register"]
+
+#: Provider families the table knows; each maps to the wire format its requests use.
+FAMILIES = ("openai", "anthropic", "gemini", "bedrock")
+_ENCODINGS = ("o200k_base", "cl100k_base")
+#: Output reserve ``for_model`` takes when the caller names none: the config's default,
+#: never more than the model can write nor a quarter of a small window.
+DEFAULT_OUTPUT_RESERVE = 8192
+
+#: Route prefixes gateways put before a model name (LiteLLM, OpenRouter, Vertex paths).
+_ROUTE = re.compile(r"^(?:[a-z_]+/)+")
+#: Bedrock cross-region inference profiles put a region group first.
+_REGION = re.compile(r"^(?:us|eu|apac|us-gov|global|ca|jp|au)\.(?=[a-z]+\.)")
+#: Bedrock ids end in a version (``-v1:0``, ``-v2``); snapshots end in a date.
+_VERSION = re.compile(r"(?:-v\d+(?::\d+)?|:\d+)$")
+_DATE = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a request to one model may hold.
+
+    Attributes:
+        name: The table's name for the model (``gpt-4o``, ``claude-sonnet-4-5``).
+        family: ``openai``, ``anthropic``, ``gemini`` or ``bedrock``.
+        max_output_tokens: The most tokens one answer may have.
+        context_window: The window input and output share, or None where the provider caps
+            them separately (Gemini).
+        max_input_tokens: The provider's own cap on input, where it has one.
+        encoding: The BPE ringbound counts with.
+        token_ratio: Provider tokens per counted token; None for the provider's default.
+        source: Where the figures come from.
+    """
+
+    name: str
+    family: str
+    max_output_tokens: int
+    context_window: int | None = None
+    max_input_tokens: int | None = None
+    encoding: str = "o200k_base"
+    token_ratio: float | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise _error(f"a model's name must be a non-empty string, got {self.name!r}")
+        if self.family not in FAMILIES:
+            raise _error(f"{self.name}: family must be one of {', '.join(FAMILIES)}")
+        for key in ("max_output_tokens", "context_window", "max_input_tokens"):
+            value = getattr(self, key)
+            optional = key != "max_output_tokens"
+            if (value is None and optional) or (
+                isinstance(value, int) and not isinstance(value, bool) and 1 <= value < 2**40
+            ):
+                continue
+            raise _error(f"{self.name}: {key} must be a positive integer, got {value!r}")
+        if self.context_window is None and self.max_input_tokens is None:
+            raise _error(f"{self.name}: needs context_window or max_input_tokens")
+        if self.encoding not in _ENCODINGS:
+            raise _error(f"{self.name}: encoding must be one of {', '.join(_ENCODINGS)}")
+        ratio = self.token_ratio
+        if ratio is not None and (
+            isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.1 <= ratio <= 10
+        ):
+            raise _error(f"{self.name}: token_ratio must be a number in [0.1, 10] or null")
+
+    def input_limit(self, output_reserve: int) -> int:
+        """``model_input_limit`` for a request that reserves ``output_reserve`` tokens: the
+        shared window, or the input cap plus the reserve where input is capped on its own
+        (the budget then comes out as the input cap less the safety margin).
+
+        Example:
+            >>> lookup("gpt-5").input_limit(8192)
+            280192
+            >>> lookup("gpt-4o").input_limit(8192)
+            128000
+        """
+        limits = []
+        if self.context_window is not None:
+            limits.append(self.context_window)
+        if self.max_input_tokens is not None:
+            limits.append(self.max_input_tokens + output_reserve)
+        return min(limits)
+
+    def default_reserve(self) -> int:
+        """The output reserve when the caller names none."""
+        window = self.context_window or self.max_input_tokens or 0
+        return max(1, min(DEFAULT_OUTPUT_RESERVE, self.max_output_tokens, window // 4))
+
+
+_lock = threading.Lock()
+_table: dict[str, ModelInfo] | None = None
+
+
+def _loaded() -> dict[str, ModelInfo]:
+    global _table
+    with _lock:
+        if _table is None:
+            text = resources.files("ringbound").joinpath("data/models.yaml").read_text("utf-8")
+            _table = {m.name: m for m in _parse(text, "the bundled models table")}
+        return _table
+
+
+def _parse(text: str, where: str) -> list[ModelInfo]:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise _error(f"{where} is not valid YAML: {e}") from None
+    rows = doc.get("models") if isinstance(doc, dict) else None
+    if not isinstance(rows, list):
+        raise _error(f"{where} has no `models:` list")
+    out = []
+    known = set(ModelInfo.__dataclass_fields__)
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise _error(f"{where}: models[{i}] must be a mapping")
+        unknown = sorted(str(k) for k in row if k not in known)
+        if unknown:
+            raise _error(f"{where}: models[{i}] has unknown keys {', '.join(unknown)}")
+        try:
+            out.append(ModelInfo(**row))
+        except TypeError as e:
+            raise _error(f"{where}: models[{i}] {e}") from None
+    return out
+
+
+def register(info: ModelInfo) -> None:
+    """Adds a model to the table, or replaces the entry of the same name."""
+    if not isinstance(info, ModelInfo):
+        raise _error(f"register takes a ModelInfo, got {type(info).__name__}")
+    table = _loaded()
+    with _lock:
+        table[info.name] = info
+
+
+def load_yaml(path: str | Path) -> list[ModelInfo]:
+    """Adds every model of a YAML file (a ``models:`` list, keys as in ``ModelInfo``) to the
+    table, replacing entries of the same name, and returns them."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise _error(f"cannot read {path}: {e}") from None
+    infos = _parse(text, str(path))
+    for info in infos:
+        register(info)
+    return infos
+
+
+def names() -> list[str]:
+    """Every name in the table, sorted."""
+    return sorted(_loaded())
+
+
+def find(name: str) -> ModelInfo | None:
+    """The table's entry for a model name as a request spells it, or None.
+
+    Example:
+        >>> find("openai/gpt-4o-mini-2024-07-18").name
+        'gpt-4o-mini'
+        >>> find("us.anthropic.claude-sonnet-4-5-20250929-v1:0").name
+        'anthropic.claude-sonnet-4-5'
+        >>> find("my-own-model") is None
+        True
+    """
+    if not isinstance(name, str):
+        return None
+    table = _loaded()
+    key = name.strip().lower()
+    if key.startswith("models/"):  # Gemini's resource names
+        key = key[len("models/") :]
+    candidates = [key, _ROUTE.sub("", key)]
+    bare = _VERSION.sub("", _REGION.sub("", candidates[-1]))
+    candidates += [bare, _DATE.sub("", bare)]
+    for c in candidates:
+        if c in table:
+            return table[c]
+    # A longer spelling of a known name (``gpt-4o-mini-search-preview``, ``o3-pro``): the
+    # longest name it extends at a dash wins, so ``gpt-4o-mini...`` is never ``gpt-4o``.
+    best = None
+    for known in table:
+        if bare.startswith(known + "-") and (best is None or len(known) > len(best)):
+            best = known
+    return table[best] if best is not None else None
+
+
+def lookup(name: str) -> ModelInfo:
+    """Like ``find``, but an unknown name is a ``ConfigError`` that says how to add it."""
+    info = find(name)
+    if info is None:
+        raise ConfigError(
+            f"model {name!r} is not in the models table; pass model_input_limit and "
+            "output_reserve_tokens yourself, or add it with ringbound.models.register / "
+            "load_yaml (see docs/models.md)",
+            key="model",
+            reason="unknown model",
+        )
+    return info
+
+
+def _error(message: str) -> ConfigError:
+    return ConfigError(message, key="models", reason=message)
