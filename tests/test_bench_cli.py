@@ -88,9 +88,13 @@ def test_json_reports_every_measurement(sessions: list[Path]) -> None:
 
 
 def test_limit_keeps_reserve_and_margin(sessions: list[Path]) -> None:
-    proc = run(sessions[0], "--limit", 20_000, "--repeat", 1, "--json")
+    proc = run(sessions[0], "--limit", 128_000, "--repeat", 1, "--json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)[0]["budget"] == 20_000 - 8192 - 1024
+    assert json.loads(proc.stdout)[0]["budget"] == 128_000 - 8192 - 1024
+    # As for assemble: a limit too small for the defaults keeps a quarter for the answer
+    # and a thirty-second for the margin.
+    proc = run(sessions[0], "--limit", 20_000, "--repeat", 1, "--json")
+    assert json.loads(proc.stdout)[0]["budget"] == 20_000 - 5000 - 625
 
 
 @pytest.mark.parametrize(
