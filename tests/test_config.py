@@ -47,9 +47,10 @@ def bad(key: str, value: Any, *allowed: str) -> Any:
 
 BAD_VALUES = [
     *(
-        bad(key, value, f">= {low}")
+        bad(key, value, f"[{low}, 2**40]")
         for key, low in INTEGER_KEYS.items()
-        for value in (low - 1, "7", 7.0, True, None)
+        # Huge ints are refused here, not left to overflow in the core.
+        for value in (low - 1, "7", 7.0, True, None, 2**40 + 1, 2**65, 10**20)
     ),
     *(bad(key, value, *allowed) for key, allowed in CHOICES.items() for value in ("nope", 1, "")),
     bad("on_pairing_error", None, *CHOICES["on_pairing_error"]),

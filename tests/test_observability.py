@@ -523,3 +523,43 @@ def test_a_planted_secret_never_reaches_logs_spans_or_metrics(sink_kind: str, ca
     if sink_kind == "prometheus":
         assert sample(registry, "context_assemble_reject_total", {**P, "reason": "PairingError"})
     assert SECRET not in exposition
+
+
+def test_a_tracer_of_another_kind_without_opentelemetry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A duck-typed tracer (start_span) with opentelemetry not installed: a rejection is still
+    the ringbound error, its span gets the attributes and ends; a span that raises does not
+    replace the error."""
+    ended: list[dict[str, Any]] = []
+
+    class Span:
+        def __init__(self, fail: bool) -> None:
+            self.fail, self.attributes = fail, {}
+
+        def set_attributes(self, attributes: dict[str, Any]) -> None:
+            if self.fail:
+                raise RuntimeError("span broke")
+            self.attributes.update(attributes)
+
+        def set_status(self, status: Any) -> None:
+            raise AssertionError("no status without opentelemetry")
+
+        def end(self) -> None:
+            ended.append(self.attributes)
+
+    class Tracer:
+        def __init__(self, fail: bool = False) -> None:
+            self.fail = fail
+
+        def start_span(self, name: str, **kwargs: Any) -> Span:
+            return Span(self.fail)
+
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)
+    monkeypatch.setattr(tracing, "_status", None)
+    cfg = rb.AssemblyConfig(model_input_limit=20, output_reserve_tokens=0, safety_margin_tokens=0)
+    big = [{"role": "user", "content": "word " * 100}]
+    for fail in (False, True):
+        with pytest.raises(rb.BudgetExceededError):
+            rb.Assembler(cfg, tracer=Tracer(fail)).assemble(big)
+    # The working span ended with the error's type; the broken one never reached end().
+    assert len(ended) == 1 and ended[0]["error.type"] == "BudgetExceededError"

@@ -27,12 +27,22 @@ SECRETS = {
     "bearer_token": "Bearer 9f8e7d6c5b4a39281706f5e4d3c2b1a0",
     "github_token": "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
     "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9",
+    "aws_secret_key": "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "url_credentials": "postgres://app:s3cr3t-Passw0rd@db.internal:5432/prod",
+}
+#: What of each secret is not secret and stays: the words around it.
+KEPT = {
+    "bearer_token": ("Bearer",),
+    "aws_secret_key": ("aws_secret_access_key",),
+    "url_credentials": ("postgres://app:", "@db.internal:5432/prod"),
 }
 
 
 def _survivors(secret: str, text: str) -> list[str]:
-    """Pieces of ``secret`` still in ``text`` (the word "Bearer" may stay)."""
-    return [w for w in secret.split() if w.lower() != "bearer" and w in text]
+    """Pieces of ``secret`` still in ``text`` beyond the words around it that may stay."""
+    for kept in (k for words in KEPT.values() for k in words):
+        secret = secret.replace(kept, " ")
+    return [w for w in secret.split() if len(w) > 2 and w not in "=:" and w in text]
 
 
 @pytest.mark.parametrize("kind", sorted(SECRETS))
@@ -57,9 +67,58 @@ def test_authorization_header_keeps_its_words() -> None:
     assert counts == {"bearer_token": 1}
 
 
-def test_private_key_without_end_is_left_alone() -> None:
-    head = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC"
-    assert Redactor().redact(head) == (head, {})
+def test_private_key_cut_before_its_end_is_redacted() -> None:
+    # Tool output truncated mid-key: the header and the base64 body go, the rest stays.
+    head = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nMIIEvQIB"
+    assert Redactor().redact(head) == ("[REDACTED:private_key]", {"private_key": 1})
+    text = f"log:\n{head}\n[output truncated at 4 KB]\nnext line"
+    assert Redactor().redact(text) == (
+        "log:\n[REDACTED:private_key]\n[output truncated at 4 KB]\nnext line",
+        {"private_key": 1},
+    )
+    # A whole block before a cut one: each is replaced.
+    out, counts = Redactor().redact(f"{PRIVATE_KEY}\nthen\n{head}")
+    assert out == "[REDACTED:private_key]\nthen\n[REDACTED:private_key]"
+    assert counts == {"private_key": 2}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "APIKEYsk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123456789",
+        "key:sk-svcacct-AbCdEfGhIjKlMnOpQrStUvWx0123456789",
+        "TOKENsk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWx0123",
+    ],
+)
+def test_typed_keys_glued_to_a_word_are_found(text: str) -> None:
+    out, counts = Redactor().redact(text)
+    assert "AbCdEfGh" not in out and sum(counts.values()) == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}',
+        "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "aws_secret_access_key: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'",
+    ],
+)
+def test_aws_secret_keys_are_found_by_their_name(text: str) -> None:
+    out, counts = Redactor().redact(text)
+    assert "wJalrXUtnFEMI" not in out and counts == {"aws_secret_key": 1}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see https://example.com:8080/path",
+        "http://example.com/a:b@c",
+        "mailto:ana@example.com",
+        "a 40-char hash 0123456789abcdef0123456789abcdef01234567",
+    ],
+)
+def test_lookalikes_are_left_alone(text: str) -> None:
+    assert Redactor().redact(text) == (text, {})
 
 
 def test_several_private_keys_are_each_replaced() -> None:
@@ -116,6 +175,12 @@ _PLANTED = st.one_of(
     ),
     st.tuples(_HEX, _HEX, _HEX).map(lambda t: ("jwt", f"eyJ{t[0]}.{t[1]}.{t[2]}")),
     _HEX.map(lambda h: ("private_key", f"{PRIVATE_KEY[:32]}\n{h}\n{PRIVATE_KEY[-29:]}")),
+    _HEX.map(lambda h: ("url_credentials", f"https://u:{h}@host")),
+    st.text(
+        alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+",
+        min_size=40,
+        max_size=40,
+    ).map(lambda k: ("aws_secret_key", f"aws_secret_access_key={k}")),
 )
 
 
@@ -143,8 +208,29 @@ def test_planted_secrets_never_survive(pieces, tail) -> None:
         "Bearer " * 700_000,
         "sk-ab " * 850_000,
         "ghp_" * 1_250_000,
+        "sk-proj-" * 600_000,
+        "sk-proj-ab " * 250_000,
+        "a://b:" * 400_000,
+        "https://user:" + "p" * 2_500_000,
+        "secret_access_key=" * 140_000,
+        "-----BEGIN PRIVATE KEY-----\n" + "QUJD\n" * 1_000_000,
     ],
-    ids=["sk", "begin", "begin-header", "eyJ", "jwt-ish", "bearer", "short-sk", "ghp"],
+    ids=[
+        "sk",
+        "begin",
+        "begin-header",
+        "eyJ",
+        "jwt-ish",
+        "bearer",
+        "short-sk",
+        "ghp",
+        "sk-proj",
+        "short-sk-proj",
+        "url-ish",
+        "url-long-password",
+        "aws-name",
+        "pem-cut",
+    ],
 )
 def test_adversarial_inputs_stay_linear(text: str) -> None:
     # A sanity bound against catastrophic backtracking (quadratic here means minutes), not

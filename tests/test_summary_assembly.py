@@ -119,7 +119,12 @@ def test_dropped_units_become_one_note_after_the_ledger_note() -> None:
     # The request names every dropped unit, as text and in native form.
     req = rec.requests[0]
     assert len(req.units) == dropped
-    assert req.units[0][0] is msgs[2]
+    # Natives as plain, redacted copies; the caller's own objects only on request.
+    assert req.units[0][0] == msgs[2] and req.units[0][0] is not msgs[2]
+    assert req.raw_units is None
+    asm = rb.Assembler(config(summary_raw_units=True), summarizer=rec)
+    asm.assemble(msgs)
+    assert rec.requests[-1].raw_units[0][0] is msgs[2]
     assert req.text.count("### unit") == dropped
     assert req.previous_summary is None
     assert [e.tool for e in req.ledger] == ["send_email"]
@@ -138,6 +143,41 @@ def test_secrets_are_redacted_before_the_summarizer_sees_them() -> None:
         "bearer_token": 1,
         "aws_access_key": 1,
     }
+    # The native units and the ledger carry no secret either.
+    natives = str(req.units)
+    assert SECRET not in natives and "x" * 30 not in natives and "AKIA" + "A" * 16 not in natives
+    assert "[REDACTED:bearer_token]" in natives
+
+
+def test_side_effect_arguments_are_redacted_everywhere_but_the_request() -> None:
+    """A side-effecting call's arguments can hold a secret: the report, its repr, the metrics
+    sink and the summarizer see it redacted; the ledger note in the request (sent to the same
+    provider as the history) and the caller's ledger keep it."""
+    secret = "sk-proj-" + "Q" * 30
+    msgs = session()
+    call = msgs[2]["tool_calls"][0]
+    assert call["function"]["name"] == "send_email"
+    call["function"]["arguments"] = json.dumps({"to": "ana@example.com", "api_key": secret})
+    rec = Recorder()
+    seen: list[Any] = []
+
+    class Sink(rb.NullSink):
+        def observe(self, report: Any, provider: str) -> None:
+            seen.append(report)
+
+    ledger = rb.SideEffectLedger()
+    res = rb.Assembler(config(), summarizer=rec, sink=Sink()).assemble(msgs, ledger=ledger)
+    assert [e.tool for e in res.report.ledger_added] == ["send_email"]
+    for text in (
+        str(res.report.ledger_added),
+        repr(res.report),
+        str(rec.requests[0].ledger),
+        str(seen[0].ledger_added),
+    ):
+        assert secret not in text and "[REDACTED:openai_key]" in text
+    note = next(m["content"] for m in res.messages if "side-effect-ledger" in str(m))
+    assert secret in note
+    assert secret in ledger.entries[0].args
 
 
 @pytest.mark.parametrize(
@@ -147,6 +187,7 @@ def test_secrets_are_redacted_before_the_summarizer_sees_them() -> None:
         ("", "empty"),
         ("   ", "empty"),
         (42, "not_text"),
+        ("half a pair \ud800 of surrogates", "not_text"),
         ("word " * 5000, "oversized"),
     ],
 )

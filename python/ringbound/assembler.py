@@ -20,7 +20,13 @@ from .ledgers.side_effects import SideEffectLedger
 from .ledgers.tokens import TokenLedger
 from .observability import tracing
 from .observability.metrics import MetricsSink, check_sink
-from .payload import check_message_list, dump_messages, dump_tools
+from .payload import (
+    check_tools,
+    dump_messages,
+    dump_tools,
+    nesting_guard,
+    snapshot,
+)
 from .providers import adapter, check_provider
 from .providers.base import begin_reading, end_reading
 from .providers.chat_adapter import ADAPTER as CHAT_ADAPTER
@@ -28,7 +34,7 @@ from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord
 from .state import AssemblyState, fingerprint
 from .summary import runner, summarizers
 from .summary import stage as compaction
-from .summary.redact import Redactor
+from .summary.redact import Redactor, redacted_entry
 from .summary.request import SummaryOutcome
 
 __all__ = ["Assembler", "AssemblyResult"]
@@ -222,7 +228,10 @@ class Assembler:
         if self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
         with self._observed(ledger) as done:
-            job = self._begin(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+            with nesting_guard():
+                job = self._begin(
+                    messages, tools, system, pinned, ledger, tighten, state, token_ledger
+                )
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = runner.run(
                     self._summarizer, job.draft.request, **self._run_args(job.draft)
@@ -258,8 +267,7 @@ class Assembler:
         start = time.perf_counter()
         span = tracing.start_span(self._tracer, self.provider)
         try:
-            check_message_list(messages)
-            listed = messages if type(messages) is list else list(messages)
+            listed = snapshot(messages)
             out, raw = _core.plan_openai_chat(
                 None,
                 dump_tools(tools),
@@ -268,7 +276,13 @@ class Assembler:
                 self._cache,
                 messages=listed,
             )
-            report = _report(raw, messages_before=len(listed), messages_after=len(out), start=start)
+            report = _report(
+                raw,
+                self._redactor,
+                messages_before=len(listed),
+                messages_after=len(out),
+                start=start,
+            )
             result = AssemblyResult(
                 messages=out,
                 tools=None if report.tools_dropped else tools,
@@ -301,7 +315,10 @@ class Assembler:
         if self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
         with self._observed(ledger) as done:
-            job = self._begin(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+            with nesting_guard():
+                job = self._begin(
+                    messages, tools, system, pinned, ledger, tighten, state, token_ledger
+                )
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = await runner.arun(
                     self._summarizer, job.draft.request, **self._run_args(job.draft)
@@ -368,7 +385,8 @@ class Assembler:
                 reason="must be a SideEffectLedger",
             )
         recorded = None if ledger is None or not len(ledger) else ledger.core_entries()
-        check_message_list(messages)
+        messages = snapshot(messages)
+        check_tools(tools)
         pins = _pins(pinned, len(messages))
         repair = self.config.on_pairing_error == "synthesize_error_results"
         if isinstance(tighten, bool) or not isinstance(tighten, int) or tighten < 0:
@@ -517,10 +535,12 @@ class Assembler:
                 except StaleStateError as e:
                     job.state_status = f"stale: {e.reason}"
                 else:
-                    if first[1]["tokens_after"] <= trigger:
-                        job.state_status = "reused"
-                        job.note = state.summary
-                        job.native_plan = plan_native(
+                    # With its summary reserved (an upper bound of the note) the replay
+                    # fits under the trigger; else the request as rendered decides.
+                    fits = first[1]["tokens_after"] <= trigger
+                    replayed = None
+                    try:
+                        replayed = plan_native(
                             native,
                             self._core_for,
                             budget,
@@ -530,6 +550,17 @@ class Assembler:
                             fill=compaction.filler(state.summary),
                             first=first,
                         )
+                    except BudgetExceededError:
+                        if fits:
+                            raise
+                    # A compaction that could not get under the trigger is reused as long as
+                    # the request is no larger than it made it.
+                    if replayed is not None and (
+                        fits or replayed.raw["tokens_after"] <= max(trigger, state.floor)
+                    ):
+                        job.state_status = "reused"
+                        job.note = state.summary
+                        job.native_plan = replayed
                         return job
         first = native.plan(self._core, self._cache, budget, recorded=recorded)
         for _ in range(job.tighten):
@@ -634,10 +665,14 @@ class Assembler:
             summary=summary,
             summary_span=span,
             compactions=previous + int(job.compacted),
+            floor=raw["tokens_after"]
+            if job.compacted
+            else (job.state_in.floor if job.state_in is not None else 0),
         )
 
-    def _finish(self, job: _Job) -> tuple[AssemblyResult, tracing.Payload]:
-        """The result: the plan rendered, the summary note written into its place."""
+    def _finish(self, job: _Job) -> tuple[AssemblyResult, tracing.Payload, list[LedgerEntry]]:
+        """The result: the plan rendered, the summary note written into its place; and the
+        ledger entries the assembly added, unredacted, for the caller's ledger."""
         summary = stage = None
         d = job.draft
         if isinstance(d, compaction.Draft):
@@ -665,6 +700,7 @@ class Assembler:
             out, raw, system_out, merged = job.done
         report = _report(
             raw,
+            self._redactor,
             messages_before=len(job.messages),
             messages_after=len(out),
             start=job.start,
@@ -679,7 +715,8 @@ class Assembler:
         result = AssemblyResult(
             messages=out, tools=tools, report=report, system=system_out, state=state
         )
-        return result, job.payload or (lambda: dump_messages(job.messages))
+        added = [LedgerEntry(*e) for e in raw["ledger_added"]]
+        return result, job.payload or (lambda: dump_messages(job.messages)), added
 
 
 class _Observed:
@@ -693,14 +730,20 @@ class _Observed:
     def __init__(self, asm: Assembler, ledger: SideEffectLedger | None) -> None:
         self.asm, self.ledger = asm, ledger
 
-    def __enter__(self) -> Callable[[AssemblyResult, tracing.Payload], AssemblyResult]:
+    def __enter__(
+        self,
+    ) -> Callable[[AssemblyResult, tracing.Payload, list[LedgerEntry]], AssemblyResult]:
         self.span = tracing.start_span(self.asm._tracer, self.asm.provider)
         self.token = begin_reading()
         return self.done
 
-    def done(self, result: AssemblyResult, payload: tracing.Payload) -> AssemblyResult:
+    def done(
+        self, result: AssemblyResult, payload: tracing.Payload, added: list[LedgerEntry]
+    ) -> AssemblyResult:
+        # The caller's ledger gets the entries whole: it renders the note of the next
+        # request, which goes to the same provider as the history. The report's are redacted.
         if self.ledger is not None:
-            self.ledger.extend(result.report.ledger_added)
+            self.ledger.extend(added)
         asm = self.asm
         tracing.assembled(result.report, payload, asm.provider, asm._sink, self.span)
         return result
@@ -713,6 +756,7 @@ class _Observed:
 
 def _report(
     raw: dict[str, Any],
+    redactor: Redactor,
     *,
     messages_before: int,
     messages_after: int,
@@ -742,7 +786,7 @@ def _report(
         summary=summary,
         stages=stages,
         repairs=raw["repairs"],
-        ledger_added=[LedgerEntry(*e) for e in raw["ledger_added"]],
+        ledger_added=[redacted_entry(LedgerEntry(*e), redactor) for e in raw["ledger_added"]],
         ledger_entries=raw["ledger_entries"],
         bucket_tokens=raw["bucket_tokens"],
         tools_dropped=raw["tools_dropped"],

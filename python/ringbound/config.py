@@ -36,6 +36,9 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "summary_fallback": ("extractive", "none"),
 }
 _BACKENDS = ("tiktoken", "bpe_openai")
+#: The largest integer any key takes: far beyond any real window or request (a trillion
+#: tokens), and small enough that the core's 64-bit arithmetic never overflows on it.
+INT_MAX = 2**40
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,9 @@ class AssemblyConfig:
     #: Regular expressions of secrets to redact, besides the built-in kinds, before any text
     #: reaches the summarizer.
     redact_patterns: tuple[str, ...] = ()
+    #: Also hand the summarizer the caller's own, unredacted objects
+    #: (``SummaryRequest.raw_units``); off by default, so nothing unredacted leaves.
+    summary_raw_units: bool = False
     #: Return an ``AssemblyState`` with every result (``res.state``); passing one back keeps
     #: the previous cut while it fits, so the request's prefix stays byte-identical.
     cache_stable: bool = False
@@ -141,14 +147,14 @@ class AssemblyConfig:
             ("max_request_bytes", 1),
         ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise _error(name, f"must be an integer >= {low}, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= INT_MAX:
+                raise _error(name, f"must be an integer in [{low}, 2**40], got {value!r}")
         for name in ("summary_target_tokens", "summarizer_input_limit"):
             value = getattr(self, name)
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 16
+                isinstance(value, bool) or not isinstance(value, int) or not 16 <= value <= INT_MAX
             ):
-                raise _error(name, f"must be an integer >= 16 (or null), got {value!r}")
+                raise _error(name, f"must be an integer in [16, 2**40] (or null), got {value!r}")
         for pattern in self.redact_patterns:
             try:
                 re.compile(pattern)
@@ -166,8 +172,9 @@ class AssemblyConfig:
                 f"must not be above compact_trigger_ratio ({self.compact_target_ratio} > "
                 f"{self.compact_trigger_ratio})",
             )
-        if not isinstance(self.cache_stable, bool):
-            raise _error("cache_stable", f"must be true or false, got {self.cache_stable!r}")
+        for name in ("cache_stable", "summary_raw_units"):
+            if not isinstance(getattr(self, name), bool):
+                raise _error(name, f"must be true or false, got {getattr(self, name)!r}")
         ratio = self.summarize_trigger_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
             raise _error("summarize_trigger_ratio", f"must be a number in (0, 1], got {ratio!r}")

@@ -7,13 +7,14 @@ from typing import Any
 
 from . import _core
 from .config import AssemblyConfig
-from .errors import InvalidMessageError, PairingIssue
-from .payload import check_message_list, dump_messages, dump_tools
+from .errors import ConfigError, InvalidMessageError, PairingIssue
+from .payload import check_tools, dump_messages, dump_tools, nesting_guard, snapshot
 from .providers import adapter, check_provider
 
 __all__ = ["count_text", "count_tokens", "validate"]
 
 _DEFAULTS = AssemblyConfig()
+ENCODINGS = ("o200k_base", "cl100k_base")
 
 
 def count_tokens(
@@ -38,6 +39,32 @@ def count_tokens(
         9
     """
     check_provider(provider)
+    check_encoding(encoding)
+    check_tools(tools)
+    if token_ratio is not None and (
+        isinstance(token_ratio, bool)
+        or not isinstance(token_ratio, (int, float))
+        or not 0.1 <= token_ratio <= 10
+    ):
+        raise ConfigError(
+            f"token_ratio must be a number in [0.1, 10] (or None), got {token_ratio!r}",
+            key="token_ratio",
+            reason="must be a number in [0.1, 10]",
+        )
+    messages = snapshot(messages)
+    with nesting_guard():
+        return _count(messages, provider, encoding, tools, tokenizer_backend, system, token_ratio)
+
+
+def _count(
+    messages: list[Any],
+    provider: str,
+    encoding: str,
+    tools: list[Any] | None,
+    tokenizer_backend: str | None,
+    system: Any,
+    token_ratio: float | None,
+) -> int:
     if provider == "openai_chat":
         return _core.count_openai_chat(
             dump_messages(messages),
@@ -48,7 +75,6 @@ def count_tokens(
             _DEFAULTS.max_request_bytes,
         )
     native = adapter(provider)
-    check_message_list(messages)
     canonical = native.to_canonical(messages, system=system)
     return _core.count_openai_chat(
         dump_messages(canonical.messages),
@@ -74,7 +100,12 @@ def count_text(
         2
     """
     if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+        raise InvalidMessageError(
+            f"text must be a str, got {type(text).__name__}",
+            index=None,
+            reason=f"must be a str, got {type(text).__name__}",
+        )
+    check_encoding(encoding)
     try:
         return _core.count_text(text, encoding, tokenizer_backend)
     except UnicodeEncodeError as e:
@@ -83,6 +114,16 @@ def count_text(
             index=None,
             reason=e.reason,
         ) from None
+
+
+def check_encoding(encoding: Any) -> None:
+    """ConfigError unless ``encoding`` names an encoding ringbound counts with."""
+    if encoding not in ENCODINGS:
+        raise ConfigError(
+            f"encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}",
+            key="encoding",
+            reason="unknown encoding",
+        )
 
 
 def validate(
@@ -102,7 +143,22 @@ def validate(
         ['missing_result']
     """
     check_provider(provider)
-    if provider != "openai_chat":
-        check_message_list(messages)
-        return adapter(provider).validate(messages, system=system)
-    return [PairingIssue(*t) for t in _core.validate_openai_chat(dump_messages(messages))]
+    messages = snapshot(messages)
+    with nesting_guard():
+        parts = dump_messages(messages)
+        _check_limits(len(messages), sum(map(len, parts)))
+        if provider != "openai_chat":
+            return adapter(provider).validate(messages, system=system)
+        return [PairingIssue(*t) for t in _core.validate_openai_chat(parts)]
+
+
+def _check_limits(messages: int, size: int) -> None:
+    """The limits an assembly applies (``max_messages``, ``max_request_bytes``), applied to a
+    request that is only validated: a request the assembler would refuse is not valid."""
+    for count, limit, what in (
+        (messages, _DEFAULTS.max_messages, "messages, over max_messages"),
+        (size, _DEFAULTS.max_request_bytes, "bytes, over max_request_bytes"),
+    ):
+        if count > limit:
+            reason = f"the request has {count} {what} = {limit}"
+            raise InvalidMessageError(reason, index=None, reason=reason)

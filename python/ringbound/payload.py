@@ -6,14 +6,22 @@ message."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
 
 from .errors import InvalidMessageError
 
-__all__ = ["check_message_list", "dump_messages", "dump_tools"]
+__all__ = [
+    "check_message_list",
+    "check_tools",
+    "dump_messages",
+    "dump_tools",
+    "nesting_guard",
+    "snapshot",
+]
 
 
 def _default(obj: Any) -> Any:
@@ -21,6 +29,32 @@ def _default(obj: Any) -> Any:
     if callable(dump):
         return dump(mode="json", exclude_none=True)
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def snapshot(messages: Any) -> list[Any]:
+    """The caller's messages as a list of their own objects, taken once: every later step
+    reads this copy, so another thread that inserts or deletes meanwhile changes nothing of
+    this assembly (the message objects are the caller's, not copied)."""
+    check_message_list(messages)
+    if type(messages) is list:
+        return messages.copy()
+    try:
+        return list(messages)
+    except Exception as e:  # a sequence whose iteration raises is bad input
+        reason = f"cannot be read ({type(e).__name__}: {e})"
+        raise InvalidMessageError(f"messages {reason}", index=None, reason=reason) from None
+
+
+@contextmanager
+def nesting_guard() -> Iterator[None]:
+    """Turns Python's RecursionError, raised while walking a value nested thousands deep,
+    into the InvalidMessageError a malformed message gets (the core has a depth limit of its
+    own)."""
+    try:
+        yield
+    except RecursionError:
+        reason = "a value is nested too deeply to read"
+        raise InvalidMessageError(f"messages: {reason}", index=None, reason=reason) from None
 
 
 def check_message_list(messages: Any) -> None:
@@ -67,16 +101,23 @@ def dump_messages(messages: Any, indices: Sequence[int] | None = None) -> list[b
     raise InvalidMessageError("messages cannot be serialized as JSON", index=None)
 
 
-def dump_tools(tools: Any) -> bytes | None:
-    """JSON bytes of the ``tools`` parameter, or None when there are no tools."""
-    if tools is None:
-        return None
-    if isinstance(tools, (str, bytes, dict)) or not isinstance(tools, Sequence):
+def check_tools(tools: Any) -> None:
+    """InvalidMessageError unless ``tools`` is None or a list-like sequence of tools."""
+    if tools is not None and (
+        isinstance(tools, (str, bytes, dict)) or not isinstance(tools, Sequence)
+    ):
         raise InvalidMessageError(
             f"tools must be a list of tool objects, got {type(tools).__name__}",
             index=None,
             reason=f"tools must be a list, got {type(tools).__name__}",
         )
+
+
+def dump_tools(tools: Any) -> bytes | None:
+    """JSON bytes of the ``tools`` parameter, or None when there are no tools."""
+    check_tools(tools)
+    if tools is None:
+        return None
     try:
         return orjson.dumps(list(tools), default=_default)
     except (TypeError, orjson.JSONEncodeError) as e:

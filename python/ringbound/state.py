@@ -24,6 +24,7 @@ __all__ = ["AssemblyState"]
 
 _FORMAT = "ringbound.AssemblyState"
 _VERSION = 1
+_INT_MAX = 2**40
 
 
 def fingerprint(messages: Sequence[Any]) -> str:
@@ -53,6 +54,11 @@ class AssemblyState:
         summary_span: ``(start, end)`` of the canonical messages the summary stands for.
         ledger: Lines of the ledger note (for the record; the next assembly derives them).
         compactions: Compactions so far in this session.
+        floor: The tokens of the request its last compaction made, summary included. The
+            cut is reused while the request stays under the trigger or under this, so that a
+            compaction that could not go below the trigger (a protected part and a summary
+            too large for it) is still reused by the same history: assembling again with
+            the state it returned changes nothing.
     """
 
     provider: str
@@ -66,6 +72,34 @@ class AssemblyState:
     summary_span: tuple[int, int] | None = None
     ledger: tuple[str, ...] = field(default_factory=tuple)
     compactions: int = 0
+    floor: int = 0
+
+    def __post_init__(self) -> None:
+        # A state crosses process boundaries (a store, a client's cookie): every index is
+        # checked here, so a corrupt one is a StaleStateError, never an overflow in the core.
+        for key in ("messages", "budget", "compactions", "floor"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT_MAX:
+                raise _corrupt(f"{key} must be an integer in [0, 2**40], got {value!r}")
+        if not all(_index(i, self.messages) for i in self.dropped):
+            raise _corrupt("a dropped index is out of range")
+        if not all(
+            isinstance(r, tuple)
+            and len(r) == 2
+            and _index(r[0], self.messages)
+            and isinstance(r[1], str)
+            for r in self.rewrites
+        ):
+            raise _corrupt("a rewrite is malformed or out of range")
+        span = self.summary_span
+        if span is not None and not (
+            isinstance(span, tuple)
+            and len(span) == 2
+            and _index(span[0], self.messages + 1)
+            and _index(span[1], self.messages + 1)
+            and span[0] <= span[1]
+        ):
+            raise _corrupt("the summary span is malformed or out of range")
 
     def to_bytes(self) -> bytes:
         """The state as versioned JSON."""
@@ -84,6 +118,7 @@ class AssemblyState:
                 "summary_span": None if self.summary_span is None else list(self.summary_span),
                 "ledger": list(self.ledger),
                 "compactions": self.compactions,
+                "floor": self.floor,
             }
         )
 
@@ -110,18 +145,18 @@ class AssemblyState:
                 prefix=_typed(d, "prefix", str),
                 budget=_typed(d, "budget", int),
                 dropped=tuple(_ints(d["dropped"])),
-                rewrites=tuple((int(i), str(k)) for i, k in d["rewrites"]),
+                rewrites=tuple((_typed_int(i), _typed_str(k)) for i, k in d["rewrites"]),
                 summary=d["summary"] if isinstance(d["summary"], str) else None,
                 summary_span=None
                 if d["summary_span"] is None
-                else (int(d["summary_span"][0]), int(d["summary_span"][1])),
-                ledger=tuple(str(line) for line in d["ledger"]),
+                else (_typed_int(d["summary_span"][0]), _typed_int(d["summary_span"][1])),
+                ledger=tuple(_typed_str(line) for line in d["ledger"]),
                 compactions=_typed(d, "compactions", int),
+                # States written before floors were recorded have none: 0, the trigger alone.
+                floor=_typed(d, "floor", int) if "floor" in d else 0,
             )
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise _corrupt(f"a field is missing or malformed ({type(e).__name__}: {e})") from None
-        if any(i < 0 or i >= state.messages for i in state.dropped) or state.messages < 0:
-            raise _corrupt("a dropped index is out of range")
         return state
 
     def advanced(self, messages: int, prefix: str) -> AssemblyState:
@@ -134,6 +169,23 @@ def _typed(d: dict[str, Any], key: str, kind: type) -> Any:
     if not isinstance(value, kind) or isinstance(value, bool):
         raise TypeError(f"{key} must be {kind.__name__}")
     return value
+
+
+def _typed_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _typed_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _index(value: Any, size: int) -> bool:
+    """Whether ``value`` is an index into ``size`` items."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < size
 
 
 def _ints(values: Any) -> list[int]:

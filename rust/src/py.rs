@@ -274,6 +274,34 @@ impl CoreConfig {
     }
 }
 
+/// A size given from Python: a `ConfigError` naming the argument for anything but an int in
+/// `[0, 2**40]` (a bool, a float, a huge int), never a `TypeError` or `OverflowError`.
+fn size_arg(
+    py: Python<'_>,
+    value: Option<&Bound<'_, PyAny>>,
+    key: &str,
+    default: usize,
+) -> PyResult<usize> {
+    let Some(value) = value else {
+        return Ok(default);
+    };
+    let size = if value.is_instance_of::<pyo3::types::PyBool>() {
+        None
+    } else {
+        value.extract::<u64>().ok().filter(|&n| n <= 1 << 40)
+    };
+    match size {
+        Some(n) => Ok(n as usize),
+        None => Err(to_py(
+            py,
+            CoreError::Config {
+                key: key.into(),
+                reason: format!("must be an integer in [0, 2**40], got {value}"),
+            },
+        )),
+    }
+}
+
 /// A bounded cache of parsed, counted messages. Share one between assemblers, give each its
 /// own, or pass a zero-sized one to disable caching.
 #[pyclass(frozen, name = "CountCache", module = "ringbound._core")]
@@ -284,11 +312,17 @@ pub struct PyCountCache {
 #[pymethods]
 impl PyCountCache {
     #[new]
-    #[pyo3(signature = (max_entries=cache::DEFAULT_MAX_ENTRIES, max_bytes=cache::DEFAULT_MAX_BYTES))]
-    fn new(max_entries: usize, max_bytes: usize) -> Self {
-        PyCountCache {
+    #[pyo3(signature = (max_entries=None, max_bytes=None))]
+    fn new(
+        py: Python<'_>,
+        max_entries: Option<&Bound<'_, PyAny>>,
+        max_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let max_entries = size_arg(py, max_entries, "max_entries", cache::DEFAULT_MAX_ENTRIES)?;
+        let max_bytes = size_arg(py, max_bytes, "max_bytes", cache::DEFAULT_MAX_BYTES)?;
+        Ok(PyCountCache {
             inner: CountCache::new(max_entries, max_bytes),
-        }
+        })
     }
 
     fn __len__(&self) -> usize {

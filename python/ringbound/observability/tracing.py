@@ -213,16 +213,29 @@ def rejected(error: BaseException, provider: str, sink: MetricsSink | None, span
             extra={"ringbound": {"provider": provider, "error_type": error_type, **fields}},
         )
     if span is not None:
-        global _status
-        if _status is None:
-            from opentelemetry.trace import Status, StatusCode
-
-            _status = (Status, StatusCode.ERROR)
-        status, code = _status
         attributes = {f"ringbound.{k}": v for k, v in _error_fields(error).items()}
-        span.set_attributes({"error.type": error_type, **attributes})
-        span.set_status(status(code, error_type))
-        span.end()
+        try:
+            span.set_attributes({"error.type": error_type, **attributes})
+            status = _error_status(error_type)
+            if status is not None:
+                span.set_status(status)
+            span.end()
+        except Exception:  # the caller's tracer must never replace the error being reported
+            logger.debug("the tracer's span failed while recording a rejection", exc_info=True)
+
+
+def _error_status(error_type: str) -> Any:
+    """OpenTelemetry's ERROR status, or None where opentelemetry is not installed (a tracer of
+    another kind that starts spans: it gets the attributes and the end, not the status)."""
+    global _status
+    if _status is None:
+        try:
+            from opentelemetry.trace import Status, StatusCode
+        except ImportError:
+            return None
+        _status = (Status, StatusCode.ERROR)
+    status, code = _status
+    return status(code, error_type)
 
 
 def _error_fields(error: BaseException) -> dict[str, Any]:

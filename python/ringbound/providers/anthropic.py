@@ -337,7 +337,11 @@ _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def _compact(value: Any) -> str:
-    return _COMPACT.encode(value)
+    try:
+        return _COMPACT.encode(value)
+    except Exception as e:  # not JSON, or the caller's own object raised while read
+        reason = f"a value is not JSON ({type(e).__name__}: {e})"
+        raise InvalidMessageError(reason, index=None, reason=reason) from None
 
 
 def _without_cache_control(block: Mapping[str, Any]) -> dict[str, Any]:

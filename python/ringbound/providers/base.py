@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from .._core import LEDGER_MARKER, SUMMARY_MARKER
-from ..errors import PairingIssue
+from ..errors import InvalidMessageError, PairingIssue, RingboundError
 
 __all__ = [
     "Adapter",
@@ -154,14 +154,29 @@ def read_once(reader: str, messages: Any, read: Callable[[Any], _T]) -> _T:
     list (the memo holds the list, so its id cannot be reused while the block runs)."""
     memo = _READINGS.get()
     if memo is None:
-        return read(messages)
+        return _guarded(read, messages)
     key = (reader, id(messages))
     hit = memo.get(key)
     if hit is not None and hit[0] is messages:
         return hit[1]  # type: ignore[no-any-return]
-    value = read(messages)
+    value = _guarded(read, messages)
     memo[key] = (messages, value)
     return value
+
+
+def _guarded(read: Callable[[Any], _T], messages: Any) -> _T:
+    """``read(messages)``; an exception that the caller's own objects raise while they are
+    read (a mapping whose ``get`` or ``__getitem__`` raises) becomes InvalidMessageError, with
+    the original as its cause."""
+    try:
+        return read(messages)
+    except RingboundError:
+        raise
+    except RecursionError:
+        raise
+    except Exception as e:
+        reason = f"a message could not be read ({type(e).__name__}: {e})"
+        raise InvalidMessageError(f"messages: {reason}", index=None, reason=reason) from e
 
 
 class UnreadableObject(ValueError):
@@ -178,7 +193,10 @@ def as_mapping(obj: Any) -> Mapping[str, Any] | None:
     # A plain dict first: the ABC check below costs several times more, once per block.
     if type(obj) is dict or isinstance(obj, Mapping):
         return obj
-    dump = getattr(obj, "model_dump", None)
+    try:
+        dump = getattr(obj, "model_dump", None)
+    except Exception as e:  # a hostile or broken __getattr__ is bad input, not a crash
+        raise UnreadableObject(f"cannot be read ({type(e).__name__}: {e})") from None
     if not callable(dump):
         return None
     try:

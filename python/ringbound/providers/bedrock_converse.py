@@ -147,8 +147,8 @@ def _list(i: int | None, value: Any, where: str) -> Sequence[Any]:
 def _json(i: int | None, value: Any, where: str) -> str:
     try:
         return orjson.dumps(value).decode()
-    except (TypeError, orjson.JSONEncodeError) as e:
-        raise _invalid(i, f"{where} is not JSON ({e})") from None
+    except Exception as e:  # not JSON, or the caller's own object raised while read
+        raise _invalid(i, f"{where} is not JSON ({type(e).__name__}: {e})") from None
 
 
 def _payload(i: int | None, source: Mapping[str, Any], where: str) -> str | bytes:

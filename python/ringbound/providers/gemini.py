@@ -174,8 +174,8 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False)
 def _json(value: Any, where: str, index: int | None) -> str:
     try:
         return _ENCODER.encode(value)
-    except (TypeError, ValueError) as e:
-        raise _invalid(index, f"{where} is not JSON ({e})") from None
+    except Exception as e:  # not JSON, or the caller's own object raised while read
+        raise _invalid(index, f"{where} is not JSON ({type(e).__name__}: {e})") from None
 
 
 def _looks_like_error(text: str) -> bool:

@@ -159,7 +159,11 @@ _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys
 
 
 def _compact(value: Any) -> str:
-    return _COMPACT.encode(value)
+    try:
+        return _COMPACT.encode(value)
+    except Exception as e:  # not JSON, or the caller's own object raised while read
+        reason = f"a value is not JSON ({type(e).__name__}: {e})"
+        raise InvalidMessageError(reason, index=None, reason=reason) from None
 
 
 def _as_text(value: Any) -> str:

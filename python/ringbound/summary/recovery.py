@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import _core
 from ..errors import InvalidMessageError, RingboundError
+from ..payload import nesting_guard, snapshot
 from ..providers import adapter, check_provider
 from ..providers.base import Canonical, UnreadableObject, as_mapping
 
@@ -167,6 +168,14 @@ def recover(
     """
     check_provider(provider)
     message_id = _anchor_id(anchor)
+    original_messages = snapshot(original_messages)
+    with nesting_guard():
+        return _recover(original_messages, message_id, provider, system)
+
+
+def _recover(
+    original_messages: list[Any], message_id: str, provider: str, system: Any
+) -> Recovered:
     if provider == "openai_chat":
         canonical = Canonical(
             messages=[_chat_message(i, m) for i, m in enumerate(original_messages)],
@@ -179,7 +188,11 @@ def recover(
         if message.get("role") != "tool":
             continue
         text = _full_text(message.get("content"))
-        if _core.content_id(text) != message_id:
+        try:
+            found = _core.content_id(text)
+        except UnicodeEncodeError:
+            continue  # not text ringbound could have cut (a lone surrogate): never this anchor
+        if found != message_id:
             continue
         call_id = str(message.get("tool_call_id") or "")
         index, content = _native(provider, original_messages, canonical, k, call_id)
@@ -244,10 +257,14 @@ def _full_text(content: Any) -> str:
     """A tool result's full text as the core sees it: its text parts joined."""
     if isinstance(content, str):
         return content
+    if not isinstance(content, (list, tuple)):
+        return ""
     return "".join(
         part["text"]
-        for part in content or ()
-        if isinstance(part, Mapping) and part.get("type") == "text"
+        for part in content
+        if isinstance(part, Mapping)
+        and part.get("type") == "text"
+        and isinstance(part.get("text"), str)
     )
 
 

@@ -48,7 +48,8 @@ class SummaryRequest:
 
     Attributes:
         units: The provider-native items of each unit to summarize, oldest unit first, for
-            summarizers that want the original objects. They are NOT redacted.
+            summarizers that want the structure: plain data (SDK objects dumped) with every
+            string redacted.
         text: The same units as plain text (see ``units_text``), redacted: what most
             summarizers should send to a model.
         previous_summary: The body of the earlier summary this one replaces (its marker line
@@ -56,9 +57,12 @@ class SummaryRequest:
         target_tokens: The size to aim for; a longer answer is cut to it, and one over four
             times it counts as a failure.
         ledger: The side-effect ledger entries (objects with ``tool``, ``call_id``, ``args``,
-            ``status``). The ledger, not the summary, is the record of executed tools.
+            ``status``), their arguments redacted. The ledger, not the summary, is the record
+            of executed tools.
         goal: The pinned first user message as text (redacted), or None.
         provider: The provider key of the request being assembled.
+        raw_units: The caller's own objects of each unit, NOT redacted; None unless the
+            config opts in with ``summary_raw_units: true``.
     """
 
     units: list[list[Any]]
@@ -68,6 +72,7 @@ class SummaryRequest:
     ledger: list[Any]
     goal: str | None
     provider: str
+    raw_units: list[list[Any]] | None = None
 
 
 @dataclass(frozen=True)

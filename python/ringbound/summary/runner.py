@@ -315,6 +315,11 @@ def _accept(raw: Any, job: _Job, attempt: _Attempt) -> str:
     body = raw.strip()
     if not body:
         raise _Failure("empty")
+    try:
+        body.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate: no provider accepts it, so the answer cannot go in a request.
+        raise _Failure("not_text") from None
     n = job.count(body)
     if n > 4 * job.target:
         raise _Failure("oversized")

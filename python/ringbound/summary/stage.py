@@ -22,7 +22,7 @@ from ..adapted import NativeRequest
 from ..config import AssemblyConfig
 from ..errors import BudgetExceededError
 from ..report import LedgerEntry, StageRecord, SummaryRecord
-from .redact import Redactor
+from .redact import Redactor, redacted_entry, redacted_value
 from .request import (
     SummaryOutcome,
     SummaryRequest,
@@ -170,8 +170,11 @@ def draft(
         None if first_user is None else _redacted(redactor, _text(first_user["content"]), counts)
     )
     native_spans = native.native_spans(spans)
+    natives = [list(native.messages[s:e]) for s, e in native_spans]
     request = SummaryRequest(
-        units=[list(native.messages[s:e]) for s, e in native_spans],
+        # The same secrets as in ``text``: counted once, there.
+        units=[redacted_value(unit, redactor, {}) for unit in natives],
+        raw_units=natives if cfg.summary_raw_units else None,
         text=text,
         previous_summary=None
         if previous_body is None
@@ -188,7 +191,10 @@ def draft(
                 ),
             ),
         ),
-        ledger=[*ledger, *(LedgerEntry(*e) for e in raw["ledger_added"])],
+        ledger=[
+            redacted_entry(e, redactor)
+            for e in [*ledger, *(LedgerEntry(*e) for e in raw["ledger_added"])]
+        ],
         goal=goal_text,
         provider=native.adapter.key,
     )

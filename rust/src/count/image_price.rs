@@ -60,8 +60,11 @@ pub fn image_tokens_for(img: &Image, formula: ImageFormula) -> u32 {
         ImageFormula::Gemini => match img.size {
             Some((w, h)) if w <= GEMINI_SMALL_SIDE && h <= GEMINI_SMALL_SIDE => GEMINI_TOKENS,
             Some((w, h)) => {
-                let tiles = w.div_ceil(GEMINI_TILE_SIDE) * h.div_ceil(GEMINI_TILE_SIDE);
-                tiles.saturating_mul(GEMINI_TOKENS)
+                // Sizes come from the image's own header, so a hostile one can claim any
+                // size: the tile product needs 64 bits (65,536 tiles a side wraps 32 to 0).
+                let tiles = u64::from(w.div_ceil(GEMINI_TILE_SIDE))
+                    * u64::from(h.div_ceil(GEMINI_TILE_SIDE));
+                u32::try_from(tiles.saturating_mul(u64::from(GEMINI_TOKENS))).unwrap_or(u32::MAX)
             }
             None => GEMINI_UNKNOWN_TOKENS,
         },
@@ -102,6 +105,28 @@ mod tests {
         assert_eq!(image_tokens_for(&img(Some((384, 200))), f), 258);
         assert_eq!(image_tokens_for(&img(Some((1024, 768))), f), 2 * 258);
         assert_eq!(image_tokens_for(&img(None), f), GEMINI_UNKNOWN_TOKENS);
+    }
+
+    #[test]
+    fn hostile_sizes_cost_the_most_not_the_least() {
+        // A header claiming 50,331,648 pixels a side: 65,536 tiles a side.
+        let huge = img(Some((50_331_648, 50_331_648)));
+        assert_eq!(image_tokens_for(&huge, ImageFormula::Gemini), u32::MAX);
+        assert_eq!(
+            image_tokens_for(&img(Some((u32::MAX, u32::MAX))), ImageFormula::Gemini),
+            u32::MAX
+        );
+        for formula in [
+            ImageFormula::OpenAi,
+            ImageFormula::Anthropic,
+            ImageFormula::Gemini,
+        ] {
+            for side in [1u32, 385, 769, 65_536, 1 << 31, u32::MAX] {
+                let small = image_tokens_for(&img(Some((side, 1))), formula);
+                let large = image_tokens_for(&img(Some((side, side))), formula);
+                assert!(large >= small, "{formula:?} {side}: {large} < {small}");
+            }
+        }
     }
 
     #[test]
