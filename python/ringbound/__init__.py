@@ -13,6 +13,7 @@ from .detect import detect_provider
 from .errors import (
     BudgetExceededError,
     ConfigError,
+    InternalError,
     InvalidMessageError,
     PairingError,
     PairingIssue,
@@ -63,6 +64,7 @@ __all__ = [
     "ContextOverflow",
     "CountCache",
     "InvalidAnchorError",
+    "InternalError",
     "InvalidMessageError",
     "LedgerEntry",
     "MetricsSink",
