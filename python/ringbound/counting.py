@@ -28,9 +28,10 @@ def count_tokens(
 ) -> int:
     """Tokens a request costs: every message with its framing, reply priming, tools schema.
 
-    For providers without a public tokenizer (Anthropic, Gemini, Bedrock) the exact count of
-    the canonical view is scaled by ``token_ratio`` (default: the provider's documented
-    ratio); ``system`` is the top-level system of providers that have one.
+    The exact count is scaled by ``token_ratio`` as the Assembler scales it, for every
+    provider: the default is the provider's documented ratio (1.0 for OpenAI; see each
+    provider's page for Anthropic, Gemini and Bedrock). ``system`` is the top-level system of
+    providers that have one.
 
     Example:
         >>> import ringbound as rb
@@ -38,6 +39,7 @@ def count_tokens(
         9
     """
     check_provider(provider)
+    _check_ratio(token_ratio)
     if provider == "openai_chat":
         return _core.count_openai_chat(
             dump_messages(messages),
@@ -46,6 +48,9 @@ def count_tokens(
             tokenizer_backend,
             _DEFAULTS.max_messages,
             _DEFAULTS.max_request_bytes,
+            None,
+            "openai",
+            1.0 if token_ratio is None else token_ratio,
         )
     native = adapter(provider)
     check_message_list(messages)
@@ -61,6 +66,12 @@ def count_tokens(
         native.image_formula,
         token_ratio if token_ratio is not None else native.default_token_ratio,
     )
+
+
+def _check_ratio(ratio: Any) -> None:
+    """The config's rule for ``token_ratio``, so a wrong value is a ConfigError here too."""
+    if ratio is not None:
+        AssemblyConfig(token_ratio=ratio)
 
 
 def count_text(
