@@ -118,7 +118,7 @@ class AssemblyConfig:
     #: Removed (see ``REMOVED_KEYS``): accepted by the constructor only to refuse it by name.
     middle_delete_unit: InitVar[Any] = None
 
-    def __post_init__(self, middle_delete_unit: Any = None) -> None:
+    def __post_init__(self, middle_delete_unit: Any) -> None:
         if middle_delete_unit is not None:
             raise _error("middle_delete_unit", REMOVED_KEYS["middle_delete_unit"])
         for name in ("pin", "side_effect_tools", "stages", "redact_patterns"):
