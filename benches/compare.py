@@ -31,6 +31,7 @@ from measure import (
     CLOCKS,
     AssembleBatch,
     Case,
+    NextTurns,
     assemble_batch,
     assembly_peak_rss,
     check_assembly,
@@ -192,10 +193,13 @@ class Tally:
         self.kept_share += min(tokens, budget) / budget
 
     def row(self, label: str) -> list[str]:
-        of = f" / {self.runs + self.refused}"
-        share = self.kept_share / max(1, self.runs)
-        counts = (self.broken, self.over_budget, self.goal_lost, self.refused)
-        return [label, *(f"{n}{of}" for n in counts), f"{share:.0%}"]
+        """Every judgment over the requests returned; the refusals apart, over all attempts,
+        since a refused request is sent nowhere and so cannot break anything."""
+        of = f" / {self.runs}"
+        share = f"{self.kept_share / self.runs:.0%}" if self.runs else "—"
+        counts = (self.broken, self.over_budget, self.goal_lost)
+        refused = f"{self.refused} / {self.runs + self.refused}"
+        return [label, str(self.runs), *(f"{n}{of}" for n in counts), share, refused]
 
 
 def pairing_section() -> str:
@@ -229,30 +233,38 @@ def pairing_section() -> str:
                 )
     header = [
         "assembler",
+        "requests returned",
         "breaks pairing",
         "over budget",
         "first user message lost",
-        "refused (fails closed)",
         "mean tokens kept / budget",
+        "refused (fails closed), of all",
     ]
     intro = (
         f"{len(sessions)} sessions (every corpus session and the reference workload) at 25%, "
         "50% and 75% of their tokens, cl100k_base (LangChain's counts differ by under 1%: it "
-        "re-serializes call arguments); pairing judged by `rb.validate` on the messages sent."
+        "re-serializes call arguments); pairing judged by `rb.validate` on the messages sent. "
+        "Every column but the last is over the requests the assembler returned; ringbound "
+        "refuses (`BudgetExceededError`) when the protected part alone is over the budget."
     )
     return intro + "\n\n" + table(header, [t.row(name) for name, t in tallies.items()])
 
 
 def adversarial_rates(repeat: int, clock: Callable[[], float]) -> dict[str, float]:
-    """Seconds per byte to count each adversarial text (5 MB; the padded log 1 MB)."""
+    """Seconds per byte to count each adversarial text (5 MB; the padded log 1 MB), from
+    empty piece tables."""
     texts = {
         "prose": workload.prose_text(5 * workload.MB),
         "base64": workload.base64_text(5 * workload.MB),
         "one_char": workload.one_char_text(5 * workload.MB),
         "padded_log": workload.padded_log_text(workload.MB),
     }
+    # Each timing starts with the piece tables empty: the pieces of the previous round's text
+    # would otherwise be remembered, and prose (whose pieces recur) would look faster.
     seconds = interleaved_medians(
-        {k: Case(partial(rb.count_text, body)) for k, body in texts.items()}, min(repeat, 5), clock
+        {k: Case(partial(rb.count_text, body), _core.cache_clear) for k, body in texts.items()},
+        min(repeat, 5),
+        clock,
     )
     return {k: seconds[k] / len(texts[k]) for k in texts}
 
@@ -285,16 +297,34 @@ def thread_rows(
             thread_speedup(one, halves, repeat, _core.cache_clear), one, *halves
         ),
     }
-    for s in sessions:
-        asm.assemble(s)
-    # A warm assembly takes about a millisecond: several rounds per thread measure the
-    # throughput of running threads rather than the cost of starting them.
-    one, halves = jobs(WARM_ROUNDS)
-    rows[f"assemble {len(sessions)} sessions, warm"] = checked(
-        thread_speedup(one, halves, repeat), one, *halves
-    )
+    rows[f"assemble {len(sessions)} sessions, warm"] = warm_thread_row(asm, sessions, repeat)
     rows[CONTROL] = thread_speedup(sha(2), [sha(1), sha(1)], repeat)
     return rows
+
+
+def warm_thread_row(
+    asm: rb.Assembler, sessions: list[list[Any]], repeat: int
+) -> tuple[float, float]:
+    """One thread against two on the next turns: every session's history cached, then each
+    request is its history plus a ring never seen before (``NextTurns``). A warm assembly
+    takes about a millisecond: several rounds per thread measure the throughput of running
+    threads rather than the cost of starting them."""
+    half = len(sessions) // 2
+    one = NextTurns(asm, sessions, WARM_ROUNDS)
+    halves = [
+        NextTurns(asm, sessions[:half], WARM_ROUNDS),
+        NextTurns(asm, sessions[half:], WARM_ROUNDS),
+    ]
+    jobs = [one, *halves]
+
+    def prepare() -> None:
+        for job in jobs:
+            job.prepare()
+
+    row = thread_speedup(one, halves, repeat, prepare)
+    for job in jobs:
+        job.check()
+    return row
 
 
 def memory(budget: int) -> tuple[int, dict[str, int]]:
@@ -335,7 +365,8 @@ def adversarial_section(rates: dict[str, float]) -> str:
             [[k, f"{1e-6 / s:.1f}", times(s, rates["prose"])] for k, s in rates.items()],
         )
         + "\n\n5 MB each (`padded_log`, `x` plus 491 dashes repeated: 1 MB); `rb.count_text`, "
-        "o200k_base; prose is Python's documentation (`pydoc_data.topics`).\n"
+        "o200k_base, the piece tables cleared before every run (a text's own repeats are still "
+        "remembered within the run); prose is Python's documentation (`pydoc_data.topics`).\n"
     )
 
 

@@ -4,6 +4,7 @@ child process. Shared by ``compare.py`` and the smoke benchmarks."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import subprocess
@@ -108,6 +109,44 @@ class AssembleBatch:
 
 def assemble_batch(asm: rb.Assembler, batch: list[list[Any]], rounds: int = 1) -> AssembleBatch:
     return AssembleBatch(asm, batch, rounds)
+
+
+#: Turn numbers of the new rings: shared by every job, so no two requests get the same ring
+#: (a ring another thread counted would be cached).
+_TURNS = itertools.count()
+
+
+class NextTurns(AssembleBatch):
+    """A warm job: each of ``rounds`` runs assembles every session of ``batch`` plus one ring
+    never seen before, on the histories the constructor assembled (cached). ``prepare()``
+    makes the new rings, outside the timing; call it before every timed run, since a run
+    caches the rings it assembled."""
+
+    def __init__(self, asm: rb.Assembler, batch: list[list[Any]], rounds: int = 1) -> None:
+        super().__init__(asm, batch, rounds)
+        self.turns: list[list[list[Any]]] = []
+        for messages in batch:
+            asm.assemble(messages)
+
+    def prepare(self) -> None:
+        import workload  # here: the memory child runs this file and must not load it
+
+        self.turns = [
+            [m + workload.next_ring(m, next(_TURNS)) for m in self.batch]
+            for _ in range(self.rounds)
+        ]
+
+    def __call__(self) -> None:
+        assert self.turns, "prepare() makes the new rings before each run"
+        for turn in self.turns:
+            self.results = [self.asm.assemble(messages) for messages in turn]
+        self.turns = []
+
+    def check(self) -> None:
+        super().check()
+        for res, history in zip(self.results, self.batch, strict=True):
+            # The last message kept is the new ring's result, which the history does not hold.
+            assert res.messages[-1]["tool_call_id"] not in {m.get("tool_call_id") for m in history}
 
 
 def thread_speedup(

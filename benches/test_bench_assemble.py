@@ -2,7 +2,7 @@
 next to the pure-Python reference and LangChain's ``trim_messages`` on the same messages.
 ``assemble_warm``: the next turn (the history cached, one new ring), next to its anchor,
 ``orjson.dumps`` of the same list. ``provider``: the same conversation in each provider's
-native format (benches/native.py), cold and warm."""
+native format (benches/native.py), cold and warm (the history cached plus a new ring)."""
 
 from __future__ import annotations
 
@@ -71,12 +71,27 @@ def test_orjson_dumps_anchor(benchmark: Any, reference: list[Any]) -> None:
 @pytest.mark.parametrize("state", ["cold", "warm"])
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_provider(benchmark: Any, reference: list[Any], provider: str, state: str) -> None:
-    system, items = native.CONVERTERS[provider](reference)
+    """Cold: the reference workload with nothing cached. Warm: its history cached, then the
+    history plus a ring never seen before, as in ``assemble_warm``."""
+    convert = native.CONVERTERS[provider]
+    system, items = convert(reference)
     kwargs = {} if system is None else {"system": system}
     asm = workload.assembler(provider=provider)
+    turns = itertools.count()
+    seen: list[int] = []
+
+    def next_turn() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        _, request = convert(reference + workload.next_ring(reference, next(turns)))
+        seen.append(len(request))
+        return (request,), kwargs
+
     if state == "warm":
         asm.assemble(items, **kwargs)
-    setup = _core.cache_clear if state == "cold" else None
-    res = benchmark.pedantic(asm.assemble, args=(items,), kwargs=kwargs, setup=setup, rounds=10)
+        res = benchmark.pedantic(asm.assemble, setup=next_turn, rounds=10, warmup_rounds=1)
+        assert all(n > len(items) for n in seen)  # every timed request had a new ring
+    else:
+        res = benchmark.pedantic(
+            asm.assemble, args=(items,), kwargs=kwargs, setup=_core.cache_clear, rounds=10
+        )
     assert res.report.tokens_after <= res.report.budget
-    assert len(res.messages) < len(items)
+    assert res.report.dropped_rings and len(res.messages) < len(items)

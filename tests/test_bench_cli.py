@@ -156,3 +156,29 @@ def test_progress_auto_appears_once_the_run_is_long(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(never, "start", 0.0)
     never.advance("x")
     assert "x" not in err.getvalue()
+
+
+class Spy(rb.Assembler):
+    """Records how many messages each assembly got, and how many were cached before it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[tuple[int, int]] = []
+
+    def assemble(self, messages: list[Any], *args: Any, **kwargs: Any) -> rb.AssemblyResult:
+        self.calls.append((len(messages), rb._core.cache_len()))
+        return super().assemble(messages, *args, **kwargs)
+
+
+def test_warm_runs_time_a_new_last_turn_on_the_cached_history(sessions: list[Path]) -> None:
+    cfg = rb.AssemblyConfig(model_input_limit=2_000, output_reserve_tokens=0)
+    spy = Spy(cfg)
+    results, failures = bench.bench_sessions(spy, [str(sessions[1])], 3, "never")
+    assert failures == [] and results[0].runs == 3
+    full, history = 82, 80  # the last turn is the last ring
+    cold, *warm = spy.calls
+    assert cold == (full, 0)  # nothing cached
+    assert [n for n, _ in warm] == [history, full] * 3
+    for (_, before_prime), (_, before_timed) in zip(warm[::2], warm[1::2], strict=True):
+        assert before_prime == 0  # each round starts from an empty cache ...
+        assert 0 < before_timed  # ... and the timed run finds the history cached

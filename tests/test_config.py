@@ -26,7 +26,6 @@ INTEGER_KEYS = {
     "max_request_bytes": 1,
 }
 CHOICES = {
-    "middle_delete_unit": ("tool_ring",),
     "on_pairing_error": ("fail_closed", "synthesize_error_results"),
     "on_still_over_budget": ("fail_closed", "drop_tools_schema_then_fail"),
     "token_counter": ("provider_or_tiktoken_model_encoding", "tiktoken"),
@@ -133,6 +132,22 @@ def test_lists_become_tuples_and_the_config_is_frozen() -> None:
 def test_constructor_rejects_unknown_keyword() -> None:
     with pytest.raises(TypeError, match="bogus"):
         rb.AssemblyConfig(bogus=1)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("value", ["tool_ring", "message", 1])
+def test_a_removed_key_is_refused_with_its_replacement(tmp_path: Path, value: Any) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(f"context_assembly:\n  middle_delete_unit: {value}\n", encoding="utf-8")
+    for build in (
+        lambda: rb.AssemblyConfig(middle_delete_unit=value),
+        lambda: rb.AssemblyConfig.from_dict({"middle_delete_unit": value}),
+        lambda: rb.AssemblyConfig.from_yaml(path),
+    ):
+        with pytest.raises(rb.ConfigError) as info:
+            build()
+        assert info.value.key == "middle_delete_unit"
+        assert "removed" in info.value.reason and "`stages`" in info.value.reason
+    assert "middle_delete_unit" not in rb.AssemblyConfig().to_dict()
 
 
 def test_from_dict_rejects_unknown_key_by_name() -> None:

@@ -14,6 +14,7 @@ import pytest
 import ringbound as rb
 from ringbound import _core
 from ringbound.providers import adapter
+from ringbound.summary.request import note_body
 
 SECRET = "sk-proj-" + "Q7" * 16
 FACT = "the customer's locker code is 4417"
@@ -308,10 +309,24 @@ def test_sync_assemble_inside_a_running_loop_needs_assemble_async() -> None:
 
 
 def test_no_room_for_a_note_is_reported_not_silent() -> None:
-    cfg = config(summary_target_tokens=3000, model_input_limit=4000)
+    cfg = config(summary_target_tokens=3000, summary_max_tokens=3000, model_input_limit=4000)
     res = rb.Assembler(cfg, summarizer=Recorder()).assemble(session(rings=40))
     assert res.report.summary is not None and res.report.summary.reason == "no_room"
     assert not res.report.summarized and res.report.dropped_rings
+
+
+@pytest.mark.parametrize("target", [None, 100, 4000])
+def test_summary_max_tokens_caps_every_target(target: int | None) -> None:
+    """The summarizer is never asked for more than ``summary_max_tokens``, even when
+    ``summary_target_tokens`` asks for more; a longer answer is cut to the cap."""
+    rec = Recorder(lambda request: "The agent read logs. " * 50)
+    cfg = config(summary_max_tokens=100, summary_target_tokens=target)
+    res = rb.Assembler(cfg, summarizer=rec).assemble(session())
+    assert [r.target_tokens for r in rec.requests] == [100]
+    assert res.report.summary is not None and res.report.summary.target_tokens == 100
+    assert res.report.summary.cut
+    (note,) = (res.messages[i]["content"] for i in summary_notes(res.messages))
+    assert rb.count_text(note_body(note)) <= 100
 
 
 @pytest.mark.parametrize(

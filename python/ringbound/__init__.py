@@ -14,6 +14,7 @@ from .detect import detect_provider
 from .errors import (
     BudgetExceededError,
     ConfigError,
+    InternalError,
     InvalidMessageError,
     PairingError,
     PairingIssue,
@@ -64,6 +65,7 @@ __all__ = [
     "ConfigError",
     "ContextOverflow",
     "CountCache",
+    "InternalError",
     "InvalidAnchorError",
     "InvalidMessageError",
     "LedgerEntry",

@@ -70,6 +70,9 @@ def validate_openai_chat(
     messages_json: bytes | list[bytes],
 ) -> list[tuple[str, str | None, int, str]]: ...
 def cache_len() -> int: ...
+def _panic(message: str) -> None:
+    """Panics in the core with ``message`` (for tests: it arrives as ``InternalError``)."""
+
 def cache_clear() -> None: ...
 def _object_key(message: Any) -> int | None:
     """The cache key of a message object, or None when it is keyed by its JSON (for tests)."""

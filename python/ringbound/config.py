@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,6 @@ STAGES = (
     "summarize",
 )
 _CHOICES: dict[str, tuple[str, ...]] = {
-    "middle_delete_unit": ("tool_ring",),
     "on_pairing_error": ("fail_closed", "synthesize_error_results"),
     "on_still_over_budget": ("fail_closed", "drop_tools_schema_then_fail"),
     "token_counter": ("provider_or_tiktoken_model_encoding", "tiktoken"),
@@ -39,6 +38,15 @@ _BACKENDS = ("tiktoken", "bpe_openai")
 #: The largest integer any key takes: far beyond any real window or request (a trillion
 #: tokens), and small enough that the core's 64-bit arithmetic never overflows on it.
 INT_MAX = 2**40
+#: Keys that no longer exist, with what to use instead: setting one is a ConfigError that says
+#: so, not a silent no-op.
+REMOVED_KEYS = {
+    "middle_delete_unit": (
+        "was removed: the middle is always cut in whole tool rings and plain turns (a call is "
+        "never split from its result); choose which of them may go with `stages` "
+        "(drop_rings, drop_plain_turns, drop_error_rings)"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -59,7 +67,6 @@ class AssemblyConfig:
     safety_margin_tokens: int = 1024
     recent_tool_rings: int = 3
     recent_user_turns: int = 2
-    middle_delete_unit: str = "tool_ring"
     summarize_trigger_ratio: float = 0.8
     summary_max_tokens: int = 1024
     summary_timeout_ms: int = 8000
@@ -114,8 +121,12 @@ class AssemblyConfig:
     emergency_ratio: float = 1.0
     max_messages: int = 100_000
     max_request_bytes: int = 64 * 1024 * 1024
+    #: Removed (see ``REMOVED_KEYS``): accepted by the constructor only to refuse it by name.
+    middle_delete_unit: InitVar[Any] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, middle_delete_unit: Any) -> None:
+        if middle_delete_unit is not None:
+            raise _error("middle_delete_unit", REMOVED_KEYS["middle_delete_unit"])
         for name in ("pin", "side_effect_tools", "stages", "redact_patterns"):
             value = getattr(self, name)
             if isinstance(value, str) or not isinstance(value, (list, tuple)):
@@ -255,6 +266,8 @@ class AssemblyConfig:
             )
         known = {f.name for f in dataclasses.fields(cls)}
         for key in values:
+            if key in REMOVED_KEYS:
+                raise _error(str(key), REMOVED_KEYS[str(key)])
             if key not in known:
                 raise _error(
                     str(key), f"is not a configuration key (known: {', '.join(sorted(known))})"

@@ -29,9 +29,10 @@ def count_tokens(
 ) -> int:
     """Tokens a request costs: every message with its framing, reply priming, tools schema.
 
-    For providers without a public tokenizer (Anthropic, Gemini, Bedrock) the exact count of
-    the canonical view is scaled by ``token_ratio`` (default: the provider's documented
-    ratio); ``system`` is the top-level system of providers that have one.
+    The exact count is scaled by ``token_ratio`` as the Assembler scales it, for every
+    provider: the default is the provider's documented ratio (1.0 for OpenAI; see each
+    provider's page for Anthropic, Gemini and Bedrock). ``system`` is the top-level system of
+    providers that have one.
 
     Example:
         >>> import ringbound as rb
@@ -41,16 +42,7 @@ def count_tokens(
     check_provider(provider)
     check_encoding(encoding)
     check_tools(tools)
-    if token_ratio is not None and (
-        isinstance(token_ratio, bool)
-        or not isinstance(token_ratio, (int, float))
-        or not 0.1 <= token_ratio <= 10
-    ):
-        raise ConfigError(
-            f"token_ratio must be a number in [0.1, 10] (or None), got {token_ratio!r}",
-            key="token_ratio",
-            reason="must be a number in [0.1, 10]",
-        )
+    _check_ratio(token_ratio)
     messages = snapshot(messages)
     with nesting_guard():
         return _count(messages, provider, encoding, tools, tokenizer_backend, system, token_ratio)
@@ -73,6 +65,9 @@ def _count(
             tokenizer_backend,
             _DEFAULTS.max_messages,
             _DEFAULTS.max_request_bytes,
+            None,
+            "openai",
+            1.0 if token_ratio is None else token_ratio,
         )
     native = adapter(provider)
     canonical = native.to_canonical(messages, system=system)
@@ -87,6 +82,12 @@ def _count(
         native.image_formula,
         token_ratio if token_ratio is not None else native.default_token_ratio,
     )
+
+
+def _check_ratio(ratio: Any) -> None:
+    """The config's rule for ``token_ratio``, so a wrong value is a ConfigError here too."""
+    if ratio is not None:
+        AssemblyConfig(token_ratio=ratio)
 
 
 def count_text(

@@ -9,6 +9,7 @@ from typing import Any
 __all__ = [
     "BudgetExceededError",
     "ConfigError",
+    "InternalError",
     "InvalidMessageError",
     "PairingError",
     "PairingIssue",
@@ -127,6 +128,19 @@ class StaleStateError(RingboundError, ValueError):
 
     Attributes:
         reason: What does not match.
+    """
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
+class InternalError(RingboundError, RuntimeError):
+    """A bug in ringbound's core: a Rust panic, stopped at the binding. Nothing was assembled
+    and the caller's input is untouched; the next call starts afresh.
+
+    Attributes:
+        reason: The panic's message.
     """
 
     def __init__(self, message: str, *, reason: str = "") -> None:

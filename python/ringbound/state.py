@@ -2,11 +2,12 @@
 
 A provider's prompt cache only hits while the request begins with exactly the bytes of an
 earlier one. Re-planning every turn moves the cut through the middle and rewrites the prefix;
-an ``AssemblyState`` remembers where the cut was (the units dropped, the messages rewritten),
-the summary note and the ledger, so the next turn makes the same decisions again and only
-appends. When the reused cut no longer fits under ``compact_trigger_ratio`` of the budget, the
-assembly compacts down to ``compact_target_ratio`` (a low-water mark), not just under the
-trigger, so the next many turns append again.
+an ``AssemblyState`` remembers where the cut was (the units dropped, the messages rewritten)
+and the summary note, so the next turn makes the same decisions again and only appends (the
+ledger note is derived again from the history and the caller's ledger). When the reused cut no
+longer fits under ``compact_trigger_ratio`` of the budget, the assembly compacts down to
+``compact_target_ratio`` (a low-water mark), not just under the trigger, so the next many
+turns append again.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class AssemblyState:
         rewrites: ``(index, kind)`` of the messages a cheap stage rewrote.
         summary: The summary note's text, or None.
         summary_span: ``(start, end)`` of the canonical messages the summary stands for.
-        ledger: Lines of the ledger note (for the record; the next assembly derives them).
+        ledger: Empty: the next assembly derives the ledger note from the history and the
+            caller's ledger. Kept so that states already written still load.
         compactions: Compactions so far in this session.
         floor: The tokens of the request its last compaction made, summary included. The
             cut is reused while the request stays under the trigger or under this, so that a

@@ -20,6 +20,9 @@ use crate::request::{load_openai_chat, Limits, Scheme};
 use crate::rewrite::RewriteKind;
 
 mod objects;
+mod panic;
+
+use panic::guard;
 
 /// `ringbound.providers.openai_chat`, which writes the insertions of a chat request.
 static CHAT: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
@@ -231,45 +234,47 @@ impl CoreConfig {
         token_ratio: f64,
         max_tool_result_tokens: u64,
     ) -> PyResult<Self> {
-        let stages = stages
-            .iter()
-            .map(|name| {
-                Stage::from_name(name).ok_or_else(|| CoreError::Config {
-                    key: "stages".into(),
-                    reason: format!(
-                        "'{name}' is not one of {}",
-                        Stage::DEFAULT_ORDER.map(Stage::name).join(", ")
-                    ),
+        guard(py, || {
+            let stages = stages
+                .iter()
+                .map(|name| {
+                    Stage::from_name(name).ok_or_else(|| CoreError::Config {
+                        key: "stages".into(),
+                        reason: format!(
+                            "'{name}' is not one of {}",
+                            Stage::DEFAULT_ORDER.map(Stage::name).join(", ")
+                        ),
+                    })
                 })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| to_py(py, e))?;
+            Ok(CoreConfig {
+                plan: PlanConfig {
+                    budget,
+                    recent_tool_rings,
+                    recent_user_turns,
+                    pin_first_user_message,
+                    pin_side_effect_ledger,
+                    pin_security_system_prompt,
+                    short_error_result_tokens,
+                    max_held_error_rings,
+                    side_effect_tools: side_effect_tools.into_iter().collect::<HashSet<_>>(),
+                    ledger_fields,
+                    stages,
+                    drop_tools_schema,
+                    synthesize_missing_results,
+                    max_tool_result_tokens,
+                    summary_reserve: None,
+                    recorded_ledger: Vec::new(),
+                    replay: None,
+                },
+                scheme: scheme(encoding, tokenizer_backend, image_formula, token_ratio)
+                    .map_err(|e| to_py(py, e))?,
+                limits: Limits {
+                    max_messages,
+                    max_request_bytes,
+                },
             })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| to_py(py, e))?;
-        Ok(CoreConfig {
-            plan: PlanConfig {
-                budget,
-                recent_tool_rings,
-                recent_user_turns,
-                pin_first_user_message,
-                pin_side_effect_ledger,
-                pin_security_system_prompt,
-                short_error_result_tokens,
-                max_held_error_rings,
-                side_effect_tools: side_effect_tools.into_iter().collect::<HashSet<_>>(),
-                ledger_fields,
-                stages,
-                drop_tools_schema,
-                synthesize_missing_results,
-                max_tool_result_tokens,
-                summary_reserve: None,
-                recorded_ledger: Vec::new(),
-                replay: None,
-            },
-            scheme: scheme(encoding, tokenizer_backend, image_formula, token_ratio)
-                .map_err(|e| to_py(py, e))?,
-            limits: Limits {
-                max_messages,
-                max_request_bytes,
-            },
         })
     }
 }
@@ -335,8 +340,11 @@ impl PyCountCache {
         self.inner.bytes()
     }
 
-    fn clear(&self) {
-        self.inner.clear();
+    fn clear(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || {
+            self.inner.clear();
+            Ok(())
+        })
     }
 }
 
@@ -368,173 +376,177 @@ fn plan_openai_chat<'py>(
     recorded: Option<Vec<RecordedEntry>>,
     replay: Option<ReplayArg>,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
-    let cache = chosen(cache);
-    let per_call;
-    let plan_config = if summary_reserve.is_none() && recorded.is_none() && replay.is_none() {
-        &config.plan
-    } else {
-        let mut cfg = config.plan.clone();
-        cfg.summary_reserve = summary_reserve;
-        cfg.recorded_ledger = recorded
-            .unwrap_or_default()
-            .into_iter()
-            .map(recorded_entry)
-            .collect::<Result<_, _>>()
-            .map_err(|e| to_py(py, e))?;
-        cfg.replay = replay
-            .map(|(dropped, rewrites)| {
-                let rewrites = rewrites
-                    .into_iter()
-                    .map(|(i, kind)| {
-                        RewriteKind::from_name(&kind)
-                            .map(|k| (i, k))
-                            .ok_or_else(|| CoreError::StaleState {
-                                reason: format!("unknown rewrite kind {kind:?}"),
-                            })
-                    })
-                    .collect::<Result<_, _>>()?;
-                Ok::<_, CoreError>(Replay { dropped, rewrites })
-            })
-            .transpose()
-            .map_err(|e| to_py(py, e))?;
-        per_call = cfg;
-        &per_call
-    };
-    let layout = groups.map(|groups| Layout {
-        binds_next: binds_next.unwrap_or_else(|| vec![false; groups.len()]),
-        groups,
-    });
-    let plan = if messages_json.is_none() {
-        // The caller's objects, read without serializing what the cache holds.
-        let list = messages
-            .as_ref()
-            .and_then(|m| m.cast::<PyList>().ok())
-            .ok_or_else(|| PyTypeError::new_err("messages must be a list without messages_json"))?;
-        objects::plan(
-            py,
-            list,
-            tools_json,
-            config.scheme,
-            config.limits,
-            cache,
-            |req| plan::plan(req, plan_config, &pinned, layout.as_ref()),
-        )?
-    } else {
-        let parts = JsonParts::new(&messages_json)?;
-        let json = parts.slices();
-        py.detach(|| {
-            let req = load_openai_chat(&json, tools_json, config.scheme, config.limits, cache)?;
-            plan::plan(&req, plan_config, &pinned, layout.as_ref())
-        })
-    };
-    let plan = plan.map_err(|e| to_py(py, e))?;
-
-    let items = PyList::empty(py);
-    match &messages {
-        // The request itself: the caller's own objects, and insertions written by the
-        // provider module, built here so a gateway pays no Python loop per message.
-        Some(messages) => {
-            let chat = || {
-                CHAT.get_or_try_init(py, || {
-                    py.import("ringbound.providers.openai_chat")
-                        .map(Bound::unbind)
+    guard(py, || {
+        let cache = chosen(cache);
+        let per_call;
+        let plan_config = if summary_reserve.is_none() && recorded.is_none() && replay.is_none() {
+            &config.plan
+        } else {
+            let mut cfg = config.plan.clone();
+            cfg.summary_reserve = summary_reserve;
+            cfg.recorded_ledger = recorded
+                .unwrap_or_default()
+                .into_iter()
+                .map(recorded_entry)
+                .collect::<Result<_, _>>()
+                .map_err(|e| to_py(py, e))?;
+            cfg.replay = replay
+                .map(|(dropped, rewrites)| {
+                    let rewrites = rewrites
+                        .into_iter()
+                        .map(|(i, kind)| {
+                            RewriteKind::from_name(&kind)
+                                .map(|k| (i, k))
+                                .ok_or_else(|| CoreError::StaleState {
+                                    reason: format!("unknown rewrite kind {kind:?}"),
+                                })
+                        })
+                        .collect::<Result<_, _>>()?;
+                    Ok::<_, CoreError>(Replay { dropped, rewrites })
                 })
-                .map(|m| m.bind(py))
-            };
-            let list = messages.cast::<PyList>().ok();
-            for item in &plan.items {
-                match item {
-                    Item::Keep(i) => match list {
-                        Some(list) => items.append(list.get_item(*i)?)?,
-                        None => items.append(messages.get_item(*i)?)?,
-                    },
-                    Item::SynthesizedResult { call_id } => {
-                        items.append(chat()?.call_method1("synthesized_result", (call_id,))?)?
-                    }
-                    Item::LedgerNote { text, role } => {
-                        items.append(chat()?.call_method1("ledger_note", (text, role.as_str()))?)?
-                    }
-                    // The caller writes the summary into its place.
-                    Item::Summary { role } => items.append(("summary", "", role.as_str()))?,
-                    Item::Rewrite { index, kind, text } => {
-                        let original = match list {
-                            Some(list) => list.get_item(*index)?,
-                            None => messages.get_item(*index)?,
-                        };
-                        // A plain dict whose content is replaced whole is copied here (the
-                        // Python call cost as much as the rest of a warm turn's insertions);
-                        // anything else is the provider module's to rewrite.
-                        match original.cast_exact::<PyDict>() {
-                            Ok(dict) if *kind != RewriteKind::Media => {
-                                let out = dict.copy()?;
-                                out.set_item("content", text)?;
-                                items.append(out)?
+                .transpose()
+                .map_err(|e| to_py(py, e))?;
+            per_call = cfg;
+            &per_call
+        };
+        let layout = groups.map(|groups| Layout {
+            binds_next: binds_next.unwrap_or_else(|| vec![false; groups.len()]),
+            groups,
+        });
+        let plan = if messages_json.is_none() {
+            // The caller's objects, read without serializing what the cache holds.
+            let list = messages
+                .as_ref()
+                .and_then(|m| m.cast::<PyList>().ok())
+                .ok_or_else(|| {
+                    PyTypeError::new_err("messages must be a list without messages_json")
+                })?;
+            objects::plan(
+                py,
+                list,
+                tools_json,
+                config.scheme,
+                config.limits,
+                cache,
+                |req| plan::plan(req, plan_config, &pinned, layout.as_ref()),
+            )?
+        } else {
+            let parts = JsonParts::new(&messages_json)?;
+            let json = parts.slices();
+            py.detach(|| {
+                let req = load_openai_chat(&json, tools_json, config.scheme, config.limits, cache)?;
+                plan::plan(&req, plan_config, &pinned, layout.as_ref())
+            })
+        };
+        let plan = plan.map_err(|e| to_py(py, e))?;
+
+        let items = PyList::empty(py);
+        match &messages {
+            // The request itself: the caller's own objects, and insertions written by the
+            // provider module, built here so a gateway pays no Python loop per message.
+            Some(messages) => {
+                let chat = || {
+                    CHAT.get_or_try_init(py, || {
+                        py.import("ringbound.providers.openai_chat")
+                            .map(Bound::unbind)
+                    })
+                    .map(|m| m.bind(py))
+                };
+                let list = messages.cast::<PyList>().ok();
+                for item in &plan.items {
+                    match item {
+                        Item::Keep(i) => match list {
+                            Some(list) => items.append(list.get_item(*i)?)?,
+                            None => items.append(messages.get_item(*i)?)?,
+                        },
+                        Item::SynthesizedResult { call_id } => {
+                            items.append(chat()?.call_method1("synthesized_result", (call_id,))?)?
+                        }
+                        Item::LedgerNote { text, role } => items
+                            .append(chat()?.call_method1("ledger_note", (text, role.as_str()))?)?,
+                        // The caller writes the summary into its place.
+                        Item::Summary { role } => items.append(("summary", "", role.as_str()))?,
+                        Item::Rewrite { index, kind, text } => {
+                            let original = match list {
+                                Some(list) => list.get_item(*index)?,
+                                None => messages.get_item(*index)?,
+                            };
+                            // A plain dict whose content is replaced whole is copied here (the
+                            // Python call cost as much as the rest of a warm turn's insertions);
+                            // anything else is the provider module's to rewrite.
+                            match original.cast_exact::<PyDict>() {
+                                Ok(dict) if *kind != RewriteKind::Media => {
+                                    let out = dict.copy()?;
+                                    out.set_item("content", text)?;
+                                    items.append(out)?
+                                }
+                                _ => items.append(
+                                    chat()?
+                                        .call_method1("rewritten", (original, kind.name(), text))?,
+                                )?,
                             }
-                            _ => items.append(
-                                chat()?.call_method1("rewritten", (original, kind.name(), text))?,
-                            )?,
+                        }
+                    }
+                }
+            }
+            None => {
+                for item in &plan.items {
+                    match item {
+                        Item::Keep(i) => items.append(i)?,
+                        Item::SynthesizedResult { call_id } => {
+                            items.append(("synthesized", call_id))?
+                        }
+                        Item::LedgerNote { text, role } => {
+                            items.append(("ledger", text, role.as_str()))?
+                        }
+                        Item::Summary { role } => items.append(("summary", "", role.as_str()))?,
+                        Item::Rewrite { index, kind, text } => {
+                            items.append(("rewrite", index, kind.name(), text))?
                         }
                     }
                 }
             }
         }
-        None => {
-            for item in &plan.items {
-                match item {
-                    Item::Keep(i) => items.append(i)?,
-                    Item::SynthesizedResult { call_id } => {
-                        items.append(("synthesized", call_id))?
-                    }
-                    Item::LedgerNote { text, role } => {
-                        items.append(("ledger", text, role.as_str()))?
-                    }
-                    Item::Summary { role } => items.append(("summary", "", role.as_str()))?,
-                    Item::Rewrite { index, kind, text } => {
-                        items.append(("rewrite", index, kind.name(), text))?
-                    }
-                }
-            }
+        let report = PyDict::new(py);
+        report.set_item("tokens_before", plan.tokens_before)?;
+        report.set_item("tokens_before_exact", plan.tokens_before_exact)?;
+        report.set_item("tokens_after", plan.tokens_after)?;
+        report.set_item("budget", plan.budget)?;
+        let spans = |spans: &[plan::Span]| -> Vec<(usize, usize)> {
+            spans.iter().map(|s| (s.start, s.end)).collect()
+        };
+        report.set_item("dropped_rings", spans(&plan.dropped_rings))?;
+        report.set_item("dropped_turns", spans(&plan.dropped_turns))?;
+        let stages = PyList::empty(py);
+        for s in &plan.stages {
+            stages.append((s.stage, s.units, s.tokens_saved))?;
         }
-    }
-    let report = PyDict::new(py);
-    report.set_item("tokens_before", plan.tokens_before)?;
-    report.set_item("tokens_before_exact", plan.tokens_before_exact)?;
-    report.set_item("tokens_after", plan.tokens_after)?;
-    report.set_item("budget", plan.budget)?;
-    let spans = |spans: &[plan::Span]| -> Vec<(usize, usize)> {
-        spans.iter().map(|s| (s.start, s.end)).collect()
-    };
-    report.set_item("dropped_rings", spans(&plan.dropped_rings))?;
-    report.set_item("dropped_turns", spans(&plan.dropped_turns))?;
-    let stages = PyList::empty(py);
-    for s in &plan.stages {
-        stages.append((s.stage, s.units, s.tokens_saved))?;
-    }
-    report.set_item("stages", stages)?;
-    report.set_item("repairs", plan.repairs.clone())?;
-    let added = PyList::empty(py);
-    for e in &plan.ledger_added {
-        added.append((
-            &e.tool,
-            &e.call_id,
-            e.args.to_string(),
-            &e.status,
-            &e.idempotency_key,
-            &e.resource_id,
-            e.turn,
-        ))?;
-    }
-    let rewrites = PyList::empty(py);
-    for r in &plan.rewrites {
-        rewrites.append((r.index, r.kind.name(), r.tokens_saved))?;
-    }
-    report.set_item("rewrites", rewrites)?;
-    report.set_item("summary_notes", plan.summary_notes.clone())?;
-    report.set_item("ledger_added", added)?;
-    report.set_item("ledger_entries", plan.ledger_entries)?;
-    report.set_item("bucket_tokens", bucket_dict(py, &plan.buckets)?)?;
-    report.set_item("tools_dropped", plan.tools_dropped)?;
-    Ok((items, report))
+        report.set_item("stages", stages)?;
+        report.set_item("repairs", plan.repairs.clone())?;
+        let added = PyList::empty(py);
+        for e in &plan.ledger_added {
+            added.append((
+                &e.tool,
+                &e.call_id,
+                e.args.to_string(),
+                &e.status,
+                &e.idempotency_key,
+                &e.resource_id,
+                e.turn,
+            ))?;
+        }
+        let rewrites = PyList::empty(py);
+        for r in &plan.rewrites {
+            rewrites.append((r.index, r.kind.name(), r.tokens_saved))?;
+        }
+        report.set_item("rewrites", rewrites)?;
+        report.set_item("summary_notes", plan.summary_notes.clone())?;
+        report.set_item("ledger_added", added)?;
+        report.set_item("ledger_entries", plan.ledger_entries)?;
+        report.set_item("bucket_tokens", bucket_dict(py, &plan.buckets)?)?;
+        report.set_item("tools_dropped", plan.tools_dropped)?;
+        Ok((items, report))
+    })
 }
 
 /// Tokens of an OpenAI Chat request: every message with its framing, the reply priming, and
@@ -554,21 +566,23 @@ fn count_openai_chat(
     image_formula: &str,
     token_ratio: f64,
 ) -> PyResult<u64> {
-    let cache = chosen(cache);
-    let scheme = scheme(encoding, tokenizer_backend, image_formula, token_ratio)
-        .map_err(|e| to_py(py, e))?;
-    let limits = Limits {
-        max_messages,
-        max_request_bytes,
-    };
-    let parts = JsonParts::new(&messages_json)?;
-    let json = parts.slices();
-    py.detach(|| {
-        load_openai_chat(&json, tools_json, scheme, limits, cache).map(|r| {
-            r.message_tokens() + u64::from(crate::count::chat::REPLY_PRIMING) + r.tools_tokens
+    guard(py, || {
+        let cache = chosen(cache);
+        let scheme = scheme(encoding, tokenizer_backend, image_formula, token_ratio)
+            .map_err(|e| to_py(py, e))?;
+        let limits = Limits {
+            max_messages,
+            max_request_bytes,
+        };
+        let parts = JsonParts::new(&messages_json)?;
+        let json = parts.slices();
+        py.detach(|| {
+            load_openai_chat(&json, tools_json, scheme, limits, cache).map(|r| {
+                r.message_tokens() + u64::from(crate::count::chat::REPLY_PRIMING) + r.tools_tokens
+            })
         })
+        .map_err(|e| to_py(py, e))
     })
-    .map_err(|e| to_py(py, e))
 }
 
 /// Exact token count of one text.
@@ -580,8 +594,11 @@ fn count_text(
     encoding: &str,
     tokenizer_backend: Option<&str>,
 ) -> PyResult<usize> {
-    let scheme = scheme(encoding, tokenizer_backend, "openai", 1.0).map_err(|e| to_py(py, e))?;
-    Ok(py.detach(|| scheme.counter().count(text)))
+    guard(py, || {
+        let scheme =
+            scheme(encoding, tokenizer_backend, "openai", 1.0).map_err(|e| to_py(py, e))?;
+        Ok(py.detach(|| scheme.counter().count(text)))
+    })
 }
 
 /// The longest prefix (or suffix) of `text` within `max_tokens`, cut on a char boundary.
@@ -594,14 +611,18 @@ fn cut_text(
     encoding: &str,
     from_end: bool,
 ) -> PyResult<String> {
-    let scheme = scheme(encoding, None, "openai", 1.0).map_err(|e| to_py(py, e))?;
-    Ok(py.detach(|| crate::rewrite::cut(text, max_tokens, scheme.counter(), from_end).to_owned()))
+    guard(py, || {
+        let scheme = scheme(encoding, None, "openai", 1.0).map_err(|e| to_py(py, e))?;
+        Ok(py.detach(|| {
+            crate::rewrite::cut(text, max_tokens, scheme.counter(), from_end).to_owned()
+        }))
+    })
 }
 
 /// The id a recovery anchor gives a tool result's full text.
 #[pyfunction]
-fn content_id(text: &str) -> String {
-    crate::rewrite::content_id(text)
+fn content_id(py: Python<'_>, text: &str) -> PyResult<String> {
+    guard(py, || Ok(crate::rewrite::content_id(text)))
 }
 
 /// Pairing issues of OpenAI Chat messages as `(kind, call_id, index, message)` tuples.
@@ -610,44 +631,49 @@ fn validate_openai_chat<'py>(
     py: Python<'py>,
     messages_json: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
-    let parts = JsonParts::new(&messages_json)?;
-    let json = parts.slices();
-    let issues = py
-        .detach(|| {
-            let scheme = Scheme::openai(Encoding::O200kBase, crate::count::DEFAULT_BACKEND);
-            let limits = Limits {
-                max_messages: usize::MAX,
-                max_request_bytes: usize::MAX,
-            };
-            load_openai_chat(&json, None, scheme, limits, cache::global())
-                .map(|req| pairing::validate(&req.messages()))
-        })
-        .map_err(|e| to_py(py, e))?;
-    let out = PyList::empty(py);
-    for i in &issues {
-        out.append(issue_tuple(py, i)?)?;
-    }
-    Ok(out)
+    guard(py, || {
+        let parts = JsonParts::new(&messages_json)?;
+        let json = parts.slices();
+        let issues = py
+            .detach(|| {
+                let scheme = Scheme::openai(Encoding::O200kBase, crate::count::DEFAULT_BACKEND);
+                let limits = Limits {
+                    max_messages: usize::MAX,
+                    max_request_bytes: usize::MAX,
+                };
+                load_openai_chat(&json, None, scheme, limits, cache::global())
+                    .map(|req| pairing::validate(&req.messages()))
+            })
+            .map_err(|e| to_py(py, e))?;
+        let out = PyList::empty(py);
+        for i in &issues {
+            out.append(issue_tuple(py, i)?)?;
+        }
+        Ok(out)
+    })
 }
 
 /// Number of counts in the process-wide cache.
 #[pyfunction]
-fn cache_len() -> usize {
-    cache::global().len()
+fn cache_len(py: Python<'_>) -> PyResult<usize> {
+    guard(py, || Ok(cache::global().len()))
 }
 
 /// The cache key of a message object (`objects`), or None when it is keyed by its JSON.
 #[pyfunction]
-fn _object_key(message: &Bound<'_, PyAny>) -> PyResult<Option<u128>> {
-    objects::object_key(message)
+fn _object_key(py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<Option<u128>> {
+    guard(py, || objects::object_key(message))
 }
 
 /// Empties the process-wide count cache and the tokenizer's remembered piece counts: what a
 /// cold benchmark needs, and nothing else needs (both only save time).
 #[pyfunction]
-fn cache_clear() {
-    cache::global().clear();
-    crate::count::forget_pieces();
+fn cache_clear(py: Python<'_>) -> PyResult<()> {
+    guard(py, || {
+        cache::global().clear();
+        crate::count::forget_pieces();
+        Ok(())
+    })
 }
 
 #[pymodule]
@@ -668,5 +694,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache_len, m)?)?;
     m.add_function(wrap_pyfunction!(cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(_object_key, m)?)?;
+    m.add_function(wrap_pyfunction!(panic::_panic, m)?)?;
     Ok(())
 }

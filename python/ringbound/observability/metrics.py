@@ -223,13 +223,13 @@ class _Metrics:
         self.summary = make(
             pc.Counter,
             "context_assemble_summary_total",
-            "Assemblies that summarized dropped units (always 0: no summaries in this release).",
+            "Assemblies that summarized dropped units.",
             provider,
         )
         self.summary_fail = make(
             pc.Counter,
             "context_assemble_summary_fail_total",
-            "Assemblies whose summarizer failed (always 0: no summaries in this release).",
+            "Assemblies whose summarizer failed (a fallback summary may have been written).",
             provider,
         )
         self.pairing_error = make(

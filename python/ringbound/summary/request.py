@@ -109,7 +109,8 @@ def summary_target(
     configured: int | None = None,
 ) -> int:
     """The summary's token target (DESIGN §2): a fifth of what it replaces, at least 2000,
-    at most 5 % of the model's window and ``summary_max_tokens`` (the upper bound wins).
+    at most 5 % of the model's window and ``summary_max_tokens`` (the upper bound wins). A
+    ``configured`` target (``summary_target_tokens``) replaces the formula but not the cap.
 
     Never below 1: a zero target would turn every answer into an oversized failure.
 
@@ -118,7 +119,7 @@ def summary_target(
         4000
     """
     if configured is not None:
-        return configured
+        return max(1, min(configured, summary_max_tokens))
     upper = min(int(0.05 * model_input_limit), summary_max_tokens)
     return max(1, min(max(round(0.20 * summarized_tokens), 2000), upper))
 

@@ -127,8 +127,10 @@ def draft(
     if not due(first_raw, goal):
         return None
     # Below a few dozen tokens not even the template fits: a summary that small is none.
-    upper = cfg.summary_target_tokens or max(
-        MIN_SUMMARY_TOKENS, min(int(0.05 * cfg.model_input_limit), cfg.summary_max_tokens)
+    # summary_max_tokens caps every target, a configured one too.
+    upper = min(
+        cfg.summary_max_tokens,
+        cfg.summary_target_tokens or max(MIN_SUMMARY_TOKENS, int(0.05 * cfg.model_input_limit)),
     )
     reserve = math.ceil(
         (upper + _NOTE_SLACK + count(note_text("", units=0, messages=0))) * token_ratio
