@@ -84,6 +84,11 @@ def echo(request: rb.SummaryRequest) -> str:
     return request.text[:400]
 
 
+def sees_raw(request: rb.SummaryRequest) -> str:
+    """Says whether it was handed the caller's own, unredacted objects."""
+    return "raw units" if request.raw_units is not None else "redacted units only"
+
+
 class Counting:
     """A summarizer that answers briefly and counts its calls (each chunk is one)."""
 
@@ -159,6 +164,7 @@ CASES: dict[str, Case] = {
     "on_summary_failure": Case({"on_summary_failure": "fail_closed"}, summarizer=lambda: failing),
     "summary_fallback": Case({"summary_fallback": "none"}, summarizer=lambda: failing),
     "redact_patterns": Case({"redact_patterns": [r"zebra-\d+"]}, summarizer=lambda: echo),
+    "summary_raw_units": Case({"summary_raw_units": True}, summarizer=lambda: sees_raw),
     "cache_stable": Case({"cache_stable": True}),
     "compact_trigger_ratio": Case(
         {"compact_trigger_ratio": 0.95},
