@@ -13,6 +13,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import anthropic_oracle
 import pytest
 import strategies as gen
 from hypothesis import HealthCheck, given, settings
@@ -422,6 +423,54 @@ def test_misplaced_results_quote_anthropic() -> None:
     # Repair fixes only missing results: misplaced ones still fail closed.
     with pytest.raises(rb.PairingError):
         assemble(text_first, config(on_pairing_error="synthesize_error_results"))
+
+
+# --- provider-side compaction -----------------------------------------------------------------
+
+
+def _compacted() -> list[dict[str, Any]]:
+    """A session whose latest compaction block follows a broken ring and a long stretch."""
+    return [
+        {"role": "user", "content": "go " * 400},
+        {"role": "assistant", "content": [use("toolu_lost")]},
+        {"role": "user", "content": "its result never came " * 50},
+        {"role": "assistant", "content": [{"type": "compaction", "content": "old summary"}]},
+        {"role": "user", "content": "more " * 300},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "compaction", "content": "Summary: the user asked for logs."},
+                text("Reading them now."),
+            ],
+        },
+        {"role": "user", "content": "next"},
+        {"role": "assistant", "content": [use("toolu_a")]},
+        {"role": "user", "content": [result("toolu_a")]},
+    ]
+
+
+def test_nothing_before_the_latest_compaction_is_paired_counted_or_kept() -> None:
+    msgs = _compacted()
+    assert rb.validate(msgs, provider="anthropic") == []
+    assert count(msgs) == count(msgs[5:])
+    res = assemble(msgs, config())
+    assert res.messages[0] is msgs[5], "the compaction block goes back verbatim"
+    assert all(a is b for a, b in zip(res.messages, msgs[5:], strict=True))
+    assert res.tokens_after == count(msgs[5:])
+    # Without the compaction block, the broken ring counts again.
+    whole = copy.deepcopy(msgs)
+    whole[5]["content"] = whole[5]["content"][1:]
+    whole[3]["content"] = "no summary"
+    assert kinds(rb.validate(whole, provider="anthropic")) == [("missing_result", 1, "toolu_lost")]
+
+
+def test_blocks_before_a_compaction_block_in_its_message_are_not_counted() -> None:
+    msgs = _compacted()
+    ahead = copy.deepcopy(msgs)
+    ahead[5]["content"].insert(0, text("the API drops this " * 200))
+    ahead[5]["content"].insert(0, use("toolu_gone"))
+    assert rb.validate(ahead, provider="anthropic") == []
+    assert count(ahead) == count(msgs)
 
 
 # --- repair -----------------------------------------------------------------------------------
@@ -1208,6 +1257,84 @@ def test_claude_code_sessions_assemble_valid_requests(corpus: Path) -> None:
                 # (edge_cases grows by its synthesized results and may not fit its own count.)
                 assert res.dropped == set()
     assert drops > 0, "some budget forced drops"
+
+
+# --- the core's validator against the Python oracle ------------------------------------------
+
+
+def _both(msgs: list[Any], system: Any = None) -> tuple[Any, Any]:
+    """What the core's validator and the Python oracle make of a request: the issues, or the
+    type and index of the error."""
+
+    def run(validate: Any) -> Any:
+        try:
+            return [(i.kind, i.call_id, i.index, i.message) for i in validate(msgs, system=system)]
+        except rb.InvalidMessageError as e:
+            return ("InvalidMessageError", e.index)
+
+    return run(ADAPTER.validate), run(anthropic_oracle.validate)
+
+
+@st.composite
+def _edited(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A generated session in Anthropic's shape with one to three edits that break pairing in
+    every way: messages deleted or swapped, blocks deleted, copied or moved."""
+    native, _ = ADAPTER.from_canonical(draw(gen.sessions(images=False)))
+    msgs = copy.deepcopy(native)
+    for _ in range(draw(st.integers(1, 3))):
+        if not msgs:
+            break
+        k = draw(st.integers(0, len(msgs) - 1))
+        blocks = msgs[k]["content"]
+        op = draw(st.sampled_from(("delete", "swap", "drop_block", "copy_block", "move_block")))
+        if op == "delete":
+            del msgs[k]
+        elif op == "swap":
+            j = draw(st.integers(0, len(msgs) - 1))
+            msgs[k], msgs[j] = msgs[j], msgs[k]
+        elif blocks:
+            b = draw(st.integers(0, len(blocks) - 1))
+            if op == "drop_block" and len(blocks) > 1:
+                del blocks[b]
+            elif op == "copy_block":
+                same = [j for j, m in enumerate(msgs) if m["role"] == msgs[k]["role"]]
+                target = msgs[draw(st.sampled_from(same))]["content"]
+                target.insert(draw(st.integers(0, len(target))), copy.deepcopy(blocks[b]))
+            elif op == "move_block":
+                blocks.append(blocks.pop(b))
+    return msgs
+
+
+@properties
+@given(_edited())
+def test_the_core_validator_agrees_with_the_python_oracle(msgs) -> None:
+    core, oracle = _both(msgs)
+    assert core == oracle
+
+
+def test_the_core_validator_agrees_with_the_oracle_on_the_corpus(corpus: Path) -> None:
+    """The real Claude Code logs, whole and with each message in turn left out."""
+    compared = 0
+    for path in sorted((corpus / "claude-code").glob("*.jsonl")):
+        msgs, _ = _conversation(_events(path))
+        for k in range(-1, len(msgs)):
+            variant = msgs if k < 0 else msgs[:k] + msgs[k + 1 :]
+            core, oracle = _both(variant, system="You are Claude Code.")
+            assert core == oracle, (path.name, k)
+            compared += 1
+    assert compared >= 25
+
+
+def test_the_oracle_is_not_blind() -> None:
+    """The comparison means something: both find the issues of a broken session."""
+    msgs = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [use("toolu_a"), use("toolu_a")]},
+        {"role": "user", "content": [text("x"), result("toolu_a"), result("toolu_z")]},
+    ]
+    core, oracle = _both(msgs)
+    assert core == oracle
+    assert [k for k, *_ in core] == ["duplicate_id", "result_not_adjacent", "orphan_result"]
 
 
 def test_a_thinking_turn_is_never_merged_behind_other_blocks() -> None:

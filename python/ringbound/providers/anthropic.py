@@ -13,12 +13,14 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _core
 from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
 from ..errors import InvalidMessageError, PairingIssue
+from ..payload import dump_messages
 from .base import (
     Canonical,
     PlanItem,
@@ -34,26 +36,7 @@ from .base import (
 
 __all__ = ["ADAPTER", "AnthropicAdapter"]
 
-# Anthropic's 400 wordings, as the API returns them (sources in docs/providers/anthropic.md).
-_MISSING = (
-    "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: "
-    "{ids}. Each `tool_use` block must have a corresponding `tool_result` block in the next "
-    "message."
-)
-_UNEXPECTED = (
-    "messages.{i}.content.{b}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. "
-    "Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
-)
-_NOT_FIRST = (
-    "messages.{i}: Did not find {n} `tool_result` block(s) at the beginning of this message. "
-    "Messages following `tool_use` blocks must begin with a matching number of `tool_result` "
-    "blocks."
-)
-_DUPLICATE_USE = "messages.{i}.content.{b}: `tool_use` ids must be unique"
-_DUPLICATE_RESULT = (
-    "messages.{i}.content.{b}: each tool_use must have a single result. Found multiple "
-    "tool_result blocks with id: {id}"
-)
+# Anthropic's 400 wording for too many breakpoints (sources in docs/providers/anthropic.md).
 _CACHE_MARKERS = "A maximum of 4 blocks with cache_control may be provided. Found {n}."
 
 #: Anthropic's limit on ``cache_control`` breakpoints in one request.
@@ -245,14 +228,26 @@ def _read_uncached(messages: Any) -> list[_Msg]:
     return [_read_message(i, m) for i, m in enumerate(messages)]
 
 
-def _turns(msgs: Sequence[_Msg]) -> list[_Turn]:
+def _turns(msgs: Sequence[_Msg], first: int = 0) -> list[_Turn]:
+    """The turns of the messages from ``first`` on."""
     out: list[_Turn] = []
-    for i, m in enumerate(msgs):
+    for i, m in enumerate(msgs[first:], first):
         if out and out[-1].role == m.role:
             out[-1] = _Turn(m.role, out[-1].start, i + 1)
         else:
             out.append(_Turn(m.role, i, i + 1))
     return out
+
+
+def _compaction_start(msgs: Sequence[_Msg]) -> tuple[int, int]:
+    """Where the API starts reading: the message and block of the latest ``compaction`` block
+    (the API drops every block before it), else ``(0, 0)``."""
+    for i in range(len(msgs) - 1, -1, -1):
+        blocks = msgs[i].blocks
+        for b in range(len(blocks) - 1, -1, -1):
+            if blocks[b]["type"] == "compaction":
+                return i, b
+    return 0, 0
 
 
 # --- system -----------------------------------------------------------------------------------
@@ -582,10 +577,6 @@ def _cache_markers(blocks: Sequence[Any]) -> int:
     return sum(1 for b in blocks if (_plain(b) or {}).get("cache_control") is not None)
 
 
-#: Records an issue: (message index, rank within the message, kind, call id, message).
-_Add = Callable[[int, int, str, str | None, str], None]
-
-
 #: The user turn placed between two assistant turns that cannot be merged.
 OMITTED_TURNS_TEXT = "[earlier turns omitted]"
 
@@ -619,156 +610,23 @@ class AnthropicAdapter:
     # -- validation --------------------------------------------------------------------------
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
-        """Pairing issues by Anthropic's rules, in message order, quoting its 400 wording.
+        """Pairing issues by Anthropic's rules, in message order, quoting its 400 wording:
+        checked in the core (``_core.validate_native``), which also drops what the API ignores
+        before the latest ``compaction`` block.
 
         Raises:
             InvalidMessageError: A message (or ``system``) is malformed.
         """
         _system_blocks(system)
-        msgs = _read(messages)
-        turns = _turns(msgs)
-        uses: dict[str, list[int]] = {}
-        for i, m in enumerate(msgs):
-            for block in m.blocks:
-                if block["type"] == "tool_use":
-                    uses.setdefault(block["id"], []).append(i)
-        found: list[tuple[int, int, int, PairingIssue]] = []
-
-        def add(i: int, rank: int, kind: str, call_id: str | None, message: str) -> None:
-            found.append((i, rank, len(found), PairingIssue(kind, call_id, i, message)))
-
-        seen: dict[str, int] = {}
-        for t, turn in enumerate(turns):
-            if turn.role == "assistant":
-                self._check_calls(msgs, turns, t, seen, add)
-            else:
-                self._check_results(msgs, turns, t, uses, add)
-        found.sort(key=lambda f: (f[0], f[1], f[2]))
-        return [f[3] for f in found]
-
-    @staticmethod
-    def _check_calls(
-        msgs: Sequence[_Msg], turns: Sequence[_Turn], t: int, seen: dict[str, int], add: _Add
-    ) -> None:
-        """Duplicate ids, and calls the next turn does not answer."""
-        turn = turns[t]
-        nxt = turns[t + 1] if t + 1 < len(turns) else None
-        answered: set[str] = set()
-        if nxt is not None:
-            answered = {
-                b["tool_use_id"]
-                for m in msgs[nxt.start : nxt.end]
-                for b in m.blocks
-                if b["type"] == "tool_result"
-            }
-        for i in range(turn.start, turn.end):
-            for b, block in enumerate(msgs[i].blocks):
-                if block["type"] != "tool_use":
-                    continue
-                cid = block["id"]
-                if cid in seen:
-                    add(
-                        i,
-                        b,
-                        "duplicate_id",
-                        cid,
-                        _DUPLICATE_USE.format(i=i, b=b)
-                        + f" (ringbound: call {cid!r} was already made in messages[{seen[cid]}])",
-                    )
-                    continue
-                seen[cid] = i
-                if cid not in answered:
-                    where = (
-                        f"messages[{nxt.start}:{nxt.end}]"
-                        if nxt is not None
-                        else "no message after it"
-                    )
-                    add(
-                        i,
-                        len(msgs[i].blocks) + b,
-                        "missing_result",
-                        cid,
-                        _MISSING.format(i=i, ids=cid)
-                        + f" (ringbound: call {cid!r} has no result in the next turn, {where})",
-                    )
-
-    @staticmethod
-    def _check_results(
-        msgs: Sequence[_Msg], turns: Sequence[_Turn], t: int, uses: dict[str, list[int]], add: _Add
-    ) -> None:
-        """Results that answer no call of the previous turn, answer one twice, or do not
-        open the turn."""
-        turn = turns[t]
-        prev = turns[t - 1] if t > 0 else None
-        calls: dict[str, int] = {}
-        if prev is not None:
-            for i in range(prev.start, prev.end):
-                for block in msgs[i].blocks:
-                    if block["type"] == "tool_use":
-                        calls.setdefault(block["id"], i)
-        answered: dict[str, int] = {}
-        leading = True
-        late: list[tuple[int, int, str]] = []
-        for i in range(turn.start, turn.end):
-            for b, block in enumerate(msgs[i].blocks):
-                if block["type"] != "tool_result":
-                    leading = False
-                    continue
-                rid = block["tool_use_id"]
-                if rid in calls:
-                    if rid in answered:
-                        add(
-                            i,
-                            b,
-                            "duplicate_id",
-                            rid,
-                            _DUPLICATE_RESULT.format(i=i, b=b, id=rid)
-                            + f" (ringbound: call {rid!r} was already answered in "
-                            f"messages[{answered[rid]}])",
-                        )
-                    else:
-                        answered[rid] = i
-                        if not leading:
-                            late.append((i, b, rid))
-                    continue
-                made = uses.get(rid, [])
-                if any(u > i for u in made):
-                    kind, detail = (
-                        "result_before_call",
-                        (f"its call is made later, in messages[{min(u for u in made if u > i)}]"),
-                    )
-                elif made:
-                    kind, detail = (
-                        "result_not_adjacent",
-                        (f"its call is in messages[{made[-1]}], not in the turn right before"),
-                    )
-                else:
-                    kind, detail = "orphan_result", "no tool_use block has this id"
-                add(
-                    i,
-                    b,
-                    kind,
-                    rid,
-                    _UNEXPECTED.format(i=i, b=b, id=rid)
-                    + f" (ringbound: result for {rid!r}: {detail})",
-                )
-        for i, b, rid in late:
-            add(
-                i,
-                b,
-                "result_not_adjacent",
-                rid,
-                _NOT_FIRST.format(i=turn.start, n=len(late))
-                + f" (ringbound: the result for {rid!r} comes after other content of the turn "
-                f"messages[{turn.start}:{turn.end}]; tool_result blocks must open it)",
-            )
+        issues = _core.validate_native(self.key, dump_messages(messages))
+        return [PairingIssue(*issue) for issue in issues]
 
     # -- canonical view ----------------------------------------------------------------------
 
     def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
         """The canonical view: the system texts, any ledger note and any summary note first
         (span ``(-1, -1)``), then per turn one assistant message, or tool messages plus one
-        user message.
+        user message; from the latest ``compaction`` block on, as the API reads the request.
 
         Raises:
             InvalidMessageError: A message (or ``system``) is malformed.
@@ -790,9 +648,15 @@ class AnthropicAdapter:
                 out.append({"role": "system", "content": text})
                 spans.append((-1, -1))
         binds = [False] * len(out)
-        turns = _turns(msgs)
+        # What the API drops before the latest compaction is neither counted nor kept.
+        first, first_block = _compaction_start(msgs)
+        turns = _turns(msgs, first)
         for t, turn in enumerate(turns):
-            blocks = [b for m in msgs[turn.start : turn.end] for b in m.blocks]
+            blocks = [
+                b
+                for i in range(turn.start, turn.end)
+                for b in (msgs[i].blocks[first_block:] if i == first else msgs[i].blocks)
+            ]
             made = (
                 [_assistant_message(blocks)] if turn.role == "assistant" else _user_messages(blocks)
             )

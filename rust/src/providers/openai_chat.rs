@@ -6,8 +6,11 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::{Canonical, Provider};
 use crate::count::image::image_size_from_data_url;
 use crate::error::CoreError;
+use crate::pairing::{self, PairingIssue};
+use crate::plan::Layout;
 use crate::view::{Detail, Image, Message, Role, ToolCall};
 
 fn type_name(v: &Value) -> &'static str {
@@ -499,6 +502,33 @@ pub fn parse_raw(i: usize, raw: &[u8]) -> Result<Message, CoreError> {
     parse_message(i, &value, raw.len())
 }
 
+/// OpenAI Chat Completions: the canonical view's own format, one message per native item.
+pub struct OpenAIChat;
+
+impl Provider for OpenAIChat {
+    const KEY: &'static str = "openai_chat";
+    type Item = Message;
+
+    fn parse(&self, i: usize, raw: &[u8]) -> Result<Message, CoreError> {
+        parse_raw(i, raw)
+    }
+
+    fn validate(&self, items: &[Message]) -> Vec<PairingIssue> {
+        pairing::validate(items)
+    }
+
+    fn canonical(&self, items: &[Message]) -> Canonical {
+        Canonical {
+            messages: items.to_vec(),
+            layout: Layout {
+                groups: (0..items.len()).collect(),
+                binds_next: vec![false; items.len()],
+            },
+            first_counted: 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,6 +627,29 @@ mod tests {
                 }
                 Value::Object(obj)
             })
+    }
+
+    #[test]
+    fn the_provider_reads_and_pairs_as_the_chat_path_does() {
+        let json = br#"[{"role":"user","content":"go"},
+            {"role":"assistant","content":null,"tool_calls":[
+                {"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},
+            {"role":"user","content":"wait"},{"role":"tool","tool_call_id":"c1","content":"ok"}]"#;
+        let items = OpenAIChat.parse_all(&[json]).unwrap();
+        let issues = OpenAIChat.validate(&items);
+        assert_eq!(issues, pairing::validate(&items));
+        assert_eq!(issues.len(), 1);
+        assert_eq!(
+            super::super::validate_json("openai_chat", &[json]).unwrap(),
+            issues
+        );
+        let canonical = OpenAIChat.canonical(&items);
+        assert_eq!(canonical.messages, items);
+        assert_eq!(canonical.layout.groups, [0, 1, 2, 3]);
+        assert!(matches!(
+            super::super::validate_json("gemini", &[json]),
+            Err(CoreError::Config { .. })
+        ));
     }
 
     proptest! {
