@@ -414,7 +414,8 @@ def _assistant_message(blocks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for block in blocks:
         kind = block["type"]
         if kind == "text":
-            texts.append(block["text"])
+            if not _blank(block):
+                texts.append(block["text"])
         elif kind == "thinking":
             texts.append(block["thinking"])
         elif kind == "redacted_thinking":
@@ -448,12 +449,33 @@ def _user_messages(blocks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for block in blocks:
         if block["type"] == "tool_result":
             results.append(_result_message(block, media))
-        else:
+        elif not _blank(block):
             _nested_parts(block, texts, media)
     parts = [{"type": "text", "text": t} for t in texts] + media
     if parts or not results:
         results.append({"role": "user", "content": parts})
     return results
+
+
+def _blank(block: Any) -> bool:
+    """Whether a block is text of only whitespace, which Anthropic refuses ("text content
+    blocks must contain non-whitespace text"): stripped from the request, never counted."""
+    data = _plain(block) or {}
+    text = data.get("text")
+    return data.get("type") == "text" and isinstance(text, str) and not text.strip()
+
+
+def _without_blank_text(message: Any) -> Any:
+    """The message without its whitespace-only text blocks: a new message holding the
+    caller's other block objects, or the message itself when it has none, or nothing else (a
+    message of blank text alone has nothing to keep and is left to the caller)."""
+    blocks = _blocks_of(message)
+    kept = [b for b in blocks if not _blank(b)]
+    if len(kept) == len(blocks) or not kept:
+        return message
+    msg = dict(_plain(message) or {})
+    msg["content"] = kept
+    return msg
 
 
 def _has_thinking(msg: _Msg) -> bool:
@@ -746,8 +768,14 @@ class AnthropicAdapter:
                 after.setdefault(turns[t].end - 1, []).append(cid)
 
         out: list[_Out] = []
+        stripped: list[tuple[int, str, int]] = []
         for i in kept:
             message = replaced.get(i, messages[i])
+            cleaned = _without_blank_text(message)
+            if cleaned is not message:
+                # Never counted, so stripping them saves nothing the plan counted.
+                stripped.append((i, "blank_text", 0))
+                message = cleaned
             if i in into:
                 out.append(_Out("user", turn_of[i], _with_results(message, into[i]), i, True))
             else:
@@ -759,7 +787,12 @@ class AnthropicAdapter:
         rendered, merged = self._merge(out)
         system_out = self._system(system, note, summary)
         self._check_cache_markers(rendered, system_out)
-        return Rendered(messages=[o.message for o in rendered], system=system_out, merged=merged)
+        return Rendered(
+            messages=[o.message for o in rendered],
+            system=system_out,
+            merged=merged,
+            rewrites=stripped,
+        )
 
     @staticmethod
     def _merge(out: Sequence[_Out]) -> tuple[list[_Out], int]:
