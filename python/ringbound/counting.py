@@ -9,7 +9,7 @@ from . import _core
 from .config import AssemblyConfig
 from .errors import InvalidMessageError, PairingIssue
 from .payload import check_message_list, dump_messages, dump_tools
-from .providers import adapter, check_provider
+from .providers import adapter, check_provider, check_system
 
 __all__ = ["count_text", "count_tokens", "validate"]
 
@@ -38,6 +38,7 @@ def count_tokens(
         9
     """
     check_provider(provider)
+    check_system(provider, system)
     if provider == "openai_chat":
         return _core.count_openai_chat(
             dump_messages(messages),
@@ -102,6 +103,7 @@ def validate(
         ['missing_result']
     """
     check_provider(provider)
+    check_system(provider, system)
     if provider != "openai_chat":
         check_message_list(messages)
         return adapter(provider).validate(messages, system=system)
