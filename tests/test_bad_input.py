@@ -886,3 +886,19 @@ def test_a_system_for_openai_chat_is_refused_not_silently_ignored() -> None:
     with pytest.raises(rb.BudgetExceededError):
         asm.assemble([{"role": "system", "content": system}, *messages])
     assert asm.assemble(messages).report.tokens_after < 300
+
+
+def test_another_providers_messages_get_a_hint_naming_it() -> None:
+    anthropic = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+        },
+    ]
+    with pytest.raises(rb.InvalidMessageError, match='pass provider="anthropic"') as e:
+        rb.Assembler(rb.AssemblyConfig(model_input_limit=100_000)).assemble(anthropic)
+    assert e.value.index == 1
+    gemini = [{"role": "model", "content": "hi"}]
+    with pytest.raises(rb.InvalidMessageError, match='pass provider="gemini"'):
+        rb.count_tokens(gemini)

@@ -57,6 +57,11 @@ fn parse_role(i: usize, obj: &Map<String, Value>) -> Result<Role, CoreError> {
     };
     match role_named(role) {
         Some(role) => Ok(role),
+        None if role == "model" => Err(CoreError::invalid(
+            i,
+            "unknown role 'model' (expected one of system, developer, user, assistant, tool; \
+             'model' is Gemini's: pass provider=\"gemini\")",
+        )),
         None if role == "function" => Err(CoreError::invalid(
             i,
             "the legacy role 'function' is not supported: send calls as `tool_calls` and \
@@ -132,7 +137,7 @@ fn parse_part(
         _ => {
             return Err(CoreError::invalid(
                 i,
-                format!("content[{p}] has no string `type`"),
+                format!("content[{p}] has no string `type`{}", untyped_hint(obj)),
             ))
         }
     };
@@ -201,13 +206,57 @@ fn parse_part(
             return Err(CoreError::invalid(
                 i,
                 format!(
-                    "content[{p}] has type '{other}', which role '{}' cannot carry",
-                    role.as_str()
+                    "content[{p}] has type '{other}', which role '{}' cannot carry{}",
+                    role.as_str(),
+                    part_hint(other)
                 ),
             ))
         }
     }
     Ok(())
+}
+
+/// Which other provider a part type belongs to, said after the error: the usual cause of a
+/// part OpenAI Chat cannot carry is a request in another provider's format.
+fn part_hint(kind: &str) -> &'static str {
+    match kind {
+        "tool_use" | "tool_result" | "thinking" | "redacted_thinking" | "document"
+        | "search_result" | "compaction" => {
+            " (it looks like an Anthropic Messages block: pass provider=\"anthropic\")"
+        }
+        "input_text"
+        | "output_text"
+        | "input_image"
+        | "input_file"
+        | "function_call"
+        | "function_call_output"
+        | "reasoning" => {
+            " (it looks like an OpenAI Responses item: pass provider=\"openai_responses\")"
+        }
+        _ => "",
+    }
+}
+
+/// The same for a part without a `type`: Gemini parts and Bedrock Converse blocks have none.
+fn untyped_hint(part: &Map<String, Value>) -> &'static str {
+    if [
+        "functionCall",
+        "functionResponse",
+        "inlineData",
+        "thoughtSignature",
+    ]
+    .iter()
+    .any(|k| part.contains_key(*k))
+    {
+        " (it looks like a Gemini part: pass provider=\"gemini\")"
+    } else if ["toolUse", "toolResult", "reasoningContent"]
+        .iter()
+        .any(|k| part.contains_key(*k))
+    {
+        " (it looks like a Bedrock Converse block: pass provider=\"bedrock_converse\")"
+    } else {
+        ""
+    }
 }
 
 fn parse_tool_call(i: usize, c: usize, call: &Value) -> Result<ToolCall, CoreError> {
@@ -627,6 +676,25 @@ mod tests {
                 }
                 Value::Object(obj)
             })
+    }
+
+    #[test]
+    fn another_providers_format_is_named_in_the_error() {
+        let error = |raw: &str| parse_raw(3, raw.as_bytes()).unwrap_err().to_string();
+        let anthropic = r#"{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]}"#;
+        assert_eq!(
+            error(anthropic),
+            "messages[3]: content[0] has type 'tool_use', which role 'assistant' cannot carry \
+             (it looks like an Anthropic Messages block: pass provider=\"anthropic\")"
+        );
+        let responses = r#"{"role":"user","content":[{"type":"input_text","text":"hi"}]}"#;
+        assert!(error(responses).ends_with("pass provider=\"openai_responses\")"));
+        let bedrock = r#"{"role":"user","content":[{"toolResult":{"toolUseId":"t"}}]}"#;
+        assert!(error(bedrock).ends_with("pass provider=\"bedrock_converse\")"));
+        let gemini = r#"{"role":"model","content":"hi"}"#;
+        assert!(error(gemini).ends_with("pass provider=\"gemini\")"));
+        let odd = r#"{"role":"user","content":[{"type":"video","url":"x"}]}"#;
+        assert!(error(odd).ends_with("which role 'user' cannot carry"));
     }
 
     #[test]
