@@ -87,7 +87,8 @@ def run_demo(out: TextIO, fractions: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25))
         ok = not issues and fits
         failures += not ok
         out.write(
-            f"{budget:>7} {r.tokens_before:>7} {r.tokens_after:>7} "
+            f"{budget:>7} {('' if r.tokens_before_exact else '<=') + str(r.tokens_before):>7} "
+            f"{r.tokens_after:>7} "
             f"{f'{r.messages_after}/{r.messages_before}':>9} {len(r.dropped_rings):>6} "
             f"{len(r.dropped_turns):>6} {r.ledger_entries:>6} "
             f"{'valid' if ok else 'BROKEN':>8} {r.elapsed_s * 1000:>6.2f}\n"
@@ -105,7 +106,8 @@ def run_demo(out: TextIO, fractions: tuple[float, ...] = (1.0, 0.75, 0.5, 0.25))
             out.write(f"  {line}\n")
     failures += _summary_demo(out, messages, int(total * 0.5))
     out.write(
-        "\nbefore/after: tokens of the request; msgs: kept/given; rings-/turns-: units "
+        "\nbefore/after: tokens of the request (<=N: an upper bound, the units dropped "
+        "uncounted); msgs: kept/given; rings-/turns-: units "
         "dropped whole;\npairing: ringbound's validator on the output and an exact recount "
         "within the budget.\n"
     )

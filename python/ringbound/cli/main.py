@@ -47,11 +47,13 @@ def _assemble(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(orjson.dumps(r.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        bound = "" if r.tokens_before_exact else " at most"
-        print(f"tokens  {bound} {r.tokens_before} -> {r.tokens_after} (budget {r.budget})")
+        # A lazily counted request's tokens_before, and so the stages' savings, are upper
+        # bounds: printed as such.
+        bound = "" if r.tokens_before_exact else "at most "
+        print(f"tokens   {bound}{r.tokens_before} -> {r.tokens_after} (budget {r.budget})")
         print(f"messages {r.messages_before} -> {r.messages_after}")
         for s in r.stages:
-            print(f"stage    {s.stage}: {s.units} unit(s), {s.tokens_saved} tokens saved")
+            print(f"stage    {s.stage}: {s.units} unit(s), {bound}{s.tokens_saved} tokens saved")
         if r.repairs:
             print(f"repaired {len(r.repairs)} call(s) without result: {', '.join(r.repairs)}")
         for w in r.rewrites:
