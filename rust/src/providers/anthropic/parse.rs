@@ -6,6 +6,8 @@ use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use base64::Engine;
 use serde_json::{Map, Value};
 
+pub(super) mod fast;
+
 use super::{AnthropicMessage, Block, Parts};
 use crate::count::image::image_size_from_base64;
 use crate::error::CoreError;
@@ -322,7 +324,7 @@ impl At {
     }
 }
 
-fn text(s: &str) -> Block {
+pub(super) fn text(s: &str) -> Block {
     Block::Text {
         text: s.to_owned(),
         blank: s.trim().is_empty(),
@@ -371,6 +373,14 @@ fn json_without_cache_control(block: &Obj) -> String {
 
 /// Reads message `i` of a request.
 pub fn message(i: usize, raw: &[u8]) -> Result<AnthropicMessage, CoreError> {
+    match fast::message(raw) {
+        Some(msg) => Ok(msg),
+        None => general(i, raw),
+    }
+}
+
+/// Reads any message, or names what is wrong with it.
+pub(super) fn general(i: usize, raw: &[u8]) -> Result<AnthropicMessage, CoreError> {
     let at = At { i };
     let value: Value =
         serde_json::from_slice(raw).map_err(|e| at.err(format!("not valid JSON ({e})")))?;

@@ -368,7 +368,66 @@ fn conversation() -> impl Strategy<Value = Vec<Value>> {
     })
 }
 
+/// Messages of the shapes the direct reading takes, each now and then bent out of them.
+fn bent_message() -> impl Strategy<Value = Value> {
+    let block = prop::sample::select(vec![
+        json!({"type": "text", "text": "hi \"there\"\n", "cache_control": {"type": "ephemeral"}}),
+        json!({"type": "text", "text": "\n\n"}),
+        json!({"type": "text", "text": null}),
+        json!({"type": "text", "text": "a", "text": "b"}),
+        json!({"type": "thinking", "thinking": "t", "signature": "s"}),
+        json!({"type": "redacted_thinking", "data": "abc"}),
+        json!({"type": "thinking"}),
+        json!({"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"b": [1, 2.5e3], "a": "é"}}),
+        json!({"type": "tool_use", "id": "", "name": "f", "input": {}}),
+        json!({"type": "tool_use", "id": "t", "name": "f", "input": [1]}),
+        json!({"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok", "is_error": true}),
+        json!({"type": "tool_result", "tool_use_id": "toolu_1", "content": null, "is_error": null}),
+        json!({"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "a"}]}),
+        json!({"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "image", "source": {"type": "url", "url": "u"}}]}),
+        json!({"type": "tool_result", "tool_use_id": "toolu_1", "is_error": 1}),
+        json!({"type": "tool_result", "tool_use_id": "toolu_1", "content": 7}),
+        json!({"type": "image", "source": {"type": "url", "url": "u"}}),
+        json!({"type": "compaction", "content": "s"}),
+        json!({"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}}),
+        json!("bare"),
+        json!({"text": "untyped"}),
+    ]);
+    (
+        prop::sample::select(vec![
+            json!("user"),
+            json!("assistant"),
+            json!("system"),
+            json!(3),
+        ]),
+        prop_oneof![
+            4 => prop::collection::vec(block, 0..4).prop_map(Value::Array),
+            1 => Just(json!("plain text")),
+            1 => Just(Value::Null),
+        ],
+        any::<bool>(),
+    )
+        .prop_map(|(role, content, extra)| {
+            let mut msg = json!({"role": role, "content": content});
+            if extra {
+                msg["id"] = json!("msg_1");
+                msg["usage"] = json!({"input_tokens": 3});
+            }
+            msg
+        })
+}
+
 proptest! {
+    /// The direct reading makes exactly the message the general reading makes, whenever it
+    /// reads one at all.
+    #[test]
+    fn the_direct_reading_changes_nothing(msg in bent_message()) {
+        let raw = serde_json::to_vec(&msg).unwrap();
+        if let Some(fast) = parse::fast::message(&raw) {
+            prop_assert_eq!(Ok(fast), parse::general(0, &raw));
+        }
+    }
+
     #[test]
     fn generated_conversations_are_valid(msgs in conversation()) {
         prop_assert_eq!(issues(&msgs), vec![]);
@@ -381,6 +440,19 @@ proptest! {
 
     /// Deleting one result block after the latest compaction gives exactly one missing
     /// result, at its call.
+    /// Every message of a generated conversation takes the direct reading.
+    #[test]
+    fn plain_conversations_take_the_direct_reading(msgs in conversation()) {
+        for msg in &msgs {
+            let raw = serde_json::to_vec(msg).unwrap();
+            let Some(fast) = parse::fast::message(&raw) else {
+                prop_assert!(msg.to_string().contains("compaction"), "{}", msg);
+                continue;
+            };
+            prop_assert_eq!(Ok(fast), parse::general(0, &raw));
+        }
+    }
+
     #[test]
     fn a_deleted_result_is_missing(msgs in conversation(), pick in any::<prop::sample::Index>()) {
         let items = read(&msgs);
