@@ -1377,6 +1377,22 @@ def test_the_core_validator_agrees_with_the_oracle_on_the_corpus(corpus: Path) -
     assert compared >= 25
 
 
+def test_mappings_other_than_dicts_are_read_as_before() -> None:
+    from types import MappingProxyType
+
+    msgs = [
+        {"role": "user", "content": "go"},
+        MappingProxyType({"role": "assistant", "content": [MappingProxyType(use("toolu_a"))]}),
+        {"role": "user", "content": "no result"},
+    ]
+    core, oracle = _both(msgs)
+    assert core == oracle
+    assert [k for k, *_ in core] == ["missing_result"]
+    with pytest.raises(rb.InvalidMessageError) as e:
+        ADAPTER.validate([{"role": "user", "content": "x"}, MappingProxyType({"role": "tool"})])
+    assert e.value.index == 1
+
+
 def test_the_oracle_is_not_blind() -> None:
     """The comparison means something: both find the issues of a broken session."""
     msgs = [

@@ -640,7 +640,14 @@ class AnthropicAdapter:
             InvalidMessageError: A message (or ``system``) is malformed.
         """
         _system_blocks(system)
-        issues = _core.validate_native(self.key, dump_messages(messages))
+        try:
+            parts = dump_messages(messages)
+        except InvalidMessageError:
+            # Mappings other than dicts (orjson writes dicts and SDK objects only): sent as
+            # the blocks the adapter reads them as, or refused naming the message.
+            read = _read(messages)
+            parts = dump_messages([{"role": m.role, "content": m.blocks} for m in read])
+        issues = _core.validate_native(self.key, parts)
         return [PairingIssue(*issue) for issue in issues]
 
     # -- canonical view ----------------------------------------------------------------------
