@@ -6,6 +6,7 @@ errors (never a bare Exception, never a Rust panic) may come out."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import struct
 import time
@@ -862,3 +863,42 @@ def test_fuzzed_input_raises_only_ringbound_errors(
     only_ringbound_errors(lambda: rb.count_tokens(session, tools=tools))
     only_ringbound_errors(lambda: rb.validate(session))
     assert snapshot(session) == before
+
+
+def test_a_system_for_openai_chat_is_refused_not_silently_ignored() -> None:
+    """OpenAI Chat has no top-level system: a ``system=`` was neither counted nor sent (a
+    1,000-token system reported 8 tokens against a budget of 300)."""
+    messages = [{"role": "user", "content": "hi"}]
+    system = "Be brief. " * 300
+    cfg = rb.AssemblyConfig(model_input_limit=300, output_reserve_tokens=0, safety_margin_tokens=0)
+    asm = rb.Assembler(cfg)
+    for call in (
+        lambda: asm.assemble(messages, system=system),
+        lambda: asm.assemble(messages, system=system, pinned=[0]),
+        lambda: asyncio.run(asm.assemble_async(messages, system=system)),
+        lambda: rb.count_tokens(messages, system=system),
+        lambda: rb.validate(messages, system=system),
+    ):
+        with pytest.raises(rb.InvalidMessageError, match="first message") as e:
+            call()
+        assert e.value.index is None
+    # As a message it is counted, and here does not fit.
+    with pytest.raises(rb.BudgetExceededError):
+        asm.assemble([{"role": "system", "content": system}, *messages])
+    assert asm.assemble(messages).report.tokens_after < 300
+
+
+def test_another_providers_messages_get_a_hint_naming_it() -> None:
+    anthropic = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+        },
+    ]
+    with pytest.raises(rb.InvalidMessageError, match='pass provider="anthropic"') as e:
+        rb.Assembler(rb.AssemblyConfig(model_input_limit=100_000)).assemble(anthropic)
+    assert e.value.index == 1
+    gemini = [{"role": "model", "content": "hi"}]
+    with pytest.raises(rb.InvalidMessageError, match='pass provider="gemini"'):
+        rb.count_tokens(gemini)

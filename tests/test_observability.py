@@ -387,7 +387,29 @@ def test_one_debug_record_per_assembly_with_hash_and_counts(caplog: Any) -> None
     assert fields["tokens_before"] == report.tokens_before
     assert fields["dropped_rings"] == len(report.dropped_rings) > 0
     assert fields["stages"] == ["drop_rings"]
-    assert f"tokens {report.tokens_before} -> {report.tokens_after}" in record.getMessage()
+    assert fields["tokens_before_exact"] == report.tokens_before_exact
+    bound = "" if report.tokens_before_exact else "at most "
+    assert f"tokens {bound}{report.tokens_before} -> {report.tokens_after}" in record.getMessage()
+
+
+def test_an_upper_bound_is_logged_as_one(caplog: Any) -> None:
+    """A small budget drops most rings uncounted: tokens_before is then a bound, and the log
+    line says so rather than print it as a count."""
+    caplog.set_level(logging.DEBUG, logger="ringbound")
+    log = "line of a long log with numbers 12345 and words\n" * 60
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Read the logs."}]
+    for i in range(30):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "r", "arguments": "{}"}}
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": log + str(i)},
+        ]
+    cfg = config(3_000, stages=("drop_rings",))
+    report = rb.Assembler(cfg, cache=rb.CountCache()).assemble(messages).report
+    assert not report.tokens_before_exact
+    (record,) = caplog.records
+    assert f"tokens at most {report.tokens_before} -> " in record.getMessage()
+    assert record.ringbound["tokens_before_exact"] is False
 
 
 def test_a_rejected_assembly_logs_its_class_and_index(caplog: Any) -> None:

@@ -69,6 +69,13 @@ def content_id(text: str) -> str: ...
 def validate_openai_chat(
     messages_json: bytes | list[bytes],
 ) -> list[tuple[str, str | None, int, str]]: ...
+def validate_native(
+    provider: str, messages_json: bytes | list[bytes]
+) -> list[tuple[str, str | None, int, str]]:
+    """Pairing issues of native messages by ``provider``'s own rules (``openai_chat``,
+    ``anthropic``); ConfigError for a provider the core does not read, InvalidMessageError
+    naming a malformed message."""
+
 def cache_len() -> int: ...
 def _panic(message: str) -> None:
     """Panics in the core with ``message`` (for tests: it arrives as ``InternalError``)."""

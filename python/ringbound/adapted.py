@@ -247,7 +247,7 @@ def plan_native(
     raw["canonical_rewrites"] = [(k, kind) for k, kind, _ in raw["rewrites"]]
     raw["rewrites"] = [
         (native.canonical.spans[k][0], kind, saved) for k, kind, saved in raw["rewrites"]
-    ]
+    ] + rendered.rewrites
     return NativePlan(
         rendered=rendered, raw=raw, canonical=native.canonical, payload=native.payload
     )

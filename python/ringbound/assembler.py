@@ -27,7 +27,7 @@ from .payload import (
     nesting_guard,
     snapshot,
 )
-from .providers import adapter, check_provider
+from .providers import adapter, check_provider, check_system
 from .providers.base import begin_reading, end_reading
 from .providers.chat_adapter import ADAPTER as CHAT_ADAPTER
 from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord
@@ -215,7 +215,8 @@ class Assembler:
             The request to send and its report.
 
         Raises:
-            InvalidMessageError: A message is malformed (the error names its index).
+            InvalidMessageError: A message is malformed (the error names its index), or
+                ``system`` is given to ``openai_chat``, which has no top-level system.
             PairingError: Tool calls and results do not pair and the policy is fail_closed.
             BudgetExceededError: The protected part alone does not fit the budget.
             SummaryError: The summarizer failed and ``on_summary_failure`` is fail_closed.
@@ -225,6 +226,7 @@ class Assembler:
                 edited since is not an error: the assembly plans afresh, ``report.state``
                 says why).
         """
+        check_system(self.provider, system)
         if self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
         with self._observed(ledger) as done:
@@ -312,6 +314,7 @@ class Assembler:
         """``assemble`` for async callers: an async summarizer is awaited, a sync one runs in
         a worker thread, so the event loop is never blocked by a summary. Same arguments,
         result and errors as ``assemble``."""
+        check_system(self.provider, system)
         if self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
         with self._observed(ledger) as done:

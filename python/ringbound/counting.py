@@ -9,7 +9,7 @@ from . import _core
 from .config import AssemblyConfig
 from .errors import ConfigError, InvalidMessageError, PairingIssue
 from .payload import check_tools, dump_messages, dump_tools, nesting_guard, snapshot
-from .providers import adapter, check_provider
+from .providers import adapter, check_provider, check_system
 
 __all__ = ["count_text", "count_tokens", "validate"]
 
@@ -40,6 +40,7 @@ def count_tokens(
         9
     """
     check_provider(provider)
+    check_system(provider, system)
     check_encoding(encoding)
     check_tools(tools)
     _check_ratio(token_ratio)
@@ -144,6 +145,7 @@ def validate(
         ['missing_result']
     """
     check_provider(provider)
+    check_system(provider, system)
     messages = snapshot(messages)
     with nesting_guard():
         parts = dump_messages(messages)

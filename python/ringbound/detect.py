@@ -1,11 +1,13 @@
-"""Which provider's format a request body is in, from the keys only that format uses."""
+"""Which provider's format a request body is in: the keys only that format uses, then, when
+several formats fit, the providers' own parsers and the body's ``model`` as a hint."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import InvalidMessageError
+from .counting import validate
+from .errors import InvalidMessageError, RingboundError
 
 __all__ = ["detect_provider", "provider_candidates"]
 
@@ -63,6 +65,45 @@ def _votes(body: Mapping[str, Any]) -> set[str]:
     return votes
 
 
+#: Model name prefixes that say which provider a body was written for (only consulted among
+#: the formats a body fits).
+_MODEL_HINTS = (
+    ("claude", "anthropic"),
+    ("anthropic.", "bedrock_converse"),
+    ("us.anthropic.", "bedrock_converse"),
+    ("eu.anthropic.", "bedrock_converse"),
+    ("gemini", "gemini"),
+    ("gpt-", "openai_chat"),
+    ("chatgpt", "openai_chat"),
+    ("o1", "openai_chat"),
+    ("o3", "openai_chat"),
+    ("o4", "openai_chat"),
+)
+
+
+def _parses(provider: str, body: Mapping[str, Any]) -> bool:
+    """Whether ``provider``'s own parser reads the body's items (and system, where it has
+    one) without a typed error."""
+    system = body.get("system") if provider == "anthropic" else None
+    try:
+        validate(_items(body), provider, system=system)
+    except RingboundError:
+        return False
+    return True
+
+
+def _narrowed(body: Mapping[str, Any], votes: set[str]) -> set[str]:
+    """The candidates whose parsers read the body; among several, the one its ``model``
+    names, if any."""
+    read = {p for p in votes if _parses(p, body)} or votes
+    model = body.get("model")
+    if len(read) > 1 and isinstance(model, str):
+        hinted = {p for prefix, p in _MODEL_HINTS if model.lower().startswith(prefix)}
+        if len(hinted & read) == 1:
+            return hinted & read
+    return read
+
+
 def provider_candidates(payload: Any) -> set[str]:
     """Every provider whose format a request body fits (empty when none)."""
     body = {"messages": payload} if isinstance(payload, list) else payload
@@ -73,9 +114,12 @@ def detect_provider(payload: Any) -> str:
     """The provider key of a request body (``openai_chat``, ``openai_responses``, ``anthropic``,
     ``gemini``, ``bedrock_converse``).
 
-    A bare list is read as the message list of a body. Raises InvalidMessageError when the
-    body fits no format, or fits several (a plain text conversation is valid OpenAI Chat and
-    Anthropic alike: pass ``provider=`` explicitly then).
+    A bare list is read as the message list of a body. When the keys fit several formats,
+    each one's parser is asked (an OpenAI Chat ``system`` message is no Anthropic message),
+    then the body's ``model`` breaks a remaining tie (``claude-*``, ``gpt-*``, ``gemini-*``,
+    ...). Raises InvalidMessageError when the body fits no format, or still fits several (a
+    plain text conversation without a ``model`` is valid OpenAI Chat and Anthropic alike:
+    pass ``provider=`` explicitly then).
 
     Example:
         >>> import ringbound as rb
@@ -84,6 +128,9 @@ def detect_provider(payload: Any) -> str:
         >>> rb.detect_provider({"model": "m", "input": [{"type": "function_call_output",
         ...                     "call_id": "c", "output": "ok"}]})
         'openai_responses'
+        >>> rb.detect_provider({"model": "gpt-4o", "messages": [
+        ...     {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]})
+        'openai_chat'
     """
     body = {"messages": payload} if isinstance(payload, list) else payload
     if not isinstance(body, Mapping):
@@ -92,6 +139,8 @@ def detect_provider(payload: Any) -> str:
             index=None,
         )
     votes = _votes(body)
+    if len(votes) > 1:
+        votes = _narrowed(body, votes)
     if len(votes) == 1:
         return votes.pop()
     if not votes:

@@ -56,13 +56,14 @@ class LedgerEntry:
 
 @dataclass(frozen=True)
 class RewriteRecord:
-    """A middle message a cheap stage kept with new content.
+    """A message kept with new content: by a cheap stage, or by the provider's rendering.
 
     Attributes:
         index: The caller's message (native index; for providers whose items hold several
             results, the item holding the rewritten one).
         kind: ``truncated`` (head and tail kept, with a recovery anchor), ``deduped`` (an
-            older result of the same read) or ``media`` (images replaced by a placeholder).
+            older result of the same read), ``media`` (images replaced by a placeholder) or
+            ``blank_text`` (whitespace-only text blocks a provider refuses, stripped).
         tokens_saved: Tokens the rewrite saved.
     """
 

@@ -653,6 +653,26 @@ fn validate_openai_chat<'py>(
     })
 }
 
+/// Pairing issues of a request in `provider`'s native format, by that provider's own rules, as
+/// `(kind, call_id, index, message)` tuples.
+#[pyfunction]
+fn validate_native<'py>(
+    py: Python<'py>,
+    provider: &str,
+    messages_json: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyList>> {
+    let parts = JsonParts::new(&messages_json)?;
+    let json = parts.slices();
+    let issues = py
+        .detach(|| crate::providers::validate_json(provider, &json))
+        .map_err(|e| to_py(py, e))?;
+    let out = PyList::empty(py);
+    for i in &issues {
+        out.append(issue_tuple(py, i)?)?;
+    }
+    Ok(out)
+}
+
 /// Number of counts in the process-wide cache.
 #[pyfunction]
 fn cache_len(py: Python<'_>) -> PyResult<usize> {
@@ -691,6 +711,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cut_text, m)?)?;
     m.add_function(wrap_pyfunction!(content_id, m)?)?;
     m.add_function(wrap_pyfunction!(validate_openai_chat, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_native, m)?)?;
     m.add_function(wrap_pyfunction!(cache_len, m)?)?;
     m.add_function(wrap_pyfunction!(cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(_object_key, m)?)?;

@@ -13,6 +13,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import anthropic_oracle
 import pytest
 import strategies as gen
 from hypothesis import HealthCheck, given, settings
@@ -422,6 +423,93 @@ def test_misplaced_results_quote_anthropic() -> None:
     # Repair fixes only missing results: misplaced ones still fail closed.
     with pytest.raises(rb.PairingError):
         assemble(text_first, config(on_pairing_error="synthesize_error_results"))
+
+
+# --- provider-side compaction -----------------------------------------------------------------
+
+
+def _compacted() -> list[dict[str, Any]]:
+    """A session whose latest compaction block follows a broken ring and a long stretch."""
+    return [
+        {"role": "user", "content": "go " * 400},
+        {"role": "assistant", "content": [use("toolu_lost")]},
+        {"role": "user", "content": "its result never came " * 50},
+        {"role": "assistant", "content": [{"type": "compaction", "content": "old summary"}]},
+        {"role": "user", "content": "more " * 300},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "compaction", "content": "Summary: the user asked for logs."},
+                text("Reading them now."),
+            ],
+        },
+        {"role": "user", "content": "next"},
+        {"role": "assistant", "content": [use("toolu_a")]},
+        {"role": "user", "content": [result("toolu_a")]},
+    ]
+
+
+def test_nothing_before_the_latest_compaction_is_paired_counted_or_kept() -> None:
+    msgs = _compacted()
+    assert rb.validate(msgs, provider="anthropic") == []
+    assert count(msgs) == count(msgs[5:])
+    res = assemble(msgs, config())
+    assert res.messages[0] is msgs[5], "the compaction block goes back verbatim"
+    assert all(a is b for a, b in zip(res.messages, msgs[5:], strict=True))
+    assert res.tokens_after == count(msgs[5:])
+    # Without the compaction block, the broken ring counts again.
+    whole = copy.deepcopy(msgs)
+    whole[5]["content"] = whole[5]["content"][1:]
+    whole[3]["content"] = "no summary"
+    assert kinds(rb.validate(whole, provider="anthropic")) == [("missing_result", 1, "toolu_lost")]
+
+
+def test_blocks_before_a_compaction_block_in_its_message_are_not_counted() -> None:
+    msgs = _compacted()
+    ahead = copy.deepcopy(msgs)
+    ahead[5]["content"].insert(0, text("the API drops this " * 200))
+    ahead[5]["content"].insert(0, use("toolu_gone"))
+    assert rb.validate(ahead, provider="anthropic") == []
+    assert count(ahead) == count(msgs)
+
+
+# --- whitespace-only text --------------------------------------------------------------------
+
+
+def test_whitespace_only_text_blocks_are_stripped_as_a_reported_rewrite() -> None:
+    """Opus 4.6 emits ``"\n\n"`` text blocks that the API then refuses ("text content blocks
+    must contain non-whitespace text"): stripped everywhere, the last assistant turn included,
+    each strip reported; the other blocks are the caller's own objects."""
+    thinking = {"type": "thinking", "thinking": "Check the file.", "signature": "sig"}
+    last_thinking = {"type": "thinking", "thinking": "Done.", "signature": "sig2"}
+    msgs = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [thinking, text("\n\n"), use("toolu_a")]},
+        {"role": "user", "content": [result("toolu_a"), text(" \t")]},
+        {"role": "assistant", "content": [last_thinking, text("\n\n"), text("All read.")]},
+        {"role": "user", "content": "   "},
+    ]
+    before = copy.deepcopy(msgs)
+    cleaned = copy.deepcopy(msgs)
+    for k in (1, 2, 3):
+        del cleaned[k]["content"][1]
+    assert count(msgs) == count(cleaned), "never counted"
+    res = rb.Assembler(config(), provider="anthropic").assemble(msgs)
+    assert msgs == before, "the caller's messages are not changed"
+    assert [(r.index, r.kind) for r in res.report.rewrites] == [
+        (1, "blank_text"),
+        (2, "blank_text"),
+        (3, "blank_text"),
+    ]
+    out = res.messages
+    assert out[1]["content"][0] is thinking and out[1]["content"][1] is msgs[1]["content"][2]
+    assert out[3]["content"] == [last_thinking, text("All read.")]
+    assert out[3]["content"][0] is last_thinking
+    assert out[2]["content"] == [result("toolu_a")]
+    # A message of blank text alone has nothing to keep: it goes as it came.
+    assert out[4] is msgs[4]
+    assert out[0] is msgs[0]
+    assert res.report.tokens_after <= res.report.budget
 
 
 # --- repair -----------------------------------------------------------------------------------
@@ -852,10 +940,13 @@ def test_from_canonical_then_to_canonical_keeps_pairing_and_content(msgs) -> Non
     assert roles_alternate(native)
     back = ADAPTER.to_canonical(native, system=system).messages
     assert _rings(back) == _rings(msgs)
-    # Every text survives, in order (leading instructions joined into the system).
+    # Every text survives, in order (leading instructions joined into the system), but
+    # whitespace-only text, which Anthropic refuses and ringbound strips.
     flat = "\u0000".join(_texts(back))
     at = 0
     for t in _texts(msgs):
+        if not t.strip():
+            continue
         found = flat.find(t, at)
         assert found >= 0, t
         at = found
@@ -963,16 +1054,24 @@ def _rewrite_shape(block: dict[str, Any]) -> Any:
 def _present(out: list[Any], message: dict[str, Any], rewritten: bool = False) -> bool:
     """The caller's message is in the output: itself, or its blocks inside a new message (merged
     with a neighbour, or with synthesized results added); for a rewritten message, its blocks
-    as a rewrite leaves them."""
+    as a rewrite leaves them. Whitespace-only text blocks are stripped (Anthropic refuses
+    them) unless they are all the message holds."""
     if any(o is message for o in out):
         return True
     shape = _rewrite_shape if rewritten else (lambda b: b)
-    mine = [shape(b) for b in blocks(message)]
+    mine = [shape(b) for b in blocks(message) if not _blank_text(b)] or [
+        shape(b) for b in blocks(message)
+    ]
     for o in out:
         theirs = [shape(b) for b in blocks(o) if not _synthesized(b)]
         if any(theirs[k : k + len(mine)] == mine for k in range(len(theirs) - len(mine) + 1)):
             return True
     return False
+
+
+def _blank_text(block: Any) -> bool:
+    b = _plain_block(block)
+    return b.get("type") == "text" and isinstance(b.get("text"), str) and not b["text"].strip()
 
 
 @properties
@@ -1095,7 +1194,9 @@ def test_merges_keep_roles_alternating_and_thinking_first(session_, fraction, re
         if {"thinking", "redacted_thinking"} & set(kinds_):
             assert kinds_[0] in ("thinking", "redacted_thinking"), kinds_
     new = [o for o in out if all(o is not m for m in msgs)]
-    assert len(new) == res.merged
+    # New objects are merges, or messages whose whitespace-only text was stripped (reported
+    # as rewrites, and possibly merged too).
+    assert res.merged <= len(new) <= res.merged + len(res.rewritten)
 
 
 def _plain_block(b: Any) -> dict[str, Any]:
@@ -1208,6 +1309,100 @@ def test_claude_code_sessions_assemble_valid_requests(corpus: Path) -> None:
                 # (edge_cases grows by its synthesized results and may not fit its own count.)
                 assert res.dropped == set()
     assert drops > 0, "some budget forced drops"
+
+
+# --- the core's validator against the Python oracle ------------------------------------------
+
+
+def _both(msgs: list[Any], system: Any = None) -> tuple[Any, Any]:
+    """What the core's validator and the Python oracle make of a request: the issues, or the
+    type and index of the error."""
+
+    def run(validate: Any) -> Any:
+        try:
+            return [(i.kind, i.call_id, i.index, i.message) for i in validate(msgs, system=system)]
+        except rb.InvalidMessageError as e:
+            return ("InvalidMessageError", e.index)
+
+    return run(ADAPTER.validate), run(anthropic_oracle.validate)
+
+
+@st.composite
+def _edited(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A generated session in Anthropic's shape with one to three edits that break pairing in
+    every way: messages deleted or swapped, blocks deleted, copied or moved."""
+    native, _ = ADAPTER.from_canonical(draw(gen.sessions(images=False)))
+    msgs = copy.deepcopy(native)
+    for _ in range(draw(st.integers(1, 3))):
+        if not msgs:
+            break
+        k = draw(st.integers(0, len(msgs) - 1))
+        blocks = msgs[k]["content"]
+        op = draw(st.sampled_from(("delete", "swap", "drop_block", "copy_block", "move_block")))
+        if op == "delete":
+            del msgs[k]
+        elif op == "swap":
+            j = draw(st.integers(0, len(msgs) - 1))
+            msgs[k], msgs[j] = msgs[j], msgs[k]
+        elif blocks:
+            b = draw(st.integers(0, len(blocks) - 1))
+            if op == "drop_block" and len(blocks) > 1:
+                del blocks[b]
+            elif op == "copy_block":
+                same = [j for j, m in enumerate(msgs) if m["role"] == msgs[k]["role"]]
+                target = msgs[draw(st.sampled_from(same))]["content"]
+                target.insert(draw(st.integers(0, len(target))), copy.deepcopy(blocks[b]))
+            elif op == "move_block":
+                blocks.append(blocks.pop(b))
+    return msgs
+
+
+@properties
+@given(_edited())
+def test_the_core_validator_agrees_with_the_python_oracle(msgs) -> None:
+    core, oracle = _both(msgs)
+    assert core == oracle
+
+
+def test_the_core_validator_agrees_with_the_oracle_on_the_corpus(corpus: Path) -> None:
+    """The real Claude Code logs, whole and with each message in turn left out."""
+    compared = 0
+    for path in sorted((corpus / "claude-code").glob("*.jsonl")):
+        msgs, _ = _conversation(_events(path))
+        for k in range(-1, len(msgs)):
+            variant = msgs if k < 0 else msgs[:k] + msgs[k + 1 :]
+            core, oracle = _both(variant, system="You are Claude Code.")
+            assert core == oracle, (path.name, k)
+            compared += 1
+    assert compared >= 25
+
+
+def test_mappings_other_than_dicts_are_read_as_before() -> None:
+    from types import MappingProxyType
+
+    msgs = [
+        {"role": "user", "content": "go"},
+        MappingProxyType({"role": "assistant", "content": [MappingProxyType(use("toolu_a"))]}),
+        {"role": "user", "content": "no result"},
+    ]
+    core, oracle = _both(msgs)
+    assert core == oracle
+    assert [k for k, *_ in core] == ["missing_result"]
+    with pytest.raises(rb.InvalidMessageError) as e:
+        ADAPTER.validate([{"role": "user", "content": "x"}, MappingProxyType({"role": "tool"})])
+    assert e.value.index == 1
+
+
+def test_the_oracle_is_not_blind() -> None:
+    """The comparison means something: both find the issues of a broken session."""
+    msgs = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [use("toolu_a"), use("toolu_a")]},
+        {"role": "user", "content": [text("x"), result("toolu_a"), result("toolu_z")]},
+    ]
+    core, oracle = _both(msgs)
+    assert core == oracle
+    assert [k for k, *_ in core] == ["duplicate_id", "result_not_adjacent", "orphan_result"]
 
 
 def test_a_thinking_turn_is_never_merged_behind_other_blocks() -> None:

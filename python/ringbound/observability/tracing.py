@@ -141,6 +141,7 @@ def assembled(
             "request_hash": request_hash(payload),
             "provider": provider,
             "tokens_before": report.tokens_before,
+            "tokens_before_exact": report.tokens_before_exact,
             "tokens_after": report.tokens_after,
             "budget": report.budget,
             "messages_before": report.messages_before,
@@ -159,11 +160,12 @@ def assembled(
             "elapsed_s": report.elapsed_s,
         }
         logger.debug(
-            "assembled %s request %s: tokens %d -> %d (budget %d), messages %d -> %d, "
+            "assembled %s request %s: tokens %s -> %d (budget %d), messages %d -> %d, "
             "stages %s, dropped %d rings %d turns, %d repairs, %d ledger entries added, %.6fs",
             provider,
             fields["request_hash"],
-            report.tokens_before,
+            # A lazily counted request's tokens_before is an upper bound: say so.
+            f"{'' if report.tokens_before_exact else 'at most '}{report.tokens_before}",
             report.tokens_after,
             report.budget,
             report.messages_before,

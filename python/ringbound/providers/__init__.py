@@ -7,10 +7,10 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InvalidMessageError
 from .base import Adapter
 
-__all__ = ["PROVIDERS", "adapter", "check_provider"]
+__all__ = ["PROVIDERS", "adapter", "check_provider", "check_system"]
 
 #: Provider keys this release speaks; every key but ``openai_chat`` names a module here.
 PROVIDERS = ("openai_chat", "openai_responses", "anthropic", "gemini", "bedrock_converse")
@@ -25,6 +25,18 @@ def check_provider(provider: str) -> str:
             reason=f"must be one of {', '.join(PROVIDERS)}",
         )
     return provider
+
+
+def check_system(provider: str, system: Any) -> None:
+    """InvalidMessageError when ``system`` goes to a provider without a top-level system:
+    OpenAI Chat carries its rules as a message, so a ``system=`` would be neither sent by the
+    caller's client nor counted."""
+    if system is not None and provider == "openai_chat":
+        reason = (
+            "provider openai_chat has no top-level system: send it as the first message, "
+            "{'role': 'system', 'content': ...}, where it is counted and kept"
+        )
+        raise InvalidMessageError(reason, index=None, reason=reason)
 
 
 def adapter(provider: str) -> Adapter:

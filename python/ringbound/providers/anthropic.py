@@ -13,12 +13,14 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _core
 from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
 from ..errors import InvalidMessageError, PairingIssue
+from ..payload import dump_messages
 from .base import (
     Canonical,
     PlanItem,
@@ -34,26 +36,7 @@ from .base import (
 
 __all__ = ["ADAPTER", "AnthropicAdapter"]
 
-# Anthropic's 400 wordings, as the API returns them (sources in docs/providers/anthropic.md).
-_MISSING = (
-    "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: "
-    "{ids}. Each `tool_use` block must have a corresponding `tool_result` block in the next "
-    "message."
-)
-_UNEXPECTED = (
-    "messages.{i}.content.{b}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. "
-    "Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
-)
-_NOT_FIRST = (
-    "messages.{i}: Did not find {n} `tool_result` block(s) at the beginning of this message. "
-    "Messages following `tool_use` blocks must begin with a matching number of `tool_result` "
-    "blocks."
-)
-_DUPLICATE_USE = "messages.{i}.content.{b}: `tool_use` ids must be unique"
-_DUPLICATE_RESULT = (
-    "messages.{i}.content.{b}: each tool_use must have a single result. Found multiple "
-    "tool_result blocks with id: {id}"
-)
+# Anthropic's 400 wording for too many breakpoints (sources in docs/providers/anthropic.md).
 _CACHE_MARKERS = "A maximum of 4 blocks with cache_control may be provided. Found {n}."
 
 #: Anthropic's limit on ``cache_control`` breakpoints in one request.
@@ -245,14 +228,26 @@ def _read_uncached(messages: Any) -> list[_Msg]:
     return [_read_message(i, m) for i, m in enumerate(messages)]
 
 
-def _turns(msgs: Sequence[_Msg]) -> list[_Turn]:
+def _turns(msgs: Sequence[_Msg], first: int = 0) -> list[_Turn]:
+    """The turns of the messages from ``first`` on."""
     out: list[_Turn] = []
-    for i, m in enumerate(msgs):
+    for i, m in enumerate(msgs[first:], first):
         if out and out[-1].role == m.role:
             out[-1] = _Turn(m.role, out[-1].start, i + 1)
         else:
             out.append(_Turn(m.role, i, i + 1))
     return out
+
+
+def _compaction_start(msgs: Sequence[_Msg]) -> tuple[int, int]:
+    """Where the API starts reading: the message and block of the latest ``compaction`` block
+    (the API drops every block before it), else ``(0, 0)``."""
+    for i in range(len(msgs) - 1, -1, -1):
+        blocks = msgs[i].blocks
+        for b in range(len(blocks) - 1, -1, -1):
+            if blocks[b]["type"] == "compaction":
+                return i, b
+    return 0, 0
 
 
 # --- system -----------------------------------------------------------------------------------
@@ -423,7 +418,8 @@ def _assistant_message(blocks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for block in blocks:
         kind = block["type"]
         if kind == "text":
-            texts.append(block["text"])
+            if not _blank(block):
+                texts.append(block["text"])
         elif kind == "thinking":
             texts.append(block["thinking"])
         elif kind == "redacted_thinking":
@@ -457,12 +453,33 @@ def _user_messages(blocks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for block in blocks:
         if block["type"] == "tool_result":
             results.append(_result_message(block, media))
-        else:
+        elif not _blank(block):
             _nested_parts(block, texts, media)
     parts = [{"type": "text", "text": t} for t in texts] + media
     if parts or not results:
         results.append({"role": "user", "content": parts})
     return results
+
+
+def _blank(block: Any) -> bool:
+    """Whether a block is text of only whitespace, which Anthropic refuses ("text content
+    blocks must contain non-whitespace text"): stripped from the request, never counted."""
+    data = _plain(block) or {}
+    text = data.get("text")
+    return data.get("type") == "text" and isinstance(text, str) and not text.strip()
+
+
+def _without_blank_text(message: Any) -> Any:
+    """The message without its whitespace-only text blocks: a new message holding the
+    caller's other block objects, or the message itself when it has none, or nothing else (a
+    message of blank text alone has nothing to keep and is left to the caller)."""
+    blocks = _blocks_of(message)
+    kept = [b for b in blocks if not _blank(b)]
+    if len(kept) == len(blocks) or not kept:
+        return message
+    msg = dict(_plain(message) or {})
+    msg["content"] = kept
+    return msg
 
 
 def _has_thinking(msg: _Msg) -> bool:
@@ -586,10 +603,6 @@ def _cache_markers(blocks: Sequence[Any]) -> int:
     return sum(1 for b in blocks if (_plain(b) or {}).get("cache_control") is not None)
 
 
-#: Records an issue: (message index, rank within the message, kind, call id, message).
-_Add = Callable[[int, int, str, str | None, str], None]
-
-
 #: The user turn placed between two assistant turns that cannot be merged.
 OMITTED_TURNS_TEXT = "[earlier turns omitted]"
 
@@ -623,156 +636,30 @@ class AnthropicAdapter:
     # -- validation --------------------------------------------------------------------------
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
-        """Pairing issues by Anthropic's rules, in message order, quoting its 400 wording.
+        """Pairing issues by Anthropic's rules, in message order, quoting its 400 wording:
+        checked in the core (``_core.validate_native``), which also drops what the API ignores
+        before the latest ``compaction`` block.
 
         Raises:
             InvalidMessageError: A message (or ``system``) is malformed.
         """
         _system_blocks(system)
-        msgs = _read(messages)
-        turns = _turns(msgs)
-        uses: dict[str, list[int]] = {}
-        for i, m in enumerate(msgs):
-            for block in m.blocks:
-                if block["type"] == "tool_use":
-                    uses.setdefault(block["id"], []).append(i)
-        found: list[tuple[int, int, int, PairingIssue]] = []
-
-        def add(i: int, rank: int, kind: str, call_id: str | None, message: str) -> None:
-            found.append((i, rank, len(found), PairingIssue(kind, call_id, i, message)))
-
-        seen: dict[str, int] = {}
-        for t, turn in enumerate(turns):
-            if turn.role == "assistant":
-                self._check_calls(msgs, turns, t, seen, add)
-            else:
-                self._check_results(msgs, turns, t, uses, add)
-        found.sort(key=lambda f: (f[0], f[1], f[2]))
-        return [f[3] for f in found]
-
-    @staticmethod
-    def _check_calls(
-        msgs: Sequence[_Msg], turns: Sequence[_Turn], t: int, seen: dict[str, int], add: _Add
-    ) -> None:
-        """Duplicate ids, and calls the next turn does not answer."""
-        turn = turns[t]
-        nxt = turns[t + 1] if t + 1 < len(turns) else None
-        answered: set[str] = set()
-        if nxt is not None:
-            answered = {
-                b["tool_use_id"]
-                for m in msgs[nxt.start : nxt.end]
-                for b in m.blocks
-                if b["type"] == "tool_result"
-            }
-        for i in range(turn.start, turn.end):
-            for b, block in enumerate(msgs[i].blocks):
-                if block["type"] != "tool_use":
-                    continue
-                cid = block["id"]
-                if cid in seen:
-                    add(
-                        i,
-                        b,
-                        "duplicate_id",
-                        cid,
-                        _DUPLICATE_USE.format(i=i, b=b)
-                        + f" (ringbound: call {cid!r} was already made in messages[{seen[cid]}])",
-                    )
-                    continue
-                seen[cid] = i
-                if cid not in answered:
-                    where = (
-                        f"messages[{nxt.start}:{nxt.end}]"
-                        if nxt is not None
-                        else "no message after it"
-                    )
-                    add(
-                        i,
-                        len(msgs[i].blocks) + b,
-                        "missing_result",
-                        cid,
-                        _MISSING.format(i=i, ids=cid)
-                        + f" (ringbound: call {cid!r} has no result in the next turn, {where})",
-                    )
-
-    @staticmethod
-    def _check_results(
-        msgs: Sequence[_Msg], turns: Sequence[_Turn], t: int, uses: dict[str, list[int]], add: _Add
-    ) -> None:
-        """Results that answer no call of the previous turn, answer one twice, or do not
-        open the turn."""
-        turn = turns[t]
-        prev = turns[t - 1] if t > 0 else None
-        calls: dict[str, int] = {}
-        if prev is not None:
-            for i in range(prev.start, prev.end):
-                for block in msgs[i].blocks:
-                    if block["type"] == "tool_use":
-                        calls.setdefault(block["id"], i)
-        answered: dict[str, int] = {}
-        leading = True
-        late: list[tuple[int, int, str]] = []
-        for i in range(turn.start, turn.end):
-            for b, block in enumerate(msgs[i].blocks):
-                if block["type"] != "tool_result":
-                    leading = False
-                    continue
-                rid = block["tool_use_id"]
-                if rid in calls:
-                    if rid in answered:
-                        add(
-                            i,
-                            b,
-                            "duplicate_id",
-                            rid,
-                            _DUPLICATE_RESULT.format(i=i, b=b, id=rid)
-                            + f" (ringbound: call {rid!r} was already answered in "
-                            f"messages[{answered[rid]}])",
-                        )
-                    else:
-                        answered[rid] = i
-                        if not leading:
-                            late.append((i, b, rid))
-                    continue
-                made = uses.get(rid, [])
-                if any(u > i for u in made):
-                    kind, detail = (
-                        "result_before_call",
-                        (f"its call is made later, in messages[{min(u for u in made if u > i)}]"),
-                    )
-                elif made:
-                    kind, detail = (
-                        "result_not_adjacent",
-                        (f"its call is in messages[{made[-1]}], not in the turn right before"),
-                    )
-                else:
-                    kind, detail = "orphan_result", "no tool_use block has this id"
-                add(
-                    i,
-                    b,
-                    kind,
-                    rid,
-                    _UNEXPECTED.format(i=i, b=b, id=rid)
-                    + f" (ringbound: result for {rid!r}: {detail})",
-                )
-        for i, b, rid in late:
-            add(
-                i,
-                b,
-                "result_not_adjacent",
-                rid,
-                _NOT_FIRST.format(i=turn.start, n=len(late))
-                + f" (ringbound: the result for {rid!r} comes after other content of the turn "
-                f"messages[{turn.start}:{turn.end}]; tool_result blocks must open it)",
-            )
+        try:
+            parts = dump_messages(messages)
+        except InvalidMessageError:
+            # Mappings other than dicts (orjson writes dicts and SDK objects only): sent as
+            # the blocks the adapter reads them as, or refused naming the message.
+            read = _read(messages)
+            parts = dump_messages([{"role": m.role, "content": m.blocks} for m in read])
+        issues = _core.validate_native(self.key, parts)
+        return [PairingIssue(*issue) for issue in issues]
 
     # -- canonical view ----------------------------------------------------------------------
 
     def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
         """The canonical view: the system texts, any ledger note and any summary note first
         (span ``(-1, -1)``), then per turn one assistant message, or tool messages plus one
-        user message.
+        user message; from the latest ``compaction`` block on, as the API reads the request.
 
         Raises:
             InvalidMessageError: A message (or ``system``) is malformed.
@@ -794,9 +681,15 @@ class AnthropicAdapter:
                 out.append({"role": "system", "content": text})
                 spans.append((-1, -1))
         binds = [False] * len(out)
-        turns = _turns(msgs)
+        # What the API drops before the latest compaction is neither counted nor kept.
+        first, first_block = _compaction_start(msgs)
+        turns = _turns(msgs, first)
         for t, turn in enumerate(turns):
-            blocks = [b for m in msgs[turn.start : turn.end] for b in m.blocks]
+            blocks = [
+                b
+                for i in range(turn.start, turn.end)
+                for b in (msgs[i].blocks[first_block:] if i == first else msgs[i].blocks)
+            ]
             made = (
                 [_assistant_message(blocks)] if turn.role == "assistant" else _user_messages(blocks)
             )
@@ -886,8 +779,14 @@ class AnthropicAdapter:
                 after.setdefault(turns[t].end - 1, []).append(cid)
 
         out: list[_Out] = []
+        stripped: list[tuple[int, str, int]] = []
         for i in kept:
             message = replaced.get(i, messages[i])
+            cleaned = _without_blank_text(message)
+            if cleaned is not message:
+                # Never counted, so stripping them saves nothing the plan counted.
+                stripped.append((i, "blank_text", 0))
+                message = cleaned
             if i in into:
                 out.append(_Out("user", turn_of[i], _with_results(message, into[i]), i, True))
             else:
@@ -899,7 +798,12 @@ class AnthropicAdapter:
         rendered, merged = self._merge(out)
         system_out = self._system(system, note, summary)
         self._check_cache_markers(rendered, system_out)
-        return Rendered(messages=[o.message for o in rendered], system=system_out, merged=merged)
+        return Rendered(
+            messages=[o.message for o in rendered],
+            system=system_out,
+            merged=merged,
+            rewrites=stripped,
+        )
 
     @staticmethod
     def _merge(out: Sequence[_Out]) -> tuple[list[_Out], int]:

@@ -73,11 +73,15 @@ class Rendered:
         system: The top-level system value to send (providers that have one), else None.
         merged: Native messages that are new objects because same-role neighbours were
             merged or a block was added to them.
+        rewrites: Rewrites the rendering made on its own, ``(native index, kind, tokens
+            saved)``, reported with the plan's (``blank_text``: whitespace-only text blocks
+            the provider refuses, stripped).
     """
 
     messages: list[Any]
     system: Any = None
     merged: int = 0
+    rewrites: list[tuple[int, str, int]] = field(default_factory=list)
 
 
 class Adapter(Protocol):

@@ -82,6 +82,12 @@ pub fn image_size_from_data_url(url: &str) -> Option<(u32, u32)> {
     if meta.len() < 7 || !meta[meta.len() - 7..].eq_ignore_ascii_case(b";base64") {
         return None;
     }
+    image_size_from_base64(payload)
+}
+
+/// Pixel size of a base64 image payload (no data URL around it: providers such as Anthropic
+/// send the media type and the data apart), read as [`image_size_from_data_url`] reads one.
+pub fn image_size_from_base64(payload: &str) -> Option<(u32, u32)> {
     let payload = payload.as_bytes();
     let prefix = if payload.len() > ENCODED_PREFIX {
         &payload[..ENCODED_PREFIX]

@@ -1,3 +1,74 @@
-//! Provider parsers: each turns one provider's wire format into the canonical view.
+//! Provider formats behind one trait: each reads its native items from JSON, checks pairing by
+//! its own rules in its own words (over the shared stray classifier in `pairing::stray`), and
+//! maps the items onto the canonical view the core counts and plans, with real costs.
 
+pub mod anthropic;
 pub mod openai_chat;
+
+use crate::error::CoreError;
+use crate::json_array;
+use crate::pairing::PairingIssue;
+use crate::plan::Layout;
+use crate::view::Message;
+
+/// A native request as the core sees it: canonical messages, how they group into the caller's
+/// native items, and what the provider itself ignores.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Canonical {
+    pub messages: Vec<Message>,
+    /// Which native item each message stands for, and which messages must share a unit.
+    pub layout: Layout,
+    /// Native items before this one are ignored by the provider (a compaction replaced them):
+    /// they are neither counted nor kept.
+    pub first_counted: usize,
+}
+
+/// One provider's wire format.
+pub trait Provider {
+    /// The key callers name the provider by.
+    const KEY: &'static str;
+    /// One native item as read.
+    type Item;
+
+    /// Reads native item `i` from its JSON; `InvalidMessage` naming `i` when it is malformed.
+    fn parse(&self, i: usize, raw: &[u8]) -> Result<Self::Item, CoreError>;
+
+    /// Every pairing issue by the provider's own rules, quoting its wording, in item order.
+    fn validate(&self, items: &[Self::Item]) -> Vec<PairingIssue>;
+
+    /// The canonical view of the items, with real costs.
+    fn canonical(&self, items: &[Self::Item]) -> Canonical;
+
+    /// Reads every item of JSON arrays whose elements follow each other.
+    fn parse_all(&self, parts: &[&[u8]]) -> Result<Vec<Self::Item>, CoreError> {
+        let mut items = Vec::new();
+        for part in parts {
+            for raw in json_array::split(part)? {
+                items.push(self.parse(items.len(), raw)?);
+            }
+        }
+        Ok(items)
+    }
+}
+
+/// The pairing issues of a request given as JSON arrays of `provider`'s native items.
+///
+/// Errors: `Config` naming `provider` when no Rust provider reads it; `InvalidMessage` when an
+/// item is malformed.
+pub fn validate_json(provider: &str, parts: &[&[u8]]) -> Result<Vec<PairingIssue>, CoreError> {
+    fn run<P: Provider>(p: P, parts: &[&[u8]]) -> Result<Vec<PairingIssue>, CoreError> {
+        Ok(p.validate(&p.parse_all(parts)?))
+    }
+    match provider {
+        openai_chat::OpenAIChat::KEY => run(openai_chat::OpenAIChat, parts),
+        anthropic::Anthropic::KEY => run(anthropic::Anthropic, parts),
+        other => Err(CoreError::Config {
+            key: "provider".to_owned(),
+            reason: format!(
+                "no Rust validator for provider '{other}' (have: {}, {})",
+                openai_chat::OpenAIChat::KEY,
+                anthropic::Anthropic::KEY
+            ),
+        }),
+    }
+}

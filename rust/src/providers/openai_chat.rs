@@ -6,8 +6,11 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::{Canonical, Provider};
 use crate::count::image::image_size_from_data_url;
 use crate::error::CoreError;
+use crate::pairing::{self, PairingIssue};
+use crate::plan::Layout;
 use crate::view::{Detail, Image, Message, Role, ToolCall};
 
 fn type_name(v: &Value) -> &'static str {
@@ -54,6 +57,11 @@ fn parse_role(i: usize, obj: &Map<String, Value>) -> Result<Role, CoreError> {
     };
     match role_named(role) {
         Some(role) => Ok(role),
+        None if role == "model" => Err(CoreError::invalid(
+            i,
+            "unknown role 'model' (expected one of system, developer, user, assistant, tool; \
+             'model' is Gemini's: pass provider=\"gemini\")",
+        )),
         None if role == "function" => Err(CoreError::invalid(
             i,
             "the legacy role 'function' is not supported: send calls as `tool_calls` and \
@@ -129,7 +137,7 @@ fn parse_part(
         _ => {
             return Err(CoreError::invalid(
                 i,
-                format!("content[{p}] has no string `type`"),
+                format!("content[{p}] has no string `type`{}", untyped_hint(obj)),
             ))
         }
     };
@@ -198,13 +206,57 @@ fn parse_part(
             return Err(CoreError::invalid(
                 i,
                 format!(
-                    "content[{p}] has type '{other}', which role '{}' cannot carry",
-                    role.as_str()
+                    "content[{p}] has type '{other}', which role '{}' cannot carry{}",
+                    role.as_str(),
+                    part_hint(other)
                 ),
             ))
         }
     }
     Ok(())
+}
+
+/// Which other provider a part type belongs to, said after the error: the usual cause of a
+/// part OpenAI Chat cannot carry is a request in another provider's format.
+fn part_hint(kind: &str) -> &'static str {
+    match kind {
+        "tool_use" | "tool_result" | "thinking" | "redacted_thinking" | "document"
+        | "search_result" | "compaction" => {
+            " (it looks like an Anthropic Messages block: pass provider=\"anthropic\")"
+        }
+        "input_text"
+        | "output_text"
+        | "input_image"
+        | "input_file"
+        | "function_call"
+        | "function_call_output"
+        | "reasoning" => {
+            " (it looks like an OpenAI Responses item: pass provider=\"openai_responses\")"
+        }
+        _ => "",
+    }
+}
+
+/// The same for a part without a `type`: Gemini parts and Bedrock Converse blocks have none.
+fn untyped_hint(part: &Map<String, Value>) -> &'static str {
+    if [
+        "functionCall",
+        "functionResponse",
+        "inlineData",
+        "thoughtSignature",
+    ]
+    .iter()
+    .any(|k| part.contains_key(*k))
+    {
+        " (it looks like a Gemini part: pass provider=\"gemini\")"
+    } else if ["toolUse", "toolResult", "reasoningContent"]
+        .iter()
+        .any(|k| part.contains_key(*k))
+    {
+        " (it looks like a Bedrock Converse block: pass provider=\"bedrock_converse\")"
+    } else {
+        ""
+    }
 }
 
 fn parse_tool_call(i: usize, c: usize, call: &Value) -> Result<ToolCall, CoreError> {
@@ -499,6 +551,33 @@ pub fn parse_raw(i: usize, raw: &[u8]) -> Result<Message, CoreError> {
     parse_message(i, &value, raw.len())
 }
 
+/// OpenAI Chat Completions: the canonical view's own format, one message per native item.
+pub struct OpenAIChat;
+
+impl Provider for OpenAIChat {
+    const KEY: &'static str = "openai_chat";
+    type Item = Message;
+
+    fn parse(&self, i: usize, raw: &[u8]) -> Result<Message, CoreError> {
+        parse_raw(i, raw)
+    }
+
+    fn validate(&self, items: &[Message]) -> Vec<PairingIssue> {
+        pairing::validate(items)
+    }
+
+    fn canonical(&self, items: &[Message]) -> Canonical {
+        Canonical {
+            messages: items.to_vec(),
+            layout: Layout {
+                groups: (0..items.len()).collect(),
+                binds_next: vec![false; items.len()],
+            },
+            first_counted: 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,6 +676,48 @@ mod tests {
                 }
                 Value::Object(obj)
             })
+    }
+
+    #[test]
+    fn another_providers_format_is_named_in_the_error() {
+        let error = |raw: &str| parse_raw(3, raw.as_bytes()).unwrap_err().to_string();
+        let anthropic = r#"{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]}"#;
+        assert_eq!(
+            error(anthropic),
+            "messages[3]: content[0] has type 'tool_use', which role 'assistant' cannot carry \
+             (it looks like an Anthropic Messages block: pass provider=\"anthropic\")"
+        );
+        let responses = r#"{"role":"user","content":[{"type":"input_text","text":"hi"}]}"#;
+        assert!(error(responses).ends_with("pass provider=\"openai_responses\")"));
+        let bedrock = r#"{"role":"user","content":[{"toolResult":{"toolUseId":"t"}}]}"#;
+        assert!(error(bedrock).ends_with("pass provider=\"bedrock_converse\")"));
+        let gemini = r#"{"role":"model","content":"hi"}"#;
+        assert!(error(gemini).ends_with("pass provider=\"gemini\")"));
+        let odd = r#"{"role":"user","content":[{"type":"video","url":"x"}]}"#;
+        assert!(error(odd).ends_with("which role 'user' cannot carry"));
+    }
+
+    #[test]
+    fn the_provider_reads_and_pairs_as_the_chat_path_does() {
+        let json = br#"[{"role":"user","content":"go"},
+            {"role":"assistant","content":null,"tool_calls":[
+                {"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},
+            {"role":"user","content":"wait"},{"role":"tool","tool_call_id":"c1","content":"ok"}]"#;
+        let items = OpenAIChat.parse_all(&[json]).unwrap();
+        let issues = OpenAIChat.validate(&items);
+        assert_eq!(issues, pairing::validate(&items));
+        assert_eq!(issues.len(), 1);
+        assert_eq!(
+            super::super::validate_json("openai_chat", &[json]).unwrap(),
+            issues
+        );
+        let canonical = OpenAIChat.canonical(&items);
+        assert_eq!(canonical.messages, items);
+        assert_eq!(canonical.layout.groups, [0, 1, 2, 3]);
+        assert!(matches!(
+            super::super::validate_json("gemini", &[json]),
+            Err(CoreError::Config { .. })
+        ));
     }
 
     proptest! {

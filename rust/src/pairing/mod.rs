@@ -1,12 +1,16 @@
-//! Tool-call pairing as OpenAI Chat Completions enforces it: which result answers which call,
-//! and every way that can be broken. Pairing is by adjacency, so a call id may recur in a later
-//! assistant turn; issues quote OpenAI's own 400 wording so callers recognise them.
+//! Tool-call pairing: the issue every provider reports, the one stray classifier their rules
+//! share (`stray`), and the rules of the canonical view itself, OpenAI Chat Completions:
+//! pairing by adjacency, so a call id may recur in a later assistant turn; issues quote
+//! OpenAI's own 400 wording so callers recognise them.
+
+pub mod stray;
 
 use std::borrow::Borrow;
 
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::view::{Message, Role};
+use stray::Stray;
 
 /// OpenAI's 400 when a call has no result in the tool messages right after its assistant
 /// message; OpenAI appends the unanswered ids.
@@ -256,9 +260,9 @@ fn callers_by_id<M: Borrow<Message>>(messages: &[M]) -> HashMap<&str, Vec<usize>
     callers
 }
 
-/// What is wrong with the tool message at `j`, which does not answer the block it sits in.
-/// It belongs to the latest call of its id before it; a call that was never answered takes it
-/// as a late result (and is then not missing), a call already answered gets it as a duplicate.
+/// What is wrong with the tool message at `j`, which does not answer the block it sits in
+/// (classified by [`stray::classify`]). A call that was never answered takes it as a late
+/// result (and is then not missing); a call already answered gets it as a duplicate.
 fn classify_stray<M: Borrow<Message>>(
     messages: &[M],
     j: usize,
@@ -276,57 +280,60 @@ fn classify_stray<M: Borrow<Message>>(
         );
     };
     let list = callers.get(id).map_or(&[][..], Vec::as_slice);
-    let before = list.partition_point(|&a| a < j);
-    if before == 0 {
-        return match list.first() {
-            Some(&later) => issue(
-                IssueKind::ResultBeforeCall,
+    let mut late_for = None;
+    let stray = stray::classify(j, list, |caller| match open.get(&(caller, id)) {
+        Some(&k) if claimed_by[k].is_none() => {
+            claimed_by[k] = Some(j);
+            late_for = Some(k);
+            true
+        }
+        _ => false,
+    });
+    let kind = stray.kind();
+    match stray {
+        Stray::Orphan => issue(
+            kind,
+            Some(id),
+            j,
+            format!(
+                "{TOOL_WITHOUT_CALL} ringbound: messages[{j}] answers `{id}`, which no \
+                 assistant message calls"
+            ),
+        ),
+        Stray::BeforeCall { call } => issue(
+            kind,
+            Some(id),
+            j,
+            format!(
+                "{TOOL_WITHOUT_CALL} ringbound: messages[{j}] answers `{id}`, which is only \
+                 called later, by messages[{call}]"
+            ),
+        ),
+        Stray::NotAdjacent { call } => {
+            let end = late_for.map_or(call + 1, |k| unanswered[k].block_end);
+            issue(
+                kind,
                 Some(id),
                 j,
                 format!(
-                    "{TOOL_WITHOUT_CALL} ringbound: messages[{j}] answers `{id}`, which is only \
-                     called later, by messages[{later}]"
+                    "{TOOL_WITHOUT_CALL} ringbound: messages[{j}] answers `{id}` of \
+                     messages[{call}], but messages[{end}] ({}) comes between them",
+                    messages[end].borrow().role.as_str()
                 ),
-            ),
-            None => issue(
-                IssueKind::OrphanResult,
-                Some(id),
-                j,
-                format!(
-                    "{TOOL_WITHOUT_CALL} ringbound: messages[{j}] answers `{id}`, which no \
-                     assistant message calls"
-                ),
-            ),
-        };
-    }
-    let caller = list[before - 1];
-    match open.get(&(caller, id)) {
-        Some(&k) => match claimed_by[k] {
-            None => {
-                claimed_by[k] = Some(j);
-                let end = unanswered[k].block_end;
-                issue(
-                    IssueKind::ResultNotAdjacent,
-                    Some(id),
-                    j,
-                    format!(
-                        "{TOOL_WITHOUT_CALL} ringbound: messages[{j}] answers `{id}` of \
-                         messages[{caller}], but messages[{end}] ({}) comes between them",
-                        messages[end].borrow().role.as_str()
-                    ),
-                )
-            }
-            Some(first) => duplicate_result(id, caller, first, j),
-        },
-        None => {
-            let first = messages[caller + 1..j]
-                .iter()
-                .map(Borrow::borrow)
-                .position(|m: &Message| {
-                    m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id)
-                })
-                .map_or(caller, |k| caller + 1 + k);
-            duplicate_result(id, caller, first, j)
+            )
+        }
+        Stray::Duplicate { call } => {
+            let first = match open.get(&(call, id)).and_then(|&k| claimed_by[k]) {
+                Some(first) => first,
+                None => messages[call + 1..j]
+                    .iter()
+                    .map(Borrow::borrow)
+                    .position(|m: &Message| {
+                        m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id)
+                    })
+                    .map_or(call, |k| call + 1 + k),
+            };
+            duplicate_result(id, call, first, j)
         }
     }
 }

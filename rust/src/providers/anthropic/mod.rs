@@ -1,0 +1,124 @@
+//! The Anthropic Messages API (`/v1/messages`): messages of content blocks, read strictly
+//! (`parse`), paired by Anthropic's rules in its 400 wording (`rules`), and mapped onto the
+//! canonical view with real costs (`canonical`). Consecutive same-role messages are one turn
+//! to the API, so a turn is what pairs and what the core groups.
+//!
+//! Two rules of the API shape what is counted at all: a `compaction` block makes the API drop
+//! every block before it (only the latest one matters), and a text block of only whitespace is
+//! refused, so such blocks are stripped, never counted (sources in docs/providers/anthropic.md).
+
+mod canonical;
+mod parse;
+mod rules;
+
+use super::{Canonical, Provider};
+use crate::error::CoreError;
+use crate::pairing::PairingIssue;
+use crate::view::{Image, Role};
+
+/// Counted parts of a block the model reads: texts, images, and costs known only as a number.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Parts {
+    pub texts: Vec<String>,
+    pub images: Vec<Image>,
+    /// Tokens of parts with a published price but no text (a PDF page's text layer).
+    pub other_tokens: u32,
+}
+
+/// One content block, as much of it as pairing and counting need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Block {
+    /// A text block; `blank` when it holds only whitespace, which the API refuses.
+    Text { text: String, blank: bool },
+    /// A `thinking` block's text, or a `redacted_thinking` block's data.
+    Thinking { text: String },
+    ToolUse {
+        id: String,
+        name: String,
+        /// The input as compact JSON.
+        input: String,
+    },
+    ToolResult {
+        id: String,
+        parts: Parts,
+        is_error: bool,
+    },
+    /// An image, document or search result in a user message.
+    Media(Parts),
+    /// A `compaction` block's summary (empty when compaction failed): the API ignores every
+    /// block before the latest one, and reads the summary in their place.
+    Compaction { text: String },
+    /// Any other block (server tool blocks and results, ...): its JSON, counted as text.
+    Other { json: String },
+}
+
+impl Block {
+    pub fn is_thinking(&self) -> bool {
+        matches!(self, Block::Thinking { .. })
+    }
+}
+
+/// One message: its role (user or assistant) and blocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AnthropicMessage {
+    pub role: Role,
+    pub blocks: Vec<Block>,
+}
+
+/// Where the API starts reading: the message and block of the latest `compaction` block, or
+/// the very start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Start {
+    pub message: usize,
+    pub block: usize,
+}
+
+/// The first block the API reads: the latest `compaction` block, else the first block.
+pub fn start(messages: &[AnthropicMessage]) -> Start {
+    for (i, m) in messages.iter().enumerate().rev() {
+        if let Some(b) = m
+            .blocks
+            .iter()
+            .rposition(|b| matches!(b, Block::Compaction { .. }))
+        {
+            return Start {
+                message: i,
+                block: b,
+            };
+        }
+    }
+    Start::default()
+}
+
+/// The blocks of message `i` the API reads, given where it starts.
+pub fn read_blocks(messages: &[AnthropicMessage], from: Start, i: usize) -> &[Block] {
+    let blocks = &messages[i].blocks;
+    match i.cmp(&from.message) {
+        std::cmp::Ordering::Less => &[],
+        std::cmp::Ordering::Equal => &blocks[from.block..],
+        std::cmp::Ordering::Greater => blocks,
+    }
+}
+
+/// The Anthropic Messages API.
+pub struct Anthropic;
+
+impl Provider for Anthropic {
+    const KEY: &'static str = "anthropic";
+    type Item = AnthropicMessage;
+
+    fn parse(&self, i: usize, raw: &[u8]) -> Result<AnthropicMessage, CoreError> {
+        parse::message(i, raw)
+    }
+
+    fn validate(&self, items: &[AnthropicMessage]) -> Vec<PairingIssue> {
+        rules::validate(items)
+    }
+
+    fn canonical(&self, items: &[AnthropicMessage]) -> Canonical {
+        canonical::canonical(items)
+    }
+}
+
+#[cfg(test)]
+mod tests;
