@@ -18,6 +18,7 @@ from .errors import (
     PairingIssue,
     RingboundError,
     StaleStateError,
+    StoreError,
     SummaryError,
 )
 from .ledgers.side_effects import SideEffectLedger
@@ -39,6 +40,7 @@ from .retry import (
     with_context_retry_async,
 )
 from .state import AssemblyState
+from .stores import MemoryStore, RedisStore, SessionStore, StoreOutcome
 from .summary import recovery, summarizers
 from .summary.recovery import (
     AnchorNotFoundError,
@@ -65,18 +67,23 @@ __all__ = [
     "InvalidAnchorError",
     "InvalidMessageError",
     "LedgerEntry",
+    "MemoryStore",
     "MetricsSink",
     "NullSink",
     "PairingError",
     "PairingIssue",
     "PrometheusSink",
     "Recovered",
+    "RedisStore",
     "RetryOutcome",
     "RewriteRecord",
     "RingboundError",
+    "SessionStore",
     "SideEffectLedger",
     "StageRecord",
     "StaleStateError",
+    "StoreError",
+    "StoreOutcome",
     "SummaryError",
     "SummaryRecord",
     "SummaryRequest",
