@@ -214,22 +214,19 @@ def _check(
 
 def _finish(asm: Assembler, done: tuple[AssemblyResult, StoreOutcome]) -> AssemblyResult:
     result, outcome = done
-    if outcome.error is not None:
+    if outcome.error is not None and outcome.error != "conflict":
         _count(asm, "load" if outcome.loaded == "failed" else "save")
-    if outcome.conflicts:
-        _count(asm, "conflict", outcome.conflicts)
     return dataclasses.replace(result, report=dataclasses.replace(result.report, store=outcome))
 
 
-def _count(asm: Assembler, op: str, n: int = 1) -> None:
+def _count(asm: Assembler, op: str) -> None:
     """``sink.store_error(op, provider)``, for sinks that have it (PrometheusSink does)."""
     sink = asm._sink if asm._sink is not None else get_default_sink()
     method = getattr(sink, "store_error", None)
     if not callable(method):
         return
     try:
-        for _ in range(n):
-            method(op, asm.provider)
+        method(op, asm.provider)
     except Exception as e:
         logger.warning(
             "metrics sink %s.store_error raised %s; the assembly is not affected",
@@ -239,7 +236,8 @@ def _count(asm: Assembler, op: str, n: int = 1) -> None:
 
 
 def _rejected(asm: Assembler, e: StoreError) -> None:
-    _count(asm, e.op if e.reason != "conflict" else "conflict")
+    if e.reason != "conflict":
+        _count(asm, e.op)
     tracing.rejected(e, asm.provider, asm._sink, None)
 
 
@@ -273,6 +271,8 @@ def assemble(
                     reply = store.get(session_id)
                 elif isinstance(op, _Put):
                     reply = store.put(session_id, op.data, op.expected)
+                    if reply is None:
+                        _count(asm, "conflict")
                 elif op.stateful:
                     reply = asm._run(
                         messages,
@@ -332,6 +332,8 @@ async def assemble_async(
                     reply = await store.aget(session_id)
                 elif isinstance(op, _Put):
                     reply = await store.aput(session_id, op.data, op.expected)
+                    if reply is None:
+                        _count(asm, "conflict")
                 elif op.stateful:
                     reply = await asm._arun(
                         messages,
