@@ -108,7 +108,20 @@ class RedisStore(SessionStore):
                 key="url_or_client",
                 reason="must be a URL or a redis-py client",
             )
+        self._owned = isinstance(url_or_client, str)
         self._cas = self.client.register_script(_COMPARE_AND_SET)
+
+    def close(self) -> None:
+        """Closes the connections of a client this store made from a URL (a client given
+        stays the caller's to close)."""
+        if self._owned:
+            self.client.close()
+
+    def __enter__(self) -> RedisStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _check_client_timeout(self) -> None:
         pools = [getattr(self.client, "connection_pool", None)]
