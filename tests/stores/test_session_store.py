@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -21,6 +23,7 @@ from ringbound.cli.simulate import SIDE_EFFECT_TOOLS, agent_session, turn_ends
 from ringbound.stores.record import SessionRecord
 from ringbound.stores.session import MAX_CONFLICTS
 
+REPO = Path(__file__).resolve().parents[2]
 SESSION = agent_session(turns=40)
 ENDS, _ = turn_ends(SESSION)
 CFG = rb.AssemblyConfig(
@@ -399,3 +402,13 @@ def test_store_and_policy_are_checked() -> None:
         rb.AssemblyConfig(on_store_error="retry")
     assert e.value.key == "on_store_error"
     assert isinstance(rb.Assembler(CFG).store, rb.MemoryStore)
+
+
+def test_the_new_public_names_are_documented() -> None:
+    docs = (REPO / "README.md").read_text() + (REPO / "docs" / "session-store.md").read_text()
+    prose = re.sub(r"^```.*?^```", "", docs, flags=re.MULTILINE | re.DOTALL)
+    spans = " ".join(re.findall(r"`([^`\n]+)`", prose))
+    for name in [*rb.stores.__all__, "StoreError", "StoreOutcome", "on_store_error"]:
+        assert re.search(rf"\b{name}\b", spans), name
+    assert issubclass(rb.StoreError, rb.RingboundError)
+    assert {"MemoryStore", "RedisStore", "SessionStore", "StoreError"} <= set(rb.__all__)
