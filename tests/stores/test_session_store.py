@@ -412,3 +412,24 @@ def test_the_new_public_names_are_documented() -> None:
         assert re.search(rf"\b{name}\b", spans), name
     assert issubclass(rb.StoreError, rb.RingboundError)
     assert {"MemoryStore", "RedisStore", "SessionStore", "StoreError"} <= set(rb.__all__)
+
+
+def test_a_refused_request_retried_tighter_saves_the_one_accepted(store: rb.SessionStore) -> None:
+    asm = rb.Assembler(CFG, store=store)
+    for end in ENDS[:20]:
+        asm.assemble(SESSION[:end], session_id="r")
+    refused: list[int] = []
+
+    def send(res: rb.AssemblyResult) -> str:
+        if not refused:  # the provider counts more than the local estimate, once
+            refused.append(res.report.tokens_after)
+            raise ValueError(
+                f"This model's maximum context length is {res.report.tokens_after - 1} tokens. "
+                f"However, your messages resulted in {res.report.tokens_after} tokens."
+            )
+        return "ok"
+
+    out = rb.with_context_retry(send, asm, SESSION[: ENDS[20]], session_id="r")
+    assert out.retries == 1 and out.result.report.tokens_after < refused[0]
+    assert out.result.report.store.saved == "saved"
+    assert record_of(store, "r").state == out.result.state
