@@ -184,13 +184,7 @@ def _read(stored: Stored | None) -> tuple[SessionRecord, str]:
         return SessionRecord(), f"unreadable: {e.reason}"
 
 
-def _check(
-    asm: Assembler,
-    session_id: Any,
-    state: Any,
-    ledger: Any,
-    token_ledger: Any,
-) -> str:
+def _check(session_id: Any, state: Any, ledger: Any, token_ledger: Any) -> str:
     if state is not None:
         raise ConfigError(
             "pass either state= or session_id=: with a session id the state is the stored one",
@@ -255,7 +249,7 @@ def assemble(
     token_ledger: Any,
 ) -> AssemblyResult:
     """``Assembler.assemble`` with a session id (see the module's docstring)."""
-    session_id = _check(asm, session_id, state, ledger, token_ledger)
+    session_id = _check(session_id, state, ledger, token_ledger)
     steps = _steps(session_id, _history(messages), ledger, token_ledger, asm.config.on_store_error)
     reply: Any = None
     error: BaseException | None = None
@@ -316,7 +310,7 @@ async def assemble_async(
     token_ledger: Any,
 ) -> AssemblyResult:
     """``Assembler.assemble_async`` with a session id: the same steps, awaited."""
-    session_id = _check(asm, session_id, state, ledger, token_ledger)
+    session_id = _check(session_id, state, ledger, token_ledger)
     steps = _steps(session_id, _history(messages), ledger, token_ledger, asm.config.on_store_error)
     reply: Any = None
     error: BaseException | None = None
