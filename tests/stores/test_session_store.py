@@ -162,9 +162,9 @@ def test_concurrent_writers_lose_no_entry_and_keep_the_newest_state(
     assert {f"call-{n}" for n in range(writers)} <= calls
     # The longest history served wins, whatever order the writers finished in.
     assert record.history == max(histories)
-    newest = rb.Assembler(CFG).assemble(SESSION[: max(histories)], state=None, ledger=None)
-    assert record.state is not None
-    assert record.state.prefix is not None and newest.report.tokens_after <= CFG.budget
+    # ... and its checkpoint serves that history: the next request reuses the cut.
+    again = rb.Assembler(CFG, store=store).assemble(SESSION[: max(histories)], session_id="c")
+    assert (again.report.store.loaded, again.report.state) == ("loaded", "reused")
 
 
 def test_a_late_request_for_an_older_turn_keeps_the_newer_state(store: rb.SessionStore) -> None:
