@@ -54,6 +54,8 @@ def measure(url: str, turns: int = 300, limit: int = 30_000, rounds: int = 3) ->
     overhead: dict[str, list[float]] = {w: [] for w in WAYS[1:]}
     round_trip: dict[str, list[float]] = {w: [] for w in WAYS[1:]}
     record_bytes: list[int] = []
+    #: One PING of the same client: a bare round trip, the floor of any Redis call.
+    ping: list[float] = []
     redis_store = rb.RedisStore(url, prefix=f"bench:{os.getpid()}:", ttl_s=3600, timeout_s=1)
     try:
         for r in range(rounds):
@@ -93,6 +95,9 @@ def measure(url: str, turns: int = 300, limit: int = 30_000, rounds: int = 3) ->
                     round_trip[way].append(time.perf_counter() - start)
                     if way == "RedisStore":
                         record_bytes.append(len(stored.data))
+                start = time.perf_counter()
+                redis_store.client.ping()
+                ping.append(time.perf_counter() - start)
             redis_store.delete(sid)
     finally:
         redis_store.close()
@@ -104,6 +109,7 @@ def measure(url: str, turns: int = 300, limit: int = 30_000, rounds: int = 3) ->
         "overhead": overhead,
         "round_trip": round_trip,
         "record_bytes": record_bytes,
+        "ping": ping,
     }
 
 
@@ -130,9 +136,12 @@ def table(m: dict[str, Any]) -> str:
         else:
             row += " (anchor) | | |"
         lines.append(row)
-    sizes = m["record_bytes"]
+    sizes, ping = m["record_bytes"], m["ping"]
     lines += [
         "",
+        f"Redis PING round trip (the anchor of a Redis call): p50 {quantile(ping, 0.5) * us:,.0f}"
+        f" µs, p99 {quantile(ping, 0.99) * us:,.0f} µs; a turn's load + save is two round "
+        "trips (HMGET, then the compare-and-set script).",
         f"Record size: median {statistics.median(sizes):,.0f} bytes, max {max(sizes):,} bytes.",
         "Store cost: the turn's time with session_id minus the anchor's time for the same turn "
         "(paired), so it includes the record's decoding, encoding, and the round trips.",

@@ -32,7 +32,7 @@ def test_store_cost_measures_every_way(redis_url: str) -> None:
     for way in store_cost.WAYS:
         assert len(m["times"][way]) == 30 and min(m["times"][way]) > 0
     assert set(m["overhead"]) == set(m["round_trip"]) == {"MemoryStore", "RedisStore"}
-    assert min(m["record_bytes"]) > 0
+    assert min(m["record_bytes"]) > 0 and len(m["ping"]) == 30
     assert "| RedisStore |" in store_cost.table(m)
 
 
