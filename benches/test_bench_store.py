@@ -27,12 +27,13 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_store_cost_measures_every_way(redis_url: str) -> None:
-    m = store_cost.measure(redis_url, turns=30, limit=8_000, rounds=1)
+    m = store_cost.measure(redis_url, turns=30, limit=8_000, rounds=1, back_to_back=50)
     assert m["turns"] == 30
     for way in store_cost.WAYS:
         assert len(m["times"][way]) == 30 and min(m["times"][way]) > 0
     assert set(m["overhead"]) == set(m["round_trip"]) == {"MemoryStore", "RedisStore"}
     assert min(m["record_bytes"]) > 0 and len(m["ping"]) == 30
+    assert {len(v) for v in m["tight"].values()} == {50}
     assert "| RedisStore |" in store_cost.table(m)
 
 

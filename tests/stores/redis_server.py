@@ -44,10 +44,13 @@ def _free_port() -> int:
 
 
 class RedisServer:
-    """One redis-server process on loopback; its append-only file (fsync on every write)
-    makes a record written before ``kill()`` survive ``start()``."""
+    """One redis-server process on loopback; its append-only file makes a record written
+    before ``kill()`` survive ``start()`` (with ``appendfsync`` ``always``, the default here,
+    every write waits for its fsync; ``everysec`` is Redis's recommended trade-off; None:
+    no append-only file, nothing survives)."""
 
-    def __init__(self, binary: str, workdir: Path) -> None:
+    def __init__(self, binary: str, workdir: Path, appendfsync: str | None = "always") -> None:
+        self.appendfsync = appendfsync
         self.binary = binary
         self.dir = workdir
         self.port = _free_port()
@@ -65,8 +68,8 @@ class RedisServer:
                 "--bind", "127.0.0.1",
                 "--dir", str(self.dir),
                 "--save", "",
-                "--appendonly", "yes",
-                "--appendfsync", "always",
+                "--appendonly", "no" if self.appendfsync is None else "yes",
+                "--appendfsync", self.appendfsync or "no",
                 "--daemonize", "no",
                 "--logfile", str(self.dir / "redis.log"),
             ],
