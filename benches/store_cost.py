@@ -1,9 +1,9 @@
 """What a session store costs per turn: a gateway serving the generated 300-turn coding
 session turn by turn, assembled three ways in one run: one process passing ``res.state`` and
-its side-effect ledger back (the anchor: no store), ``session_id`` on a ``MemoryStore``, and ``session_id`` on a
-``RedisStore`` over loopback. Per turn, the three are timed in rotating order and the store's
-cost is the paired difference with the anchor; the bare load + save of that turn's record is
-timed too. p50 and p99 over the turns and rounds; markdown on stdout.
+its side-effect ledger back (the anchor: no store), ``session_id`` on a ``MemoryStore``, and
+``session_id`` on a ``RedisStore`` over loopback. Per turn, the three are timed in rotating
+order and the store's cost is the paired difference with the anchor; the bare load + save of
+that turn's record is timed too. p50 and p99 over the turns and rounds; markdown on stdout.
 
     python benches/store_cost.py [--url redis://127.0.0.1:6379/0] [--turns 300] [--rounds 3]
                                  [--appendfsync off|always|everysec|no]
