@@ -1,6 +1,8 @@
 """One gateway replica in its own process, for the multi-process tests: it reads one JSON
-request a line (``{"end": N}``: serve the generated session's first N messages), assembles it
-with ``session_id`` against the RedisStore at argv[1], and writes the request it would send
+request a line (``{"session": id, "end": N}``: serve the generated session's first N
+messages under that session id; with
+``"executed": "call-id"``, its execution layer also ran a side effect of that id), assembles
+it with ``session_id`` against the RedisStore at argv[1], and writes the request it would send
 and what the report says, one JSON line per request."""
 
 from __future__ import annotations
@@ -25,14 +27,18 @@ def main() -> None:
     )
     asm = rb.Assembler(cfg, store=rb.RedisStore(url, prefix="replicas:", timeout_s=5))
     for line in sys.stdin:
-        end = orjson.loads(line)["end"]
-        res = asm.assemble(session[:end], session_id="round-robin")
+        request = orjson.loads(line)
+        ledger = rb.SideEffectLedger()
+        if "executed" in request:
+            ledger.record("send_email", request["executed"])
+        res = asm.assemble(session[: request["end"]], session_id=request["session"], ledger=ledger)
         out = {
             "messages": res.messages,
             "state": res.report.state,
             "loaded": res.report.store.loaded,
             "saved": res.report.store.saved,
             "compactions": res.state.compactions if res.state is not None else None,
+            "conflicts": res.report.store.conflicts,
             "pid": os.getpid(),
         }
         sys.stdout.buffer.write(orjson.dumps(out) + b"\n")
