@@ -20,6 +20,7 @@ from .errors import (
     PairingIssue,
     RingboundError,
     StaleStateError,
+    StoreError,
     SummaryError,
 )
 from .ledgers.side_effects import SideEffectLedger
@@ -42,6 +43,7 @@ from .retry import (
 )
 from .startup import warmup, warmup_from_env
 from .state import AssemblyState
+from .stores import MemoryStore, RedisStore, SessionStore, StoreOutcome
 from .summary import recovery, summarizers
 from .summary.recovery import (
     AnchorNotFoundError,
@@ -69,18 +71,23 @@ __all__ = [
     "InvalidAnchorError",
     "InvalidMessageError",
     "LedgerEntry",
+    "MemoryStore",
     "MetricsSink",
     "NullSink",
     "PairingError",
     "PairingIssue",
     "PrometheusSink",
     "Recovered",
+    "RedisStore",
     "RetryOutcome",
     "RewriteRecord",
     "RingboundError",
+    "SessionStore",
     "SideEffectLedger",
     "StageRecord",
     "StaleStateError",
+    "StoreError",
+    "StoreOutcome",
     "SummaryError",
     "SummaryRecord",
     "SummaryRequest",

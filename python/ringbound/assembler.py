@@ -32,6 +32,8 @@ from .providers.base import begin_reading, end_reading
 from .providers.chat_adapter import ADAPTER as CHAT_ADAPTER
 from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord
 from .state import AssemblyState, fingerprint
+from .stores import session as sessions
+from .stores.base import SessionStore, check_store
 from .summary import runner, summarizers
 from .summary import stage as compaction
 from .summary.redact import Redactor, redacted_entry
@@ -124,6 +126,9 @@ class Assembler:
             the one ``enable_tracing`` set (none by default) when None.
         cache: Where parsed messages and their counts are cached: True for the process-wide
             cache, False for none, or a ``CountCache`` of this assembler's own.
+        store: Where ``assemble(..., session_id=...)`` keeps each session's checkpoint and
+            ledgers (a ``SessionStore``: ``RedisStore`` for several replicas); a
+            ``MemoryStore`` of this assembler's own when None.
 
     Example:
         >>> import ringbound as rb
@@ -141,6 +146,7 @@ class Assembler:
         sink: MetricsSink | None = None,
         tracer: Any = None,
         cache: Any = True,
+        store: SessionStore | None = None,
     ) -> None:
         self.config = config if config is not None else AssemblyConfig()
         if not isinstance(self.config, AssemblyConfig):
@@ -176,6 +182,7 @@ class Assembler:
             self._adapter is None and self._summarizer is None and not self.config.cache_stable
         )
         self._emergency_budget = math.floor(self.config.emergency_ratio * self.config.budget)
+        self.store = check_store(store)
 
     def assemble(
         self,
@@ -188,6 +195,7 @@ class Assembler:
         tighten: int = 0,
         state: AssemblyState | None = None,
         token_ledger: TokenLedger | None = None,
+        session_id: str | None = None,
     ) -> AssemblyResult:
         """Assembles the next request from ``messages``.
 
@@ -210,6 +218,12 @@ class Assembler:
             token_ledger: The run's ``TokenLedger``: a compaction then leaves free at least
                 the worst return it has seen of the tools in ``tools`` (``tail_reserve``), so
                 the next tool result fits without another stage.
+            session_id: The conversation this request belongs to: its checkpoint, side-effect
+                ledger and token ledger are loaded from the assembler's ``store``, used as
+                ``state``, ``ledger`` and ``token_ledger``, and saved back by compare-and-set
+                (see docs/session-store.md); ``report.store`` says what happened. A ``ledger``
+                given as well receives the stored entries; a ``token_ledger`` given replaces
+                the stored one.
 
         Returns:
             The request to send and its report.
@@ -225,14 +239,36 @@ class Assembler:
             StaleStateError: ``state`` is from another session or provider (a history
                 edited since is not an error: the assembly plans afresh, ``report.state``
                 says why).
+            StoreError: With ``session_id``: the store failed and ``on_store_error`` is
+                ``fail_closed``.
         """
         check_system(self.provider, system)
+        if session_id is not None:
+            return sessions.assemble(
+                self, self.store, session_id, messages, tools, system, pinned, ledger,
+                tighten, state, token_ledger,
+            )  # fmt: skip
         if self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
+        return self._run(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+
+    def _run(
+        self,
+        messages: list[Any],
+        tools: list[Any] | None,
+        system: Any,
+        pinned: Iterable[int] | None,
+        ledger: SideEffectLedger | None,
+        tighten: int,
+        state: AssemblyState | None,
+        token_ledger: TokenLedger | None,
+        stateful: bool = False,
+    ) -> AssemblyResult:
+        """One assembly on the general path; ``stateful`` makes it cache-stable."""
         with self._observed(ledger) as done:
             with nesting_guard():
                 job = self._begin(
-                    messages, tools, system, pinned, ledger, tighten, state, token_ledger
+                    messages, tools, system, pinned, ledger, tighten, state, token_ledger, stateful
                 )
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = runner.run(
@@ -310,17 +346,40 @@ class Assembler:
         tighten: int = 0,
         state: AssemblyState | None = None,
         token_ledger: TokenLedger | None = None,
+        session_id: str | None = None,
     ) -> AssemblyResult:
         """``assemble`` for async callers: an async summarizer is awaited, a sync one runs in
-        a worker thread, so the event loop is never blocked by a summary. Same arguments,
-        result and errors as ``assemble``."""
+        a worker thread, so the event loop is never blocked by a summary; the store's async
+        methods are awaited. Same arguments, result and errors as ``assemble``."""
         check_system(self.provider, system)
+        if session_id is not None:
+            return await sessions.assemble_async(
+                self, self.store, session_id, messages, tools, system, pinned, ledger,
+                tighten, state, token_ledger,
+            )  # fmt: skip
         if self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
+        return await self._arun(
+            messages, tools, system, pinned, ledger, tighten, state, token_ledger
+        )
+
+    async def _arun(
+        self,
+        messages: list[Any],
+        tools: list[Any] | None,
+        system: Any,
+        pinned: Iterable[int] | None,
+        ledger: SideEffectLedger | None,
+        tighten: int,
+        state: AssemblyState | None,
+        token_ledger: TokenLedger | None,
+        stateful: bool = False,
+    ) -> AssemblyResult:
+        """``_run`` with the summarizer awaited."""
         with self._observed(ledger) as done:
             with nesting_guard():
                 job = self._begin(
-                    messages, tools, system, pinned, ledger, tighten, state, token_ledger
+                    messages, tools, system, pinned, ledger, tighten, state, token_ledger, stateful
                 )
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = await runner.arun(
@@ -378,6 +437,7 @@ class Assembler:
         tighten: int,
         state: AssemblyState | None = None,
         token_ledger: TokenLedger | None = None,
+        stateful: bool = False,
     ) -> _Job:
         """Plans the request; when a summary is due, leaves room for it and says what to ask."""
         start = time.perf_counter()
@@ -405,7 +465,7 @@ class Assembler:
                 key="state",
                 reason="must be an AssemblyState",
             )
-        if state is not None or self.config.cache_stable:
+        if state is not None or stateful or self.config.cache_stable:
             native = NativeRequest(
                 self._adapter or CHAT_ADAPTER, messages, tools, system, pins, repair
             )

@@ -33,6 +33,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "encoding": ("o200k_base", "cl100k_base"),
     "on_summary_failure": ("fallback", "fail_closed"),
     "summary_fallback": ("extractive", "none"),
+    "on_store_error": ("fail_closed", "stateless"),
 }
 _BACKENDS = ("tiktoken", "bpe_openai")
 #: The largest integer any key takes: far beyond any real window or request (a trillion
@@ -119,6 +120,10 @@ class AssemblyConfig:
     compact_target_ratio: float = 0.5
     #: Without a state (a gateway's safety net): the share of the budget an assembly fills.
     emergency_ratio: float = 1.0
+    #: When the session store fails (``assemble(..., session_id=...)``): raise StoreError
+    #: (``fail_closed``) or assemble without the stored state (``stateless``, said in
+    #: ``report.store``).
+    on_store_error: str = "fail_closed"
     max_messages: int = 100_000
     max_request_bytes: int = 64 * 1024 * 1024
     #: Removed (see ``REMOVED_KEYS``): accepted by the constructor only to refuse it by name.

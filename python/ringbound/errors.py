@@ -15,6 +15,7 @@ __all__ = [
     "PairingIssue",
     "RingboundError",
     "StaleStateError",
+    "StoreError",
     "SummaryError",
 ]
 
@@ -146,3 +147,19 @@ class InternalError(RingboundError, RuntimeError):
     def __init__(self, message: str, *, reason: str = "") -> None:
         super().__init__(message)
         self.reason = reason or message
+
+
+class StoreError(RingboundError):
+    """A session store failed (unreachable, timed out, or lost every compare-and-set) and
+    ``on_store_error`` is ``fail_closed``; nothing was returned.
+
+    Attributes:
+        reason: What failed, e.g. ``TimeoutError: Timeout reading from socket`` or
+            ``conflict``; never a stored value.
+        op: The store operation: ``load``, ``save`` or ``delete``.
+    """
+
+    def __init__(self, message: str, *, reason: str = "", op: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+        self.op = op

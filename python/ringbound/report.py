@@ -146,6 +146,9 @@ class AssemblyReport:
         state: Cache-stable assembly only: ``new`` (no state given), ``reused`` (the
             previous cut made again), ``compacted`` (it no longer fit under the trigger), or
             ``stale: <why>`` (the history changed; planned afresh).
+        store: With ``session_id``: what the session store did (``ringbound.stores
+            .StoreOutcome``: loaded, saved, conflicts, or why the assembly was stateless);
+            None otherwise.
     """
 
     tokens_before: int
@@ -171,6 +174,7 @@ class AssemblyReport:
     tokens_before_exact: bool = True
     tightened: int = 0
     state: str | None = None
+    store: Any = None
 
     @property
     def changed(self) -> bool:

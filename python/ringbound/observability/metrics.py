@@ -16,6 +16,7 @@ from ..errors import (
     InvalidMessageError,
     PairingError,
     RingboundError,
+    StoreError,
     SummaryError,
 )
 from ..providers import PROVIDERS
@@ -38,6 +39,7 @@ REJECT_REASONS = (
     "InvalidMessageError",
     "PairingError",
     "SummaryError",
+    "StoreError",
     "RingboundError",
 )
 _REASON_CLASSES: tuple[type[RingboundError], ...] = (
@@ -46,7 +48,10 @@ _REASON_CLASSES: tuple[type[RingboundError], ...] = (
     InvalidMessageError,
     PairingError,
     SummaryError,
+    StoreError,
 )
+#: Values of the ``op`` label of ``context_assemble_store_error_total``.
+STORE_OPS = ("load", "save", "conflict")
 #: Bucket bounds of ``context_assemble_tokens``: common context windows and their halves.
 TOKEN_BUCKETS = (
     1_000,
@@ -180,10 +185,11 @@ class _Children:
     summary_fail: Any
     pairing_error: Any
     reject: dict[str, Any]
+    store_error: dict[str, Any]
 
 
 class _Metrics:
-    """The seven metrics of one registry and namespace."""
+    """The metrics of one registry and namespace."""
 
     def __init__(self, prometheus_client: Any, registry: Any, namespace: str) -> None:
         def make(kind: Any, name: str, doc: str, labels: tuple[str, ...], **kw: Any) -> Any:
@@ -244,6 +250,12 @@ class _Metrics:
             "Assemblies that raised, by error class.",
             ("provider", "reason"),
         )
+        self.store_error = make(
+            pc.Counter,
+            "context_assemble_store_error_total",
+            "Session-store failures (load, save) and lost compare-and-sets (conflict).",
+            ("provider", "op"),
+        )
         # The providers' series exist from the start, so dashboards see 0 rather than no
         # series; ``other`` only once something reports an unknown provider.
         self.children = {p: self.make_children(p) for p in PROVIDERS}
@@ -257,6 +269,7 @@ class _Metrics:
             summary_fail=self.summary_fail.labels(provider),
             pairing_error=self.pairing_error.labels(provider),
             reject={r: self.reject.labels(provider, r) for r in REJECT_REASONS},
+            store_error={op: self.store_error.labels(provider, op) for op in STORE_OPS},
         )
 
 
@@ -350,3 +363,10 @@ class PrometheusSink:
             c.pairing_error.inc()
         elif isinstance(error, SummaryError):
             c.summary_fail.inc()
+
+    def store_error(self, op: str, provider: str) -> None:
+        """Records a session-store failure (``load``, ``save``) or a lost compare-and-set
+        (``conflict``); called by ``assemble(..., session_id=...)`` on sinks that have it."""
+        counter = self._for(provider).store_error.get(op)
+        if counter is not None:
+            counter.inc()
