@@ -4,6 +4,7 @@ lost. The hot path is Rust (``ringbound._core``); this package is the façade.""
 
 from __future__ import annotations
 
+from . import counters
 from ._core import CountCache, __version__
 from .assembler import Assembler, AssemblyResult
 from .cli.calibrate import Calibration, calibrate, load_usage
@@ -13,6 +14,7 @@ from .detect import detect_provider
 from .errors import (
     BudgetExceededError,
     ConfigError,
+    CounterError,
     InvalidMessageError,
     PairingError,
     PairingIssue,
@@ -20,8 +22,11 @@ from .errors import (
     StaleStateError,
     SummaryError,
 )
+from .ledgers.account import TokenAccount
+from .ledgers.calibrator import Calibrator
 from .ledgers.side_effects import SideEffectLedger
 from .ledgers.tokens import Admission, TokenLedger, ToolStats
+from .ledgers.usage import Usage, read_usage
 from .observability.metrics import (
     MetricsSink,
     NullSink,
@@ -30,7 +35,14 @@ from .observability.metrics import (
     set_default_sink,
 )
 from .observability.tracing import disable_tracing, enable_tracing
-from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord, SummaryRecord
+from .report import (
+    AssemblyReport,
+    LedgerEntry,
+    ProviderCount,
+    RewriteRecord,
+    StageRecord,
+    SummaryRecord,
+)
 from .retry import (
     ContextOverflow,
     RetryOutcome,
@@ -59,9 +71,11 @@ __all__ = [
     "AssemblyState",
     "BudgetExceededError",
     "Calibration",
+    "Calibrator",
     "ConfigError",
     "ContextOverflow",
     "CountCache",
+    "CounterError",
     "InvalidAnchorError",
     "InvalidMessageError",
     "LedgerEntry",
@@ -70,6 +84,7 @@ __all__ = [
     "PairingError",
     "PairingIssue",
     "PrometheusSink",
+    "ProviderCount",
     "Recovered",
     "RetryOutcome",
     "RewriteRecord",
@@ -80,12 +95,15 @@ __all__ = [
     "SummaryError",
     "SummaryRecord",
     "SummaryRequest",
+    "TokenAccount",
     "TokenLedger",
     "ToolStats",
+    "Usage",
     "__version__",
     "calibrate",
     "count_text",
     "count_tokens",
+    "counters",
     "detect_provider",
     "disable_tracing",
     "enable_tracing",
@@ -93,6 +111,7 @@ __all__ = [
     "get_default_sink",
     "is_context_length_error",
     "load_usage",
+    "read_usage",
     "recover",
     "recovery",
     "set_default_sink",

@@ -15,6 +15,7 @@ from typing import Any
 from . import _core
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
 from .config import AssemblyConfig
+from .counters.gate import count_gate
 from .errors import BudgetExceededError, ConfigError, StaleStateError
 from .ledgers.side_effects import SideEffectLedger
 from .ledgers.tokens import TokenLedger
@@ -118,6 +119,13 @@ class Assembler:
             the one ``enable_tracing`` set (none by default) when None.
         cache: Where parsed messages and their counts are cached: True for the process-wide
             cache, False for none, or a ``CountCache`` of this assembler's own.
+        counter: A provider counter (``ringbound.counters.openai(client)`` and the others):
+            with ``token_counter: provider`` every assembled request is checked with it, with
+            ``provider_or_tiktoken_model_encoding`` those close to the budget are (see
+            docs/calibration.md).
+        calibrator: Where provider counts teach the ratio and margin (``token_ratio:
+            auto``, ``safety_margin_tokens: auto``); a ``TokenLedger`` given to ``assemble``
+            brings its own. A new one when None.
 
     Example:
         >>> import ringbound as rb
@@ -135,6 +143,8 @@ class Assembler:
         sink: MetricsSink | None = None,
         tracer: Any = None,
         cache: Any = True,
+        counter: Any = None,
+        calibrator: Any = None,
     ) -> None:
         self.config = config if config is not None else AssemblyConfig()
         if not isinstance(self.config, AssemblyConfig):
@@ -157,7 +167,7 @@ class Assembler:
         self._adapter = None if self.provider == "openai_chat" else adapter(self.provider)
         ratio = self.config.token_ratio
         self._image_formula = "openai" if self._adapter is None else self._adapter.image_formula
-        if ratio is None:
+        if ratio is None or ratio == "auto":
             ratio = 1.0 if self._adapter is None else self._adapter.default_token_ratio
         self._ratio = ratio
         self._core = _core_config(self.config, self._image_formula, ratio)
@@ -170,6 +180,10 @@ class Assembler:
             self._adapter is None and self._summarizer is None and not self.config.cache_stable
         )
         self._emergency_budget = math.floor(self.config.emergency_ratio * self.config.budget)
+        #: Whether assemblies with a ``token_ledger`` are recorded in it (the count gate's
+        #: inner assemblers leave that to the gate).
+        self._accounts = True
+        self._gate = count_gate(self, counter, calibrator, cache)
 
     def assemble(
         self,
@@ -214,14 +228,25 @@ class Assembler:
             BudgetExceededError: The protected part alone does not fit the budget.
             SummaryError: The summarizer failed and ``on_summary_failure`` is fail_closed.
             ConfigError: The summarizer is async and an event loop is running (use
-                ``assemble_async``).
+                ``assemble_async``), or the counter's client is async.
             StaleStateError: ``state`` is from another session or provider (a history
                 edited since is not an error: the assembly plans afresh, ``report.state``
                 says why).
         """
+        if self._gate is not None:
+            return self._gate.assemble(
+                messages,
+                tools,
+                system=system,
+                pinned=pinned,
+                ledger=ledger,
+                tighten=tighten,
+                state=state,
+                token_ledger=token_ledger,
+            )
         if self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
-        with self._observed(ledger) as done:
+        with self._observed(ledger, token_ledger) as done:
             job = self._begin(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = runner.run(
@@ -298,9 +323,20 @@ class Assembler:
         """``assemble`` for async callers: an async summarizer is awaited, a sync one runs in
         a worker thread, so the event loop is never blocked by a summary. Same arguments,
         result and errors as ``assemble``."""
+        if self._gate is not None:
+            return await self._gate.assemble_async(
+                messages,
+                tools,
+                system=system,
+                pinned=pinned,
+                ledger=ledger,
+                tighten=tighten,
+                state=state,
+                token_ledger=token_ledger,
+            )
         if self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
-        with self._observed(ledger) as done:
+        with self._observed(ledger, token_ledger) as done:
             job = self._begin(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = await runner.arun(
@@ -308,8 +344,10 @@ class Assembler:
                 )
             return done(*self._finish(job))
 
-    def _observed(self, ledger: SideEffectLedger | None) -> _Observed:
-        return _Observed(self, ledger)
+    def _observed(
+        self, ledger: SideEffectLedger | None, token_ledger: TokenLedger | None = None
+    ) -> _Observed:
+        return _Observed(self, ledger, token_ledger if self._accounts else None)
 
     def _run_args(self, d: compaction.Draft) -> dict[str, Any]:
         cfg = self.config
@@ -688,10 +726,15 @@ class _Observed:
     is reported as a rejection. A class, not a generator: it is entered on every call, and
     the generator machinery cost more than the rest of the hook."""
 
-    __slots__ = ("asm", "ledger", "span", "token")
+    __slots__ = ("asm", "ledger", "span", "token", "token_ledger")
 
-    def __init__(self, asm: Assembler, ledger: SideEffectLedger | None) -> None:
-        self.asm, self.ledger = asm, ledger
+    def __init__(
+        self,
+        asm: Assembler,
+        ledger: SideEffectLedger | None,
+        token_ledger: TokenLedger | None = None,
+    ) -> None:
+        self.asm, self.ledger, self.token_ledger = asm, ledger, token_ledger
 
     def __enter__(self) -> Callable[[AssemblyResult, tracing.Payload], AssemblyResult]:
         self.span = tracing.start_span(self.asm._tracer, self.asm.provider)
@@ -701,6 +744,8 @@ class _Observed:
     def done(self, result: AssemblyResult, payload: tracing.Payload) -> AssemblyResult:
         if self.ledger is not None:
             self.ledger.extend(result.report.ledger_added)
+        if self.token_ledger is not None:
+            self.token_ledger.observe_assembly(result.report)
         asm = self.asm
         tracing.assembled(result.report, payload, asm.provider, asm._sink, self.span)
         return result
