@@ -155,6 +155,7 @@ class CountGate:
             ratio=None if cfg.token_ratio == "auto" else asm._ratio,
             learn_margin=learn_margin,
             prior_margin=math.ceil(PRIOR_MARGIN_SHARE * window),
+            window=window,
         )
         margin = (
             figures.safety_margin_tokens

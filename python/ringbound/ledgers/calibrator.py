@@ -180,6 +180,7 @@ class Calibrator:
         ratio: float | None = None,
         learn_margin: bool = False,
         prior_margin: int = 0,
+        window: int = 0,
     ) -> Figures:
         """The ratio and margin to assemble ``model``'s requests with.
 
@@ -189,11 +190,17 @@ class Calibrator:
             ratio: A fixed ratio (``token_ratio`` set to a number); None learns it.
             learn_margin: Whether the margin is learned (``safety_margin_tokens: auto``).
             prior_margin: The margin before enough samples, when it is learned.
+            window: The tokens the request may take with the margin included
+                (``model_input_limit - output_reserve_tokens``), which a learned margin is
+                sized for.
 
         With the ratio learned and the margin fixed, the ratio is the coverage bound. With
-        both learned, the ratio is the mean and the margin the coverage bound of what the
-        provider reports above ``ratio x counted``: either one covers, both would
-        over-reserve. With the ratio fixed, the margin is that bound for the fixed ratio.
+        both learned, the ratio is the mean and the margin what keeps a request estimated
+        at the budget under ``window`` at the coverage: ``window x (1 - 1 / B)``, ``B`` the
+        bound of the provider's count over the estimate (the error is taken as
+        proportional to the request, so the margin is sized where it matters, at the
+        budget). Either one covers; both would over-reserve. With the ratio fixed, the
+        margin is the same bound for the fixed ratio.
         """
         series = self._series(model)
         n = len(series)
@@ -220,8 +227,8 @@ class Calibrator:
         else:
             applied = ratio
         if learn_margin:
-            residuals = [rep - counted * applied for counted, rep in series]
-            margin = _round_margin(fmean(residuals) + k * stdev(residuals))
+            over = math.exp(mean + k * dev) / applied
+            margin = _round_margin(window * (1 - 1 / over)) if over > 1 else 0
         return Figures(model, n, applied, margin, math.exp(mean), bound, False)
 
     def error(self, model: str, estimate: int, ratio: float) -> int:

@@ -70,6 +70,13 @@ def _has(data: Mapping[str, Any], *keys: str) -> bool:
     return any(data.get(k) is not None for k in keys)
 
 
+def _openai_details(details: Any) -> tuple[int, int]:
+    """Cached and cache-write tokens of OpenAI's ``*_tokens_details`` (part of the input)."""
+    if not isinstance(details, Mapping):
+        return 0, 0
+    return _int(details, "cached_tokens"), _int(details, "cache_write_tokens")
+
+
 def _anthropic(data: Mapping[str, Any]) -> Usage:
     def sizes(d: Mapping[str, Any]) -> tuple[int, int, int]:
         return (
@@ -140,14 +147,13 @@ def read_usage(usage: Any) -> Usage:
         )
     if _has(data, "prompt_tokens"):
         prompt = _int(data, "prompt_tokens")
-        details = data.get("prompt_tokens_details") or {}
-        cached = _int(details, "cached_tokens") if isinstance(details, Mapping) else 0
+        cached, write = _openai_details(data.get("prompt_tokens_details"))
         return Usage(
             "openai_chat",
             prompt,
-            max(0, prompt - cached),
+            max(0, prompt - cached - write),
             cached,
-            0,
+            write,
             _int(data, "completion_tokens"),
         )
     if _has(data, "promptTokenCount", "prompt_token_count"):
@@ -169,14 +175,13 @@ def read_usage(usage: Any) -> Usage:
             data, "cache_read_input_tokens", "cache_creation_input_tokens", "iterations"
         ):
             prompt = _int(data, "input_tokens")
-            details = data.get("input_tokens_details") or {}
-            cached = _int(details, "cached_tokens") if isinstance(details, Mapping) else 0
+            cached, write = _openai_details(data.get("input_tokens_details"))
             return Usage(
                 "openai_responses",
                 prompt,
-                max(0, prompt - cached),
+                max(0, prompt - cached - write),
                 cached,
-                0,
+                write,
                 _int(data, "output_tokens"),
             )
         return _anthropic(data)
