@@ -4,9 +4,13 @@ answers, what the SDK sent, the deadline, failures, async clients."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
+import httpx
 import pytest
+from google import genai
+from google.genai import types as genai_types
 from sdk_mocks import FORMAT, Provider, bedrock_client, counter_for, session
 
 import ringbound as rb
@@ -38,9 +42,37 @@ def test_gemini_developer_api_gets_system_and_tools_in_a_generate_content_reques
     messages, system = session("gemini", 2)
     tools = [{"functionDeclarations": [{"name": "read", "description": "Reads a log."}]}]
     counter_for("gemini", p).count(messages, system=system, tools=tools)
+    assert list(p.bodies[0]) == ["generateContentRequest"]  # never both: the API says either
     request = p.bodies[0]["generateContentRequest"]
-    assert request["model"] == "models/gemini-model"
+    assert request["model"] == "models/gemini-model" and request["contents"] == messages
     assert request["systemInstruction"] == system and request["tools"] == tools
+    counter_for("gemini", p).count(messages)
+    assert p.bodies[1] == {"contents": messages}
+
+
+def test_gemini_on_vertex_sends_system_and_tools_beside_the_contents() -> None:
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.url.path, json.loads(request.content)))
+        return httpx.Response(200, json={"totalTokens": 9})
+
+    options = genai_types.HttpOptions(
+        httpx_client=httpx.Client(transport=httpx.MockTransport(handler))
+    )
+    client = genai.Client(vertexai=True, api_key="test", http_options=options)
+    messages, system = session("gemini", 1)
+    tools = [{"functionDeclarations": [{"name": "read"}]}]
+    assert (
+        rb.counters.gemini(client, model="gemini-2.5-flash").count(
+            messages, system=system, tools=tools
+        )
+        == 9
+    )
+    path, body = seen[0]
+    assert path.endswith("/publishers/google/models/gemini-2.5-flash:countTokens")
+    assert body["systemInstruction"] == system and body["tools"] == tools
+    assert body["contents"][0]["parts"] == messages[0]["parts"]
 
 
 def test_openai_reads_chat_requests_as_the_responses_items_they_stand_for() -> None:

@@ -111,6 +111,11 @@ class Counter:
         """The SDK's bound count method (its coroutine function for an async client)."""
         raise NotImplementedError
 
+    def _target(self) -> Callable[..., Any]:
+        """What a count calls with ``_request``'s keyword arguments: ``_method`` unless a
+        provider needs another entry of the same client."""
+        return self._method()  # type: ignore[no-any-return]
+
     def _request(
         self, messages: list[Any], tools: list[Any] | None, system: Any, fmt: str
     ) -> dict[str, Any]:
@@ -162,7 +167,7 @@ class Counter:
         kwargs = self._request(
             messages, tools, system, self.check_format(format or self.formats[0])
         )
-        future = _executor().submit(self._method(), **kwargs)
+        future = _executor().submit(self._target(), **kwargs)
         try:
             answer = future.result(self.timeout_s)
         except FutureTimeout:
@@ -185,7 +190,7 @@ class Counter:
         kwargs = self._request(
             messages, tools, system, self.check_format(format or self.formats[0])
         )
-        call: Callable[..., Any] = self._method()
+        call: Callable[..., Any] = self._target()
         try:
             if self.is_async:
                 answer = await asyncio.wait_for(call(**kwargs), self.timeout_s)

@@ -1,6 +1,10 @@
 """OpenAI's count: ``client.responses.input_tokens.count`` (``POST /v1/responses/input_tokens``).
 It reads Responses requests; a Chat Completions request is sent as the Responses items it
-stands for (the same messages, calls and results), since the two bill the same tokens."""
+stands for (the same messages, calls and results), since the two bill the same tokens.
+
+The request travels as the call's ``extra_body``: the SDK walks its typed parameters item by
+item against their TypedDicts before sending, which took 190 ms for a 100-item input on the
+mock transport, while the items are plain JSON already and go out byte for byte the same."""
 
 from __future__ import annotations
 
@@ -109,12 +113,12 @@ class OpenAICounter(Counter):
             items, tools = chat_to_responses(messages, tools)
         else:
             items, tools = plain(messages), plain(tools) if tools else None
-        kwargs: dict[str, Any] = {"model": self.model, "input": items, "timeout": self.timeout_s}
+        body: dict[str, Any] = {"input": items}
         if tools:
-            kwargs["tools"] = tools
+            body["tools"] = tools
         if system is not None:
-            kwargs["instructions"] = system
-        return kwargs
+            body["instructions"] = system
+        return {"model": self.model, "extra_body": body, "timeout": self.timeout_s}
 
     def _tokens(self, answer: Any) -> Any:
         return answer.input_tokens

@@ -1,0 +1,88 @@
+"""What a provider count adds to an assembly: each official SDK client over its mock transport
+(an answer in microseconds, so what is left is ringbound's gate, the thread hand-off, the SDK's
+request building and its JSON), against the same assembly counted locally. Markdown on stdout.
+
+    python benches/counter_latency.py [--repeat N] [--rings R]
+
+Medians of ``--repeat`` perf_counter timings, the cases timed in turn within each round. A real
+count adds the network round trip to the provider on top (see docs/calibration.md)."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "counters"))
+
+from sdk_mocks import FORMAT, Provider, bedrock_client, counter_for, session
+
+import ringbound as rb
+
+
+def _cases(rings: int) -> dict[str, Callable[[], object]]:
+    cases: dict[str, Callable[[], object]] = {}
+    limit = 200_000
+    for name in ("openai", "anthropic", "gemini", "bedrock"):
+        fmt = FORMAT[name]
+        messages, system = session(fmt, rings)
+        local = rb.Assembler(
+            rb.AssemblyConfig(model_input_limit=limit, token_counter="tiktoken"), provider=fmt
+        )
+        tokens = local.assemble(messages, system=system).report.tokens_after
+        if name == "bedrock":
+            client, stub = bedrock_client()
+            stub.activate()
+            for _ in range(100_000):
+                stub.add_response("count_tokens", {"inputTokens": tokens})
+            counter = rb.counters.bedrock(client, model="m")
+        else:
+            counter = counter_for(name, Provider(tokens=tokens))
+        checked = rb.Assembler(
+            rb.AssemblyConfig(model_input_limit=limit, token_counter="provider"),
+            provider=fmt,
+            counter=counter,
+        )
+        gated = rb.Assembler(
+            rb.AssemblyConfig(model_input_limit=limit), provider=fmt, counter=counter
+        )
+
+        def run(asm: rb.Assembler, m: list = messages, s: object = system) -> object:
+            return asm.assemble(m, system=s)
+
+        cases[f"{name}: local only"] = lambda a=local, r=run: r(a)
+        cases[f"{name}: far under budget (no count)"] = lambda a=gated, r=run: r(a)
+        cases[f"{name}: provider count"] = lambda a=checked, r=run: r(a)
+    return cases
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--rings", type=int, default=50)
+    args = parser.parse_args()
+    cases = _cases(args.rings)
+    for case in cases.values():  # warm the caches and the SDKs' lazy imports
+        case()
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(args.repeat):
+        for k, case in cases.items():
+            start = time.perf_counter()
+            case()
+            times[k].append(time.perf_counter() - start)
+    print(f"{args.rings} tool rings, median of {args.repeat} runs\n")
+    print("| case | median (ms) | added (ms) |")
+    print("| --- | ---: | ---: |")
+    base = 0.0
+    for k, ts in times.items():
+        median = statistics.median(ts) * 1000
+        if k.endswith("local only"):
+            base = median
+        print(f"| {k} | {median:.3f} | {median - base:+.3f} |")
+
+
+if __name__ == "__main__":
+    main()
