@@ -10,6 +10,7 @@ count adds the network round trip to the provider on top (see docs/calibration.m
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -53,9 +54,14 @@ def _cases(rings: int) -> dict[str, Callable[[], object]]:
         def run(asm: rb.Assembler, m: list = messages, s: object = system) -> object:
             return asm.assemble(m, system=s)
 
+        final = local.assemble(messages, system=system)
+        kwargs = counter._request(final.messages, final.tools, final.system, fmt)
         cases[f"{name}: local only"] = lambda a=local, r=run: r(a)
         cases[f"{name}: far under budget (no count)"] = lambda a=gated, r=run: r(a)
         cases[f"{name}: provider count"] = lambda a=checked, r=run: r(a)
+        cases[f"{name}: the SDK call alone, same thread"] = lambda c=counter, k=kwargs: c._target()(
+            **k
+        )
     return cases
 
 
@@ -64,6 +70,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--rings", type=int, default=50)
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     cases = _cases(args.rings)
     for case in cases.values():  # warm the caches and the SDKs' lazy imports
         case()
@@ -74,14 +81,16 @@ def main() -> None:
             case()
             times[k].append(time.perf_counter() - start)
     print(f"{args.rings} tool rings, median of {args.repeat} runs\n")
-    print("| case | median (ms) | added (ms) |")
+    print(f"load average before: {load:.1f}, after: {os.getloadavg()[0]:.1f}\n")
+    print("| case | median (ms) | added to local only (ms) |")
     print("| --- | ---: | ---: |")
     base = 0.0
     for k, ts in times.items():
         median = statistics.median(ts) * 1000
         if k.endswith("local only"):
             base = median
-        print(f"| {k} | {median:.3f} | {median - base:+.3f} |")
+        added = "" if "SDK call" in k else f"{median - base:+.3f}"
+        print(f"| {k} | {median:.3f} | {added} |")
 
 
 if __name__ == "__main__":

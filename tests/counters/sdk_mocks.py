@@ -81,9 +81,20 @@ def _answer(p: Provider, fmt: str, body: dict[str, Any]) -> tuple[int, dict[str,
     return 200, {"input_tokens": tokens}
 
 
+def _read_timeout(request: Any) -> float | None:
+    """The read timeout the SDK set on this request (a real transport enforces it; the mock
+    one does not, so the handlers below do)."""
+    timeout = request.extensions.get("timeout") or {}
+    return timeout.get("read")
+
+
 def _handlers(p: Provider, fmt: str, module: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
     def sync(request: Any) -> Any:
         if p.delay_s:
+            limit = _read_timeout(request)
+            if limit is not None and limit < p.delay_s:
+                time.sleep(limit)
+                raise module.ReadTimeout("timed out", request=request)
             time.sleep(p.delay_s)
         status, payload = _answer(p, fmt, json.loads(request.content))
         return module.Response(status, json=payload)

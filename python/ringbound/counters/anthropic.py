@@ -17,8 +17,13 @@ class AnthropicCounter(Counter):
     formats = ("anthropic",)
     name = "anthropic"
 
+    def _prepare(self, client: Any) -> Any:
+        # One attempt per count: the timeout is then the count's, not one of several tries.
+        with_options = getattr(client, "with_options", None)
+        return with_options(max_retries=0) if callable(with_options) else client
+
     def _method(self) -> Any:
-        return getattr(getattr(self.client, "messages", None), "count_tokens", None)
+        return getattr(getattr(self._sdk, "messages", None), "count_tokens", None)
 
     def _request(
         self, messages: list[Any], tools: list[Any] | None, system: Any, fmt: str

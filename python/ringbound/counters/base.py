@@ -21,9 +21,10 @@ __all__ = ["DEFAULT_TIMEOUT_S", "Counter", "plain"]
 #: API answers in about 100-300 ms from the same region; two seconds covers a slow tail.
 DEFAULT_TIMEOUT_S = 2.0
 
-# Sync counts run on these threads so a deadline holds whatever the SDK does inside (its own
-# retries, a connection that hangs, boto3 having no per-call timeout). A count that misses its
-# deadline ends on its own when the SDK's timeout, set to the same value, fires.
+# Sync counts through an SDK without a per-call timeout (boto3) run on these threads, so the
+# deadline holds whatever the SDK does inside. The HTTP SDKs take the timeout per call and run
+# in the caller's thread: on a loaded machine the hand-off to a pool thread cost more than the
+# call itself (docs/calibration.md).
 _POOL_THREADS = 16
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -74,6 +75,9 @@ class Counter:
     formats: tuple[str, ...] = ()
     #: The name of the counter in reports and metrics.
     name: str = ""
+    #: Whether the SDK enforces ``timeout_s`` on each call itself (then a sync count runs in
+    #: the caller's thread); otherwise a pool thread is waited for at most ``timeout_s``.
+    sdk_deadline: bool = True
 
     def __init__(self, client: Any, *, model: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         if not isinstance(model, str) or not model:
@@ -95,6 +99,7 @@ class Counter:
         self.client = client
         self.model = model
         self.timeout_s = float(timeout)
+        self._sdk = self._prepare(client)
         method = self._method()
         if not callable(method):
             raise ConfigError(
@@ -106,6 +111,10 @@ class Counter:
 
     def __repr__(self) -> str:
         return f"ringbound.counters.{self.name}(model={self.model!r}, timeout={self.timeout_s})"
+
+    def _prepare(self, client: Any) -> Any:
+        """The client the counts go through (the one given, or a copy with other options)."""
+        return client
 
     def _method(self) -> Any:
         """The SDK's bound count method (its coroutine function for an async client)."""
@@ -167,6 +176,12 @@ class Counter:
         kwargs = self._request(
             messages, tools, system, self.check_format(format or self.formats[0])
         )
+        if self.sdk_deadline:
+            try:
+                answer = self._target()(**kwargs)
+            except Exception as e:
+                raise self._failed(e) from None
+            return self._checked(answer)
         future = _executor().submit(self._target(), **kwargs)
         try:
             answer = future.result(self.timeout_s)

@@ -17,6 +17,7 @@ class BedrockCounter(Counter):
 
     formats = ("bedrock_converse",)
     name = "bedrock"
+    sdk_deadline = False
 
     def _method(self) -> Any:
         return getattr(self.client, "count_tokens", None)

@@ -30,11 +30,11 @@ class GeminiCounter(Counter):
     name = "gemini"
 
     def _method(self) -> Any:
-        return getattr(getattr(self.client, "models", None), "count_tokens", None)
+        return getattr(getattr(self._sdk, "models", None), "count_tokens", None)
 
     def _vertex(self) -> bool:
         # An AsyncClient carries the settings of the Client it came from.
-        api = getattr(self.client, "_api_client", None)
+        api = getattr(self._sdk, "_api_client", None)
         return bool(getattr(api, "vertexai", False))
 
     def _target(self) -> Callable[..., Any]:

@@ -101,9 +101,14 @@ class OpenAICounter(Counter):
     formats = ("openai_responses", "openai_chat")
     name = "openai"
 
+    def _prepare(self, client: Any) -> Any:
+        # One attempt per count: the timeout is then the count's, not one of several tries.
+        with_options = getattr(client, "with_options", None)
+        return with_options(max_retries=0) if callable(with_options) else client
+
     def _method(self) -> Any:
         return getattr(
-            getattr(getattr(self.client, "responses", None), "input_tokens", None), "count", None
+            getattr(getattr(self._sdk, "responses", None), "input_tokens", None), "count", None
         )
 
     def _request(
