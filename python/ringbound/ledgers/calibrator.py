@@ -15,8 +15,8 @@ import threading
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from statistics import NormalDist, fmean, stdev
-from typing import Any
+from statistics import NormalDist
+from typing import Any, NamedTuple
 
 from ..errors import ConfigError
 
@@ -64,6 +64,27 @@ class Figures:
     ratio_mean: float
     ratio_bound: float
     conservative: bool
+
+
+class _Stats(NamedTuple):
+    """The log ratios of one model's samples: count, mean, sample deviation, largest."""
+
+    n: int
+    mean: float
+    dev: float
+    top: float
+
+
+def _stats(series: deque[tuple[float, int]]) -> _Stats:
+    # Plain float sums: statistics.stdev is exact (fractions) and took milliseconds over a
+    # full window, on every assembly.
+    logs = [math.log(rep / counted) for counted, rep in series]
+    n = len(logs)
+    if n == 0:
+        return _Stats(0, 0.0, 0.0, 0.0)
+    mean = math.fsum(logs) / n
+    dev = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1)) if n > 1 else 0.0
+    return _Stats(n, mean, dev, max(logs))
 
 
 def _t_quantile(q: float, dof: int) -> float:
@@ -133,6 +154,8 @@ class Calibrator:
         self.window = window
         self._lock = threading.Lock()
         self._samples: dict[str, deque[tuple[float, int]]] = {}
+        #: Each model's statistics, computed once per new sample.
+        self._stats: dict[str, _Stats] = {}
 
     def __repr__(self) -> str:
         with self._lock:
@@ -159,15 +182,21 @@ class Calibrator:
             if series is None:
                 series = self._samples[model] = deque(maxlen=self.window)
             series.append((float(counted), reported))
+            self._stats.pop(model, None)
 
     def samples(self, model: str) -> int:
         """Samples kept for ``model``."""
         with self._lock:
             return len(self._samples.get(model, ()))
 
-    def _series(self, model: str) -> list[tuple[float, int]]:
+    def _stats_of(self, model: str) -> _Stats:
         with self._lock:
-            return list(self._samples.get(model, ()))
+            stats = self._stats.get(model)
+            if stats is None:
+                stats = _stats(self._samples.get(model, deque()))
+                if model in self._samples:
+                    self._stats[model] = stats
+            return stats
 
     def _k(self, n: int) -> float:
         return _t_quantile(self.coverage, n - 1) * math.sqrt(1 + 1 / n)
@@ -202,23 +231,19 @@ class Calibrator:
         budget). Either one covers; both would over-reserve. With the ratio fixed, the
         margin is the same bound for the fixed ratio.
         """
-        series = self._series(model)
-        n = len(series)
-        logs = [math.log(rep / counted) for counted, rep in series]
+        n, mean, dev, top = self._stats_of(model)
         if n < MIN_SAMPLES:
-            seen = math.exp(max(logs)) if logs else prior_ratio
-            start = max(prior_ratio, seen)
+            start = max(prior_ratio, math.exp(top)) if n else prior_ratio
             applied = ratio if ratio is not None else _round_ratio(start * (1 + PRIOR_ERROR))
             return Figures(
                 model,
                 n,
                 applied,
                 _round_margin(prior_margin) if learn_margin else None,
-                math.exp(fmean(logs)) if logs else prior_ratio,
+                math.exp(mean) if n else prior_ratio,
                 start * (1 + PRIOR_ERROR),
                 True,
             )
-        mean, dev = fmean(logs), stdev(logs)
         k = self._k(n)
         bound = math.exp(mean + k * dev)
         margin = None
@@ -235,11 +260,10 @@ class Calibrator:
         """Tokens a provider's count may exceed ``estimate`` by, at the coverage, for a request
         estimated with ``ratio``: how close to the budget a request must come to be checked
         with the provider (``provider_or_tiktoken_model_encoding``)."""
-        series = self._series(model)
-        if len(series) < MIN_SAMPLES:
+        n, mean, dev, _ = self._stats_of(model)
+        if n < MIN_SAMPLES:
             return math.ceil(estimate * PRIOR_ERROR)
-        logs = [math.log(rep / counted) for counted, rep in series]
-        bound = math.exp(fmean(logs) + self._k(len(logs)) * stdev(logs))
+        bound = math.exp(mean + self._k(n) * dev)
         return max(0, math.ceil(estimate / ratio * bound - estimate))
 
     def to_dict(self) -> dict[str, Any]:
