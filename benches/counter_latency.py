@@ -10,6 +10,7 @@ count adds the network round trip to the provider on top (see docs/calibration.m
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "counters"))
 
+from botocore.awsrequest import AWSResponse
 from sdk_mocks import FORMAT, Provider, bedrock_client, counter_for, session
 
 import ringbound as rb
@@ -35,13 +37,16 @@ def _cases(rings: int) -> dict[str, Callable[[], object]]:
         )
         tokens = local.assemble(messages, system=system).report.tokens_after
         if name == "bedrock":
-            client, stub = bedrock_client()
-            stub.activate()
-            for _ in range(100_000):
-                stub.add_response("count_tokens", {"inputTokens": tokens})
+            # The answer botocore's Stubber would give, without its queue: thousands of
+            # queued answers made every garbage collection of the run slower.
+            client, _ = bedrock_client()
+            answer = (AWSResponse(None, 200, {}, None), {"inputTokens": tokens})
+            client.meta.events.register(
+                "before-call.bedrock-runtime.CountTokens", lambda a=answer, **_: a
+            )
             counter = rb.counters.bedrock(client, model="m")
         else:
-            counter = counter_for(name, Provider(tokens=tokens))
+            counter = counter_for(name, Provider(tokens=tokens, keep=False))
         checked = rb.Assembler(
             rb.AssemblyConfig(model_input_limit=limit, token_counter="provider"),
             provider=fmt,
@@ -69,11 +74,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--rings", type=int, default=50)
+    parser.add_argument(
+        "--freeze",
+        action="store_true",
+        help="gc.freeze() after set-up, as a gateway does after start-up: the SDKs' imports "
+        "leave a large heap that every full collection would walk",
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
     cases = _cases(args.rings)
     for case in cases.values():  # warm the caches and the SDKs' lazy imports
         case()
+    if args.freeze:
+        gc.freeze()
     times: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(args.repeat):
         for k, case in cases.items():
