@@ -2,7 +2,7 @@
 (an answer in microseconds, so what is left is ringbound's gate, the thread hand-off, the SDK's
 request building and its JSON), against the same assembly counted locally. Markdown on stdout.
 
-    python benches/counter_latency.py [--repeat N] [--rings R]
+    python benches/counter_latency.py [--repeat N] [--rings R] [--only SDK ...] [--freeze]
 
 Medians of ``--repeat`` perf_counter timings, the cases timed in turn within each round. A real
 count adds the network round trip to the provider on top (see docs/calibration.md)."""
@@ -25,11 +25,13 @@ from sdk_mocks import FORMAT, Provider, bedrock_client, counter_for, session
 
 import ringbound as rb
 
+SDKS = ("openai", "anthropic", "gemini", "bedrock")
 
-def _cases(rings: int) -> dict[str, Callable[[], object]]:
+
+def _cases(rings: int, sdks: tuple[str, ...]) -> dict[str, Callable[[], object]]:
     cases: dict[str, Callable[[], object]] = {}
     limit = 200_000
-    for name in ("openai", "anthropic", "gemini", "bedrock"):
+    for name in sdks:
         fmt = FORMAT[name]
         messages, system = session(fmt, rings)
         local = rb.Assembler(
@@ -75,6 +77,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--rings", type=int, default=50)
     parser.add_argument(
+        "--only",
+        action="append",
+        choices=SDKS,
+        help="time this SDK only (repeatable); a gateway loads one or two, and each SDK's "
+        "code in the process slows the others' (see docs/calibration.md)",
+    )
+    parser.add_argument(
         "--freeze",
         action="store_true",
         help="gc.freeze() after set-up, as a gateway does after start-up: the SDKs' imports "
@@ -82,7 +91,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     load = os.getloadavg()[0]
-    cases = _cases(args.rings)
+    cases = _cases(args.rings, tuple(args.only or SDKS))
     for case in cases.values():  # warm the caches and the SDKs' lazy imports
         case()
     if args.freeze:

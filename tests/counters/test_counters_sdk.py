@@ -191,3 +191,13 @@ def test_bad_arguments_are_config_errors() -> None:
         async_counter.count([{"role": "user", "content": "hi"}])
     with pytest.raises(rb.ConfigError, match="reads anthropic"):
         counter_for("anthropic", Provider()).count([], format="gemini")
+
+
+def test_the_new_public_names_are_documented() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "calibration.md").read_text()
+    names = ("Calibrator", "CounterError", "ProviderCount", "TokenAccount", "Usage", "read_usage")
+    for name in (*names, "counters.openai", "counters.anthropic", "counters.gemini"):
+        assert f"`rb.{name}" in page, name
+    assert "`rb.counters.bedrock(" in page
