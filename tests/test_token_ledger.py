@@ -200,7 +200,7 @@ def test_round_trip(ledger: TokenLedger) -> None:
 @pytest.mark.parametrize(
     ("change", "key"),
     [
-        ({"version": 2}, "version"),
+        ({"version": 3}, "version"),
         ({"budget": 0}, "budget"),
         ({"ratios": [1.0, "x"]}, "ratios"),
         ({"tools": {"grep": {"count": 1, "max": 5, "recent": [6]}}}, "tools.grep"),

@@ -4,7 +4,7 @@ lost. The hot path is Rust (``ringbound._core``); this package is the façade.""
 
 from __future__ import annotations
 
-from . import models
+from . import counters, models
 from ._core import CountCache, __version__
 from .assembler import Assembler, AssemblyResult
 from .cli.calibrate import Calibration, calibrate, load_usage
@@ -14,6 +14,7 @@ from .detect import detect_provider
 from .errors import (
     BudgetExceededError,
     ConfigError,
+    CounterError,
     InternalError,
     InvalidMessageError,
     PairingError,
@@ -23,8 +24,11 @@ from .errors import (
     StoreError,
     SummaryError,
 )
+from .ledgers.account import TokenAccount
+from .ledgers.calibrator import Calibrator
 from .ledgers.side_effects import SideEffectLedger
 from .ledgers.tokens import Admission, TokenLedger, ToolStats
+from .ledgers.usage import Usage, read_usage
 from .observability.metrics import (
     MetricsSink,
     NullSink,
@@ -33,7 +37,14 @@ from .observability.metrics import (
     set_default_sink,
 )
 from .observability.tracing import disable_tracing, enable_tracing
-from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord, SummaryRecord
+from .report import (
+    AssemblyReport,
+    LedgerEntry,
+    ProviderCount,
+    RewriteRecord,
+    StageRecord,
+    SummaryRecord,
+)
 from .retry import (
     ContextOverflow,
     RetryOutcome,
@@ -64,9 +75,11 @@ __all__ = [
     "AssemblyState",
     "BudgetExceededError",
     "Calibration",
+    "Calibrator",
     "ConfigError",
     "ContextOverflow",
     "CountCache",
+    "CounterError",
     "InternalError",
     "InvalidAnchorError",
     "InvalidMessageError",
@@ -77,6 +90,7 @@ __all__ = [
     "PairingError",
     "PairingIssue",
     "PrometheusSink",
+    "ProviderCount",
     "Recovered",
     "RedisStore",
     "RetryOutcome",
@@ -91,12 +105,15 @@ __all__ = [
     "SummaryError",
     "SummaryRecord",
     "SummaryRequest",
+    "TokenAccount",
     "TokenLedger",
     "ToolStats",
+    "Usage",
     "__version__",
     "calibrate",
     "count_text",
     "count_tokens",
+    "counters",
     "detect_provider",
     "disable_tracing",
     "enable_tracing",
@@ -105,6 +122,7 @@ __all__ = [
     "is_context_length_error",
     "load_usage",
     "models",
+    "read_usage",
     "recover",
     "recovery",
     "set_default_sink",

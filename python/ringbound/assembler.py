@@ -15,6 +15,7 @@ from typing import Any
 from . import _core
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
 from .config import AssemblyConfig
+from .counters.gate import count_gate
 from .errors import BudgetExceededError, ConfigError, StaleStateError
 from .ledgers.side_effects import SideEffectLedger
 from .ledgers.tokens import TokenLedger
@@ -129,6 +130,13 @@ class Assembler:
         store: Where ``assemble(..., session_id=...)`` keeps each session's checkpoint and
             ledgers (a ``SessionStore``: ``RedisStore`` for several replicas); a
             ``MemoryStore`` of this assembler's own when None.
+        counter: A provider counter (``ringbound.counters.openai(client)`` and the others):
+            with ``token_counter: provider`` every assembled request is checked with it, with
+            ``provider_or_tiktoken_model_encoding`` those close to the budget are (see
+            docs/calibration.md).
+        calibrator: Where provider counts teach the ratio and margin (``token_ratio:
+            auto``, ``safety_margin_tokens: auto``); a ``TokenLedger`` given to ``assemble``
+            brings its own. A new one when None.
 
     Example:
         >>> import ringbound as rb
@@ -147,6 +155,8 @@ class Assembler:
         tracer: Any = None,
         cache: Any = True,
         store: SessionStore | None = None,
+        counter: Any = None,
+        calibrator: Any = None,
     ) -> None:
         self.config = config if config is not None else AssemblyConfig()
         if not isinstance(self.config, AssemblyConfig):
@@ -169,7 +179,7 @@ class Assembler:
         self._adapter = None if self.provider == "openai_chat" else adapter(self.provider)
         ratio = self.config.token_ratio
         self._image_formula = "openai" if self._adapter is None else self._adapter.image_formula
-        if ratio is None:
+        if ratio is None or ratio == "auto":
             ratio = 1.0 if self._adapter is None else self._adapter.default_token_ratio
         self._ratio = ratio
         self._core = _core_config(self.config, self._image_formula, ratio)
@@ -183,6 +193,10 @@ class Assembler:
         )
         self._emergency_budget = math.floor(self.config.emergency_ratio * self.config.budget)
         self.store = check_store(store)
+        #: Whether assemblies with a ``token_ledger`` are recorded in it (the count gate's
+        #: inner assemblers leave that to the gate).
+        self._accounts = True
+        self._gate = count_gate(self, counter, calibrator, cache)
 
     def assemble(
         self,
@@ -235,7 +249,7 @@ class Assembler:
             BudgetExceededError: The protected part alone does not fit the budget.
             SummaryError: The summarizer failed and ``on_summary_failure`` is fail_closed.
             ConfigError: The summarizer is async and an event loop is running (use
-                ``assemble_async``).
+                ``assemble_async``), or the counter's client is async.
             StaleStateError: ``state`` is from another session or provider (a history
                 edited since is not an error: the assembly plans afresh, ``report.state``
                 says why).
@@ -244,10 +258,29 @@ class Assembler:
         """
         check_system(self.provider, system)
         if session_id is not None:
+            if self._gate is not None:
+                raise ConfigError(
+                    "session_id together with provider counts or learned figures (counter=, "
+                    "token_ratio: auto, safety_margin_tokens: auto) is not supported yet: "
+                    "pass the state and ledgers yourself, or drop one of them",
+                    key="session_id",
+                    reason="not supported with a count gate",
+                )
             return sessions.assemble(
                 self, self.store, session_id, messages, tools, system, pinned, ledger,
                 tighten, state, token_ledger,
             )  # fmt: skip
+        if self._gate is not None:
+            return self._gate.assemble(
+                messages,
+                tools,
+                system=system,
+                pinned=pinned,
+                ledger=ledger,
+                tighten=tighten,
+                state=state,
+                token_ledger=token_ledger,
+            )
         if self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
         return self._run(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
@@ -265,7 +298,7 @@ class Assembler:
         stateful: bool = False,
     ) -> AssemblyResult:
         """One assembly on the general path; ``stateful`` makes it cache-stable."""
-        with self._observed(ledger) as done:
+        with self._observed(ledger, token_ledger) as done:
             with nesting_guard():
                 job = self._begin(
                     messages, tools, system, pinned, ledger, tighten, state, token_ledger, stateful
@@ -353,10 +386,29 @@ class Assembler:
         methods are awaited. Same arguments, result and errors as ``assemble``."""
         check_system(self.provider, system)
         if session_id is not None:
+            if self._gate is not None:
+                raise ConfigError(
+                    "session_id together with provider counts or learned figures (counter=, "
+                    "token_ratio: auto, safety_margin_tokens: auto) is not supported yet: "
+                    "pass the state and ledgers yourself, or drop one of them",
+                    key="session_id",
+                    reason="not supported with a count gate",
+                )
             return await sessions.assemble_async(
                 self, self.store, session_id, messages, tools, system, pinned, ledger,
                 tighten, state, token_ledger,
             )  # fmt: skip
+        if self._gate is not None:
+            return await self._gate.assemble_async(
+                messages,
+                tools,
+                system=system,
+                pinned=pinned,
+                ledger=ledger,
+                tighten=tighten,
+                state=state,
+                token_ledger=token_ledger,
+            )
         if self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
         return await self._arun(
@@ -376,7 +428,7 @@ class Assembler:
         stateful: bool = False,
     ) -> AssemblyResult:
         """``_run`` with the summarizer awaited."""
-        with self._observed(ledger) as done:
+        with self._observed(ledger, token_ledger) as done:
             with nesting_guard():
                 job = self._begin(
                     messages, tools, system, pinned, ledger, tighten, state, token_ledger, stateful
@@ -387,8 +439,10 @@ class Assembler:
                 )
             return done(*self._finish(job))
 
-    def _observed(self, ledger: SideEffectLedger | None) -> _Observed:
-        return _Observed(self, ledger)
+    def _observed(
+        self, ledger: SideEffectLedger | None, token_ledger: TokenLedger | None = None
+    ) -> _Observed:
+        return _Observed(self, ledger, token_ledger if self._accounts else None)
 
     def _run_args(self, d: compaction.Draft) -> dict[str, Any]:
         cfg = self.config
@@ -788,10 +842,15 @@ class _Observed:
     is reported as a rejection. A class, not a generator: it is entered on every call, and
     the generator machinery cost more than the rest of the hook."""
 
-    __slots__ = ("asm", "ledger", "span", "token")
+    __slots__ = ("asm", "ledger", "span", "token", "token_ledger")
 
-    def __init__(self, asm: Assembler, ledger: SideEffectLedger | None) -> None:
-        self.asm, self.ledger = asm, ledger
+    def __init__(
+        self,
+        asm: Assembler,
+        ledger: SideEffectLedger | None,
+        token_ledger: TokenLedger | None = None,
+    ) -> None:
+        self.asm, self.ledger, self.token_ledger = asm, ledger, token_ledger
 
     def __enter__(
         self,
@@ -807,6 +866,8 @@ class _Observed:
         # request, which goes to the same provider as the history. The report's are redacted.
         if self.ledger is not None:
             self.ledger.extend(added)
+        if self.token_ledger is not None:
+            self.token_ledger.observe_assembly(result.report)
         asm = self.asm
         tracing.assembled(result.report, payload, asm.provider, asm._sink, self.span)
         return result

@@ -29,7 +29,7 @@ STAGES = (
 _CHOICES: dict[str, tuple[str, ...]] = {
     "on_pairing_error": ("fail_closed", "synthesize_error_results"),
     "on_still_over_budget": ("fail_closed", "drop_tools_schema_then_fail"),
-    "token_counter": ("provider_or_tiktoken_model_encoding", "tiktoken"),
+    "token_counter": ("provider_or_tiktoken_model_encoding", "tiktoken", "provider"),
     "encoding": ("o200k_base", "cl100k_base"),
     "on_summary_failure": ("fallback", "fail_closed"),
     "summary_fallback": ("extractive", "none"),
@@ -65,7 +65,9 @@ class AssemblyConfig:
 
     model_input_limit: int = 128_000
     output_reserve_tokens: int = 8192
-    safety_margin_tokens: int = 1024
+    #: Tokens kept free for estimation error; ``auto`` learns it per model from provider
+    #: counts and reported usage (``ringbound.counters``, docs/calibration.md).
+    safety_margin_tokens: int | str = 1024
     recent_tool_rings: int = 3
     recent_user_turns: int = 2
     summarize_trigger_ratio: float = 0.8
@@ -79,8 +81,10 @@ class AssemblyConfig:
     #: Exact BPE implementation; None picks the fastest (see docs/performance.md).
     tokenizer_backend: str | None = None
     #: Provider tokens per counted token, for providers without a public tokenizer; None
-    #: takes the provider's documented default (1.0 for OpenAI).
-    token_ratio: float | None = None
+    #: takes the provider's documented default (1.0 for OpenAI); ``auto`` learns it per model.
+    token_ratio: float | str | None = None
+    #: Share of requests the learned ``token_ratio`` / ``safety_margin_tokens`` cover.
+    calibration_coverage: float = 0.999
     side_effect_tools: tuple[str, ...] = ()
     #: Per side-effecting tool, the argument names that identify its effect in the ledger.
     ledger_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -151,7 +155,6 @@ class AssemblyConfig:
         for name, low in (
             ("model_input_limit", 1),
             ("output_reserve_tokens", 0),
-            ("safety_margin_tokens", 0),
             ("recent_tool_rings", 0),
             ("recent_user_turns", 0),
             ("summary_max_tokens", 1),
@@ -199,13 +202,31 @@ class AssemblyConfig:
                 raise _error(
                     name, f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}"
                 )
-        ratio_ = self.token_ratio
-        if ratio_ is not None and (
-            isinstance(ratio_, bool)
-            or not isinstance(ratio_, (int, float))
-            or not 0.1 <= ratio_ <= 10
+        margin = self.safety_margin_tokens
+        if margin != "auto" and (
+            isinstance(margin, bool) or not isinstance(margin, int) or margin < 0
         ):
-            raise _error("token_ratio", f"must be a number in [0.1, 10] (or null), got {ratio_!r}")
+            raise _error("safety_margin_tokens", f"must be an integer >= 0 or auto, got {margin!r}")
+        coverage = self.calibration_coverage
+        if (
+            isinstance(coverage, bool)
+            or not isinstance(coverage, (int, float))
+            or not 0.5 <= coverage < 1
+        ):
+            raise _error("calibration_coverage", f"must be a number in [0.5, 1), got {coverage!r}")
+        ratio_ = self.token_ratio
+        if (
+            ratio_ is not None
+            and ratio_ != "auto"
+            and (
+                isinstance(ratio_, bool)
+                or not isinstance(ratio_, (int, float))
+                or not 0.1 <= ratio_ <= 10
+            )
+        ):
+            raise _error(
+                "token_ratio", f"must be a number in [0.1, 10], auto or null; got {ratio_!r}"
+            )
         if self.tokenizer_backend is not None and self.tokenizer_backend not in _BACKENDS:
             raise _error(
                 "tokenizer_backend",
@@ -227,8 +248,16 @@ class AssemblyConfig:
 
     @property
     def budget(self) -> int:
-        """Tokens the assembled request may use."""
-        return self.model_input_limit - self.output_reserve_tokens - self.safety_margin_tokens
+        """Tokens the assembled request may use. With ``safety_margin_tokens: auto`` the
+        margin is not known before assembly: this is then the budget before it, and each
+        report's ``budget`` is the one applied."""
+        return self.model_input_limit - self.output_reserve_tokens - self.margin_tokens
+
+    @property
+    def margin_tokens(self) -> int:
+        """``safety_margin_tokens`` as a number (0 when it is learned: ``auto``)."""
+        margin = self.safety_margin_tokens
+        return 0 if margin == "auto" else int(margin)
 
     @classmethod
     def for_model(cls, model: str, **overrides: Any) -> AssemblyConfig:

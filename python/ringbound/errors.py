@@ -9,6 +9,7 @@ from typing import Any
 __all__ = [
     "BudgetExceededError",
     "ConfigError",
+    "CounterError",
     "InternalError",
     "InvalidMessageError",
     "PairingError",
@@ -163,3 +164,19 @@ class StoreError(RingboundError):
         super().__init__(message)
         self.reason = reason or message
         self.op = op
+
+
+class CounterError(RingboundError):
+    """A provider's count API did not answer (``ringbound.counters``).
+
+    The assembler never lets this escape: it falls back to the local estimate and says so in
+    ``report.provider_count``. Calling a counter directly raises it.
+
+    Attributes:
+        reason: ``timeout``, ``exception:<type>`` or ``malformed`` (the answer held no count);
+            never the exception's text, which may quote the request.
+    """
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -8,7 +8,16 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AssemblyReport", "LedgerEntry", "RewriteRecord", "StageRecord", "SummaryRecord"]
+from .ledgers.account import TokenAccount
+
+__all__ = [
+    "AssemblyReport",
+    "LedgerEntry",
+    "ProviderCount",
+    "RewriteRecord",
+    "StageRecord",
+    "SummaryRecord",
+]
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,45 @@ class SummaryRecord:
 
 
 @dataclass(frozen=True)
+class ProviderCount:
+    """How the assembled request's size was settled with the provider (``token_counter``,
+    ``Assembler(counter=...)``, ``token_ratio``/``safety_margin_tokens: auto``).
+
+    Attributes:
+        mode: The ``token_counter`` in force.
+        counter: The counter's name (``openai``, ``anthropic``, ``gemini``, ``bedrock``), or
+            None without one.
+        model: The calibration key (the counter's or the token ledger's model).
+        checked: Whether the provider was asked to count this request.
+        tokens: The provider's count of the request returned; None when not asked or when
+            it did not answer.
+        local_tokens: ringbound's estimate of the same request (``tokens_after``).
+        rechecks: Times the request was tightened and counted again because the provider
+            counted it over the budget (at most 2; then ``BudgetExceededError``).
+        failed: Whether the counter failed or timed out, so the local estimate was used.
+        reason: Why: ``timeout``, ``exception:<type>`` or ``malformed``; None otherwise.
+        token_ratio: The ratio the request was counted with.
+        safety_margin_tokens: The margin the budget kept.
+        calibration_samples: Samples the ratio and margin rest on (0: the conservative start).
+        elapsed_s: Time spent waiting for the provider.
+    """
+
+    mode: str
+    counter: str | None
+    model: str
+    checked: bool
+    tokens: int | None
+    local_tokens: int
+    rechecks: int = 0
+    failed: bool = False
+    reason: str | None = None
+    token_ratio: float = 1.0
+    safety_margin_tokens: int = 0
+    calibration_samples: int = 0
+    elapsed_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class AssemblyReport:
     """The record of one assembly.
 
@@ -149,6 +197,10 @@ class AssemblyReport:
         store: With ``session_id``: what the session store did (``ringbound.stores
             .StoreOutcome``: loaded, saved, conflicts, or why the assembly was stateless);
             None otherwise.
+        provider_count: How the size was settled with the provider (a counter, or a learned
+            ratio or margin); None when the configured numbers were used as they are.
+        token_account: With ``token_ledger=``: the session's reconciled account after this
+            assembly (estimated, provider-counted, reported, billed tokens).
     """
 
     tokens_before: int
@@ -175,6 +227,8 @@ class AssemblyReport:
     tightened: int = 0
     state: str | None = None
     store: Any = None
+    provider_count: ProviderCount | None = None
+    token_account: TokenAccount | None = None
 
     @property
     def changed(self) -> bool:

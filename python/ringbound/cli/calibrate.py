@@ -6,6 +6,7 @@ the report; ``docs/calibration.md`` says how to collect the pairs and read it.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Iterable, Mapping
@@ -16,6 +17,7 @@ from typing import Any
 import orjson
 
 from ..errors import ConfigError
+from ..ledgers.usage import read_usage
 
 __all__ = [
     "MIN_RECORDS",
@@ -34,6 +36,9 @@ HISTOGRAM_BINS = 12
 _BAR = 40
 _ESTIMATE_KEYS = ("local_estimate", "estimate")
 _REPORTED_KEYS = ("prompt_tokens", "reported")
+#: Keys under which a record may carry the provider's own usage or whole response instead of
+#: a number: what the SDK returned, as it returned it.
+_USAGE_KEYS = ("usage", "usageMetadata", "usage_metadata", "response")
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,8 @@ class Calibration:
         token_ratio: Multiplicative alternative: the ratio's coverage quantile, rounded up to
             3 decimals. Multiply it into the ``token_ratio`` the estimates were made with.
         records: The (estimate, reported) pairs.
+        skipped: Records whose usage does not give the request's size (Anthropic compacted
+            it server-side before answering), left out.
     """
 
     n: int
@@ -87,6 +94,7 @@ class Calibration:
     safety_margin_tokens: int
     token_ratio: float
     records: tuple[tuple[int, int], ...] = field(repr=False)
+    skipped: int = 0
 
     @property
     def small_sample(self) -> bool:
@@ -126,6 +134,11 @@ class Calibration:
             lines.append(
                 f"note: {self.n} records cannot resolve the {cov} quantile (that takes "
                 f"{needed}); the largest observations are used"
+            )
+        if self.skipped:
+            lines.append(
+                f"note: {self.skipped} records left out: their usage does not give the "
+                "request's size (server-side compaction)"
             )
         if self.small_sample:
             lines.append(
@@ -205,14 +218,26 @@ def _tokens(value: Any, where: str, name: str, *, positive: bool) -> int:
     return value
 
 
-def _record(item: Any, where: str) -> tuple[int, int]:
+def _reported(value: Any, where: str) -> int | None:
+    """A reported prompt size: a number, or an SDK usage object / response (or its JSON),
+    read for the size of the request as sent (None when it does not give it)."""
+    if isinstance(value, (int, float)):
+        return _tokens(value, where, "prompt_tokens", positive=False)
+    try:
+        return read_usage(value).prompt_tokens
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}", key="records", reason=where) from None
+
+
+def _record(item: Any, where: str) -> tuple[int, int] | None:
     if isinstance(item, Mapping):
         est_key = next((k for k in _ESTIMATE_KEYS if k in item), None)
-        rep_key = next((k for k in _REPORTED_KEYS if k in item), None)
+        rep_key = next((k for k in (*_REPORTED_KEYS, *_USAGE_KEYS) if k in item), None)
         if est_key is None or rep_key is None:
             raise ConfigError(
                 f"{where}: a usage record needs local_estimate (or estimate) and "
-                f"prompt_tokens (or reported); got keys {sorted(map(str, item))}",
+                f"prompt_tokens (or reported) or the SDK's usage (usage / response); got keys "
+                f"{sorted(map(str, item))}",
                 key="records",
                 reason=where,
             )
@@ -226,10 +251,9 @@ def _record(item: Any, where: str) -> tuple[int, int]:
             key="records",
             reason=where,
         )
-    return (
-        _tokens(est, where, "local_estimate", positive=True),
-        _tokens(rep, where, "prompt_tokens", positive=False),
-    )
+    estimate = _tokens(est, where, "local_estimate", positive=True)
+    reported = _reported(rep, where)
+    return None if reported is None else (estimate, reported)
 
 
 def calibrate(records: Iterable[Any], coverage: float = 0.999) -> Calibration:
@@ -238,7 +262,10 @@ def calibrate(records: Iterable[Any], coverage: float = 0.999) -> Calibration:
 
     Args:
         records: (local estimate, provider-reported prompt tokens) pairs: tuples, or mappings
-            with ``local_estimate``/``prompt_tokens`` or ``estimate``/``reported``.
+            with ``local_estimate``/``prompt_tokens`` or ``estimate``/``reported``. The
+            reported side may be the SDK's own usage object or response, or their JSON
+            (under ``usage``, ``usageMetadata`` or ``response`` in a mapping): OpenAI Chat
+            and Responses, Anthropic, Gemini, Bedrock (see ``read_usage``).
         coverage: Share of requests the recommendations must cover, in (0, 1].
 
     Raises:
@@ -256,7 +283,8 @@ def calibrate(records: Iterable[Any], coverage: float = 0.999) -> Calibration:
         or not 0 < coverage <= 1
     ):
         raise ConfigError(f"coverage must be a number in (0, 1], got {coverage!r}", key="coverage")
-    pairs = tuple(_record(item, f"record {i}") for i, item in enumerate(records))
+    read = [_record(item, f"record {i}") for i, item in enumerate(records)]
+    pairs = tuple(p for p in read if p is not None)
     if not pairs:
         raise ConfigError("no usage records to calibrate from", key="records")
     errors = [rep - est for est, rep in pairs]
@@ -278,16 +306,24 @@ def calibrate(records: Iterable[Any], coverage: float = 0.999) -> Calibration:
         safety_margin_tokens=margin,
         token_ratio=ratio,
         records=pairs,
+        skipped=len(read) - len(pairs),
     )
 
 
 def load_usage(path: str | Path) -> list[tuple[int, int]]:
-    """Read usage records from a JSONL file, one object a line; blank lines are skipped.
+    """Read usage records from a JSONL file, one object a line, as (estimate, reported) pairs;
+    blank lines are skipped. A line's reported side may be a number or the SDK's usage /
+    response JSON (see ``calibrate``); a line whose usage does not give the request's size
+    (server-side compaction) is left out.
 
     Raises:
         ConfigError: The file cannot be read, or a line is not a usage record (named by its
             line number).
     """
+    return [r for r in _read(path) if r is not None]
+
+
+def _read(path: str | Path) -> list[tuple[int, int] | None]:
     try:
         data = Path(path).read_bytes()
     except OSError as e:
@@ -319,7 +355,9 @@ def plot(calibration: Calibration, path: str | Path) -> None:
 def cli_main(path: str | Path, coverage: float = 0.999, plot: str | Path | None = None) -> int:
     """``ringbound calibrate USAGE.jsonl [--coverage C] [--plot OUT.png]``: print the report
     (and write the plot). Errors are ConfigError, for the command line to print."""
-    cal = calibrate(load_usage(path), coverage)
+    read = _read(path)
+    pairs = [r for r in read if r is not None]
+    cal = dataclasses.replace(calibrate(pairs, coverage), skipped=len(read) - len(pairs))
     print(cal.format())
     if plot is not None:
         cal.plot(plot)

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import ConfigError
+from .account import TokenAccount
+from .calibrator import DEFAULT_MODEL, Calibrator
+from .usage import Usage, read_usage
 
 __all__ = [
     "DEFAULT_TOOL_TOKENS",
@@ -31,7 +34,9 @@ DEFAULT_TOOL_TOKENS = 4_096
 #: Observations kept per series (provider ratios, each tool's returns) for the p95; the max
 #: and the count cover the whole run.
 HISTORY = 256
-_VERSION = 1
+_VERSION = 2
+#: Versions ``from_dict`` reads: 1 predates the reconciled account and the calibrator.
+_READS = (1, 2)
 _DECISIONS = ("allow", "compact_first", "deny")
 
 Decision = Literal["allow", "compact_first", "deny"]
@@ -118,6 +123,11 @@ class TokenLedger:
         margin_tokens: Kept free on top of every prediction and of the tail reserve.
         default_tool_tokens: Predicted return of a tool never observed; None takes
             ``min(DEFAULT_TOOL_TOKENS, budget // 4)``.
+        model: The model the run talks to: the key its usage is calibrated under.
+        calibrator: Where reported usage teaches the ratio of provider tokens to counted
+            tokens (``token_ratio: auto``); share the ``Assembler``'s. A new one when None.
+        sink: A metrics sink; if it has ``observe_usage(usage, provider)`` (``PrometheusSink``
+            does), every usage observed is passed to it.
 
     Example:
         >>> ledger = TokenLedger(10_000, margin_tokens=100)
@@ -140,6 +150,9 @@ class TokenLedger:
         hard_cap: int | None = None,
         margin_tokens: int = 0,
         default_tool_tokens: int | None = None,
+        model: str | None = None,
+        calibrator: Calibrator | None = None,
+        sink: Any = None,
     ) -> None:
         self.budget = _count("budget", budget, positive=True)
         self.hard_cap = None if hard_cap is None else _count("hard_cap", hard_cap)
@@ -153,6 +166,17 @@ class TokenLedger:
         self._ratios: deque[float] = deque(maxlen=HISTORY)
         self._tools: dict[str, _Series] = {}
         self._tool_tokens_total = 0
+        if model is not None and (not isinstance(model, str) or not model):
+            raise ConfigError(f"model must be a non-empty string, got {model!r}", key="model")
+        self.model = model
+        if calibrator is not None and not isinstance(calibrator, Calibrator):
+            raise ConfigError(
+                f"calibrator must be a ringbound.Calibrator, got {type(calibrator).__name__}",
+                key="calibrator",
+            )
+        self.calibrator = calibrator if calibrator is not None else Calibrator()
+        self.sink = sink
+        self._account = TokenAccount()
 
     def __repr__(self) -> str:
         return (
@@ -161,13 +185,79 @@ class TokenLedger:
             f"tools={sorted(self._tools)})"
         )
 
-    def observe_usage(self, prompt_tokens: int, local_estimate: int) -> None:
-        """Record the provider's reported prompt tokens for a request estimated locally at
-        ``local_estimate`` (a usage block, or the count quoted by a context-length error)."""
-        _count("prompt_tokens", prompt_tokens)
-        _count("local_estimate", local_estimate, positive=True)
+    def observe_usage(
+        self,
+        usage: Any = None,
+        *,
+        local_estimate: int | None = None,
+        prompt_tokens: int | None = None,
+        token_ratio: float = 1.0,
+        model: str | None = None,
+        summarizer: bool = False,
+    ) -> Usage | None:
+        """Record what the provider reported for one response.
+
+        Args:
+            usage: The SDK's usage object (OpenAI Chat or Responses ``usage``, Anthropic
+                ``usage`` with cache reads, cache writes and ``iterations``, Gemini
+                ``usage_metadata``, Bedrock ``usage``), its JSON, or the whole response.
+            local_estimate: ringbound's count of the request (``report.tokens_after``); with
+                it, the reported prompt size calibrates the estimate.
+            prompt_tokens: The reported prompt size alone, instead of ``usage`` (a
+                context-length error quotes it).
+            token_ratio: The ratio ``local_estimate`` was counted with (``report.
+                provider_count.token_ratio``; 1.0 for OpenAI), so the calibrator learns the
+                ratio of raw counts.
+            model: The calibration key; the ledger's ``model`` when None.
+            summarizer: The response was the summarizer's own call: it is billed to the
+                run but calibrates nothing.
+
+        Returns:
+            The usage as read, or None when only ``prompt_tokens`` was given.
+        """
+        if usage is not None and prompt_tokens is not None:
+            raise ConfigError("give usage or prompt_tokens, not both", key="usage")
+        if usage is None and prompt_tokens is None:
+            raise ConfigError("observe_usage needs usage or prompt_tokens", key="usage")
+        read = None
+        if usage is not None:
+            read = read_usage(usage)
+            reported = read.prompt_tokens
+        else:
+            reported = _count("prompt_tokens", prompt_tokens)
+        if local_estimate is not None:
+            _count("local_estimate", local_estimate, positive=True)
+        if (
+            isinstance(token_ratio, bool)
+            or not isinstance(token_ratio, (int, float))
+            or not 0 < token_ratio < math.inf
+        ):
+            raise ConfigError(f"token_ratio must be positive, got {token_ratio!r}", key="ratio")
+        key = model or self.model or DEFAULT_MODEL
         with self._lock:
-            self._ratios.append(prompt_tokens / local_estimate)
+            if read is not None:
+                self._account = self._account.with_usage(read, summarizer=summarizer)
+            if local_estimate is not None and reported is not None and not summarizer:
+                self._ratios.append(reported / local_estimate)
+        if local_estimate is not None and reported and not summarizer:
+            self.calibrator.observe(key, local_estimate / token_ratio, reported)
+        if read is not None and callable(getattr(self.sink, "observe_usage", None)):
+            self.sink.observe_usage(read, read.shape)
+        return read
+
+    def observe_assembly(self, report: Any) -> None:
+        """Record an assembly of the run: its estimate, the provider's count when it was
+        checked, and the summarizer calls it made (``Assembler`` calls this when given
+        ``token_ledger=``)."""
+        with self._lock:
+            self._account = self._account.with_assembly(report)
+
+    @property
+    def account(self) -> TokenAccount:
+        """The run's reconciled token account: estimated, provider-counted, reported and
+        billed tokens, summarizer calls and server-side compactions."""
+        with self._lock:
+            return self._account
 
     @property
     def ratio(self) -> float:
@@ -289,6 +379,9 @@ class TokenLedger:
                     for name, s in self._tools.items()
                 },
                 "tool_tokens_total": self._tool_tokens_total,
+                "model": self.model,
+                "account": self._account.to_dict(),
+                "calibrator": self.calibrator.to_dict(),
             }
 
     @classmethod
@@ -296,9 +389,10 @@ class TokenLedger:
         """Rebuild a ledger from :meth:`to_dict` output; ConfigError when it is malformed."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"token ledger must be a mapping, got {type(data).__name__}")
-        if data.get("version") != _VERSION:
+        if data.get("version") not in _READS:
             raise ConfigError(
-                f"token ledger version {data.get('version')!r} is not {_VERSION}", key="version"
+                f"token ledger version {data.get('version')!r} is not one of {_READS}",
+                key="version",
             )
         try:
             ledger = cls(
@@ -306,6 +400,10 @@ class TokenLedger:
                 hard_cap=data["hard_cap"],
                 margin_tokens=data["margin_tokens"],
                 default_tool_tokens=data["default_tool_tokens"],
+                model=data.get("model"),
+                calibrator=(
+                    Calibrator.from_dict(data["calibrator"]) if "calibrator" in data else None
+                ),
             )
             ratios, tools, total = data["ratios"], data["tools"], data["tool_tokens_total"]
         except KeyError as e:
@@ -334,6 +432,8 @@ class TokenLedger:
                 raise ConfigError(f"token ledger {key} is inconsistent", key=key)
             ledger._tools[name] = _Series(count, max_, values)
         ledger._tool_tokens_total = _count("tool_tokens_total", total)
+        if "account" in data:
+            ledger._account = TokenAccount.from_dict(data["account"])
         return ledger
 
 

@@ -23,7 +23,9 @@ from ..providers import PROVIDERS
 from ..report import AssemblyReport
 
 __all__ = [
+    "COUNT_OUTCOMES",
     "REJECT_REASONS",
+    "USAGE_KINDS",
     "MetricsSink",
     "NullSink",
     "PrometheusSink",
@@ -88,6 +90,12 @@ SECONDS_BUCKETS = (
 )
 #: The ``provider`` label for a provider this release does not speak (bounds the label).
 OTHER_PROVIDER = "other"
+#: Values of the ``outcome`` label of ``context_assemble_provider_count_total``: the provider
+#: counted the request within budget, over it (then tightened), or the counter timed out or
+#: failed (the local estimate was used).
+COUNT_OUTCOMES = ("fits", "tightened", "timeout", "error")
+#: Values of the ``kind`` label of ``context_usage_tokens_total``.
+USAGE_KINDS = ("input", "cached_input", "cache_write", "output")
 
 
 @runtime_checkable
@@ -187,9 +195,13 @@ class _Children:
     reject: dict[str, Any]
     store_error: dict[str, Any]
 
+    provider_count: dict[str, Any]
+    checked_tokens: dict[str, Any]
+
 
 class _Metrics:
-    """The metrics of one registry and namespace."""
+    """The metrics of one registry and namespace: the seven of the design, and those of
+    provider counts and reported usage."""
 
     def __init__(self, prometheus_client: Any, registry: Any, namespace: str) -> None:
         def make(kind: Any, name: str, doc: str, labels: tuple[str, ...], **kw: Any) -> Any:
@@ -256,6 +268,31 @@ class _Metrics:
             "Session-store failures (load, save) and lost compare-and-sets (conflict).",
             ("provider", "op"),
         )
+        self.provider_count = make(
+            pc.Counter,
+            "context_assemble_provider_count_total",
+            "Assembled requests counted by the provider's count API, by outcome.",
+            ("provider", "outcome"),
+        )
+        self.checked_tokens = make(
+            pc.Counter,
+            "context_assemble_checked_tokens_total",
+            "Tokens of the requests the provider counted: ringbound's estimate and the "
+            "provider's count (source).",
+            ("provider", "source"),
+        )
+        self.usage_tokens = make(
+            pc.Counter,
+            "context_usage_tokens_total",
+            "Tokens the provider reported in responses (TokenLedger.observe_usage), by kind.",
+            ("provider", "kind"),
+        )
+        self.usage_compactions = make(
+            pc.Counter,
+            "context_usage_compactions_total",
+            "Server-side compactions the provider reported (Anthropic usage.iterations).",
+            provider,
+        )
         # The providers' series exist from the start, so dashboards see 0 rather than no
         # series; ``other`` only once something reports an unknown provider.
         self.children = {p: self.make_children(p) for p in PROVIDERS}
@@ -270,6 +307,10 @@ class _Metrics:
             pairing_error=self.pairing_error.labels(provider),
             reject={r: self.reject.labels(provider, r) for r in REJECT_REASONS},
             store_error={op: self.store_error.labels(provider, op) for op in STORE_OPS},
+            provider_count={o: self.provider_count.labels(provider, o) for o in COUNT_OUTCOMES},
+            checked_tokens={
+                s: self.checked_tokens.labels(provider, s) for s in ("estimate", "provider")
+            },
         )
 
 
@@ -355,6 +396,35 @@ class PrometheusSink:
             c.summary_fail.inc()
         if report.repairs:
             c.pairing_error.inc()
+        check = report.provider_count
+        if check is not None and check.checked:
+            if check.failed:
+                outcome = "timeout" if check.reason == "timeout" else "error"
+            else:
+                outcome = "tightened" if check.rechecks else "fits"
+            c.provider_count[outcome].inc()
+            if check.tokens is not None:
+                c.checked_tokens["estimate"].inc(check.local_tokens)
+                c.checked_tokens["provider"].inc(check.tokens)
+
+    def observe_usage(self, usage: Any, provider: str) -> None:
+        """Records one response's reported usage (a ``TokenLedger`` given this sink calls it);
+        ``provider`` is the usage's SDK shape."""
+        tokens = self._metrics.usage_tokens
+        for kind, value in zip(
+            USAGE_KINDS,
+            (
+                usage.input_tokens,
+                usage.cached_tokens,
+                usage.cache_write_tokens,
+                usage.output_tokens,
+            ),
+            strict=True,
+        ):
+            if value:
+                tokens.labels(provider, kind).inc(value)
+        if usage.compaction_iterations:
+            self._metrics.usage_compactions.labels(provider).inc(usage.compaction_iterations)
 
     def reject(self, error: RingboundError, provider: str) -> None:
         c = self._for(provider)
