@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _core
+from . import _core, notes, routing
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
 from .config import AssemblyConfig
 from .errors import BudgetExceededError, ConfigError, StaleStateError
@@ -170,6 +170,9 @@ class Assembler:
             self._adapter is None and self._summarizer is None and not self.config.cache_stable
         )
         self._emergency_budget = math.floor(self.config.emergency_ratio * self.config.budget)
+        self._notes = notes.check_placement(self.config.note_placement, self.provider)
+        #: Notes placed apart from where the core puts them (``routing`` moves them).
+        self._placed = self._notes != "inline_system" and self.provider in notes.IN_MESSAGES
 
     def assemble(
         self,
@@ -219,6 +222,35 @@ class Assembler:
                 edited since is not an error: the assembly plans afresh, ``report.state``
                 says why).
         """
+        if self._placed or _framework(messages):
+            return routing.assemble(
+                self._assemble,
+                messages,
+                tools,
+                system,
+                pinned,
+                ledger,
+                tighten,
+                state,
+                token_ledger,
+                self.config.note_placement,
+                self.provider,
+            )
+        return self._assemble(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+
+    def _assemble(
+        self,
+        messages: list[Any],
+        tools: list[Any] | None,
+        system: Any,
+        pinned: Iterable[int] | None,
+        ledger: SideEffectLedger | None,
+        tighten: int,
+        state: AssemblyState | None,
+        token_ledger: TokenLedger | None,
+    ) -> AssemblyResult:
+        """``assemble`` of messages in the provider's own format, notes where the core puts
+        them."""
         if self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
         with self._observed(ledger) as done:
@@ -298,6 +330,35 @@ class Assembler:
         """``assemble`` for async callers: an async summarizer is awaited, a sync one runs in
         a worker thread, so the event loop is never blocked by a summary. Same arguments,
         result and errors as ``assemble``."""
+        if self._placed or _framework(messages):
+            return await routing.assemble_async(
+                self._assemble_async,
+                messages,
+                tools,
+                system,
+                pinned,
+                ledger,
+                tighten,
+                state,
+                token_ledger,
+                self.config.note_placement,
+                self.provider,
+            )
+        return await self._assemble_async(
+            messages, tools, system, pinned, ledger, tighten, state, token_ledger
+        )
+
+    async def _assemble_async(
+        self,
+        messages: list[Any],
+        tools: list[Any] | None,
+        system: Any,
+        pinned: Iterable[int] | None,
+        ledger: SideEffectLedger | None,
+        tighten: int,
+        state: AssemblyState | None,
+        token_ledger: TokenLedger | None,
+    ) -> AssemblyResult:
         if self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
         with self._observed(ledger) as done:
@@ -795,6 +856,16 @@ class _Job:
     note: str | None = None
     #: Tokens a compaction leaves free for the next tool return (``TokenLedger``).
     tail: int = 0
+
+
+def _framework(messages: Any) -> bool:
+    """Whether ``messages`` is a framework's message list (LangChain), read by ``routing``."""
+    return (
+        type(messages) is list
+        and bool(messages)
+        and type(messages[0]) is not dict
+        and routing.framework_of(messages[0]) is not None
+    )
 
 
 def _pins(pinned: Iterable[int] | None, n: int) -> list[int]:

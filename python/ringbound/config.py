@@ -36,6 +36,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "summary_fallback": ("extractive", "none"),
 }
 _BACKENDS = ("tiktoken", "bpe_openai")
+#: Where the ledger and summary notes may go (``note_placement``, see ``ringbound.notes``).
+PLACEMENTS = ("inline_system", "leading_system", "top_level_system", "user")
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,11 @@ class AssemblyConfig:
     emergency_ratio: float = 1.0
     max_messages: int = 100_000
     max_request_bytes: int = 64 * 1024 * 1024
+    #: Where the ledger and summary notes go: ``inline_system`` (an instruction message after
+    #: the goal), ``leading_system`` (after the leading system messages), ``top_level_system``
+    #: (``res.system``) or ``user`` (user messages); null: the target's default (see
+    #: ``ringbound.notes``; each integration picks one its framework accepts).
+    note_placement: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("pin", "side_effect_tools", "stages", "redact_patterns"):
@@ -183,6 +190,11 @@ class AssemblyConfig:
             or not 0.1 <= ratio_ <= 10
         ):
             raise _error("token_ratio", f"must be a number in [0.1, 10] (or null), got {ratio_!r}")
+        if self.note_placement is not None and self.note_placement not in PLACEMENTS:
+            raise _error(
+                "note_placement",
+                f"must be one of {', '.join(PLACEMENTS)} (or null); got {self.note_placement!r}",
+            )
         if self.tokenizer_backend is not None and self.tokenizer_backend not in _BACKENDS:
             raise _error(
                 "tokenizer_backend",
