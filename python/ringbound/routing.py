@@ -54,11 +54,11 @@ class _Request:
                     key="provider",
                     reason="must be openai_chat for LangChain messages",
                 )
-            from .integrations import langchain_messages
+            from .integrations import _langchain_messages
 
             framework, caller_tools = messages, tools
-            messages = langchain_messages.to_chat(messages)
-            tools = langchain_messages.tools_to_chat(tools)
+            messages = _langchain_messages.to_chat(messages)
+            tools = _langchain_messages.tools_to_chat(tools)
             placement = placement or "leading_system"
         placement = notes.check_placement(placement, provider)
         if placement == "inline_system":
@@ -79,9 +79,9 @@ class _Request:
         result = notes.finish(self.job, result, self.given)
         if self.framework is None:
             return result
-        from .integrations import langchain_messages
+        from .integrations import _langchain_messages
 
-        return langchain_messages.result(result, self.framework, self.chat, self.caller_tools)
+        return _langchain_messages.result(result, self.framework, self.chat, self.caller_tools)
 
 
 def assemble(

@@ -23,8 +23,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import ringbound as rb
+from ringbound.integrations._pydantic_ai_messages import to_chat
 from ringbound.integrations.pydantic_ai import RingboundHistory, history_processor, tool_schema
-from ringbound.integrations.pydantic_ai_messages import to_chat
 
 INSTRUCTIONS = ("You are the log auditor. " + "Follow the audit rules to the letter. " * 60).strip()
 TURNS = 14

@@ -18,7 +18,7 @@ from ..assembler import Assembler
 from ..config import AssemblyConfig
 from ..errors import ConfigError
 from ..ledgers.side_effects import SideEffectLedger
-from . import pydantic_ai_messages
+from . import _pydantic_ai_messages
 from ._base import assembler_for, check_ledger
 
 __all__ = ["RingboundHistory", "history_processor", "tool_schema"]
@@ -153,7 +153,7 @@ async def _fit(
 ) -> list[ModelMessage]:
     """The history fitted: the instructions lead the chat view as a system message (they are
     sent first), and come off again after planning."""
-    chat = pydantic_ai_messages.to_chat(messages)
+    chat = _pydantic_ai_messages.to_chat(messages)
     head = [] if not instructions else [{"role": "system", "content": instructions}]
     res = await asm.assemble_async([*head, *chat.messages], tools or None, ledger=ledger)
     if into is not None:
@@ -162,7 +162,7 @@ async def _fit(
     report = res.report
     if head:
         report = _without_head(report)
-    return pydantic_ai_messages.from_chat(out, messages, chat, report)
+    return _pydantic_ai_messages.from_chat(out, messages, chat, report)
 
 
 def _without_head(report: Any) -> Any:
