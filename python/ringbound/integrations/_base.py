@@ -11,7 +11,7 @@ from ..config import AssemblyConfig
 from ..errors import ConfigError
 from ..ledgers.side_effects import SideEffectLedger
 
-__all__ = ["assembler_for", "check_ledger", "system_text"]
+__all__ = ["assembler_for", "check_ledger"]
 
 
 def assembler_for(
@@ -55,8 +55,3 @@ def check_ledger(ledger: Any) -> SideEffectLedger | None:
             reason="must be a SideEffectLedger",
         )
     return ledger
-
-
-def system_text(base: str | None, notes: str | None) -> str | None:
-    """The top-level system to send: the caller's text, then the notes."""
-    return "\n\n".join(t for t in (base, notes) if t) or None

@@ -39,12 +39,16 @@ def to_chat(messages: Sequence[Any]) -> list[dict[str, Any]]:
         if not isinstance(m, BaseMessage):
             raise _invalid(i, f"a LangChain message list holds a {type(m).__name__}")
         try:
-            chat = convert_to_openai_messages(m)
+            # A list, not the message: given one message, LangChain returns only the first
+            # of the chat messages it maps onto.
+            chat = convert_to_openai_messages([m])
         except Exception as e:  # LangChain raises several kinds for blocks it cannot map
             raise _invalid(i, f"LangChain cannot map it ({type(e).__name__}: {e})") from None
-        if not isinstance(chat, dict):
-            raise _invalid(i, f"it maps onto {len(chat)} chat messages, not one")
-        out.append(chat)
+        if len(chat) != 1:
+            raise _invalid(
+                i, f"it maps onto {len(chat)} chat messages (tool_result blocks?), not one"
+            )
+        out.append(chat[0])
     return out
 
 
