@@ -179,3 +179,8 @@ def test_a_wrong_placement_is_a_config_error_naming_the_key() -> None:
         rb.Assembler(rb.AssemblyConfig(note_placement="leading_system"), provider="anthropic")
     assert e.value.key == "note_placement"
     rb.Assembler(rb.AssemblyConfig(note_placement="top_level_system"), provider="anthropic")
+    # A system that is not a string cannot take the notes: refused, not replaced.
+    top = rb.Assembler(dataclasses.replace(CFG, note_placement="top_level_system"))
+    with pytest.raises(rb.ConfigError) as e:
+        top.assemble(session(), system=[{"type": "text", "text": "rules"}])
+    assert e.value.key == "note_placement"

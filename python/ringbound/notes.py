@@ -50,11 +50,11 @@ def check_placement(placement: str | None, provider: str) -> str:
 
 
 def is_note(message: Any) -> bool:
-    """Whether a chat message or Responses item is a ledger or summary note ringbound wrote."""
-    data = as_mapping(message)
-    if data is None:
+    """Whether a chat message or Responses item is a ledger or summary note ringbound wrote
+    (a dict: ringbound writes its notes as dicts, and SDK objects are not read here)."""
+    if not isinstance(message, dict):
         return False
-    text = data.get("content")
+    text = message.get("content")
     return isinstance(text, str) and text.startswith((LEDGER_MARKER, SUMMARY_MARKER))
 
 
@@ -82,14 +82,20 @@ def prepare(
     if placement == "user":
         listed = None
         for i, m in enumerate(messages):
-            data = as_mapping(m)
-            if data is not None and data.get("role") == "user" and is_note(data):
+            if is_note(m) and m.get("role") == "user":
                 listed = list(messages) if listed is None else listed
-                copy = dict(data, role="system")
+                copy = dict(m, role="system")
                 job.originals[id(copy)] = m
                 listed[i] = copy
         if listed is not None:
             job.messages = listed
+    elif placement == "top_level_system" and system is not None and not isinstance(system, str):
+        raise ConfigError(
+            f"note_placement top_level_system joins the notes to a system string; got a "
+            f"{type(system).__name__}",
+            key="note_placement",
+            reason="top_level_system needs system to be a string or None",
+        )
     elif placement == "top_level_system" and isinstance(system, str):
         base, ledger, summary = split_system_note(system)
         front: list[Any] = [
@@ -128,7 +134,7 @@ def place(job: Placement, out: list[Any], system: Any) -> tuple[list[Any], Any]:
         return [
             _with_role(m, "user") if is_note(m) and _role(m) != "user" else m for m in out
         ], system
-    texts = [as_mapping(m)["content"] for m in notes]  # type: ignore[index]
+    texts = [m["content"] for m in notes]
     ledger = next((t for t in texts if t.startswith(LEDGER_MARKER)), None)
     summary = next((t for t in texts if t.startswith(SUMMARY_MARKER)), None)
     base = system if isinstance(system, str) else ""
@@ -164,9 +170,11 @@ def _shift(report: AssemblyReport, front: int, given: int) -> AssemblyReport:
 
 
 def _role(message: Any) -> Any:
+    if isinstance(message, dict):
+        return message.get("role")
     data = as_mapping(message)
     return None if data is None else data.get("role")
 
 
-def _with_role(message: Any, role: str) -> dict[str, Any]:
-    return dict(as_mapping(message) or {}, role=role)
+def _with_role(message: dict[str, Any], role: str) -> dict[str, Any]:
+    return dict(message, role=role)
