@@ -16,7 +16,8 @@ from ..config import AssemblyConfig
 from ..errors import ConfigError
 from ..ledgers.side_effects import SideEffectLedger
 from ..providers.base import join_system_note
-from ._base import assembler_for, check_ledger
+from . import _langchain_messages
+from ._base import Target, afit_target, assembler_for, check_ledger, fit_target
 
 __all__ = ["RingboundMiddleware", "pre_model_hook"]
 
@@ -31,6 +32,11 @@ class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     Args:
         config: The policy; ``AssemblyConfig()`` when None.
+        provider: The provider of the agent's model, whose count must fit the budget:
+            ``openai_chat`` (default), ``anthropic`` (ChatAnthropic), ``gemini``,
+            ``bedrock_converse`` or ``openai_responses``. The request is planned in the chat
+            shape with the provider's ``token_ratio`` (unless the config sets one), then
+            tightened until it fits as the provider counts it.
         ledger: The run's ``SideEffectLedger``: its entries go in the ledger note, and the
             side-effecting calls an assembly drops are added to it.
         summarizer: Writes the summary of what was dropped (see ``Assembler``).
@@ -44,15 +50,18 @@ class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self,
         config: AssemblyConfig | None = None,
         *,
+        provider: str = "openai_chat",
         ledger: SideEffectLedger | None = None,
         summarizer: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__()
+        self.target = Target(provider)
         self.assembler = assembler_for(
             config,
             "top_level_system",
             integration="RingboundMiddleware",
+            target=self.target,
             summarizer=summarizer,
             **kwargs,
         )
@@ -67,7 +76,12 @@ class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     ) -> Any:
         """Calls the model with the request fitted to the budget."""
         messages, tools = _inputs(request)
-        res = self.assembler.assemble(messages, tools, ledger=self.ledger)
+        res = fit_target(
+            lambda n: self.assembler.assemble(messages, tools, ledger=self.ledger, tighten=n),
+            lambda res: self._sent(request, res),
+            self.target,
+            self.assembler.config,
+        )
         return handler(self._fitted(request, res))
 
     async def awrap_model_call(
@@ -77,11 +91,20 @@ class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     ) -> Any:
         """``wrap_model_call`` for async agents (an async summarizer is awaited)."""
         messages, tools = _inputs(request)
-        res = await self.assembler.assemble_async(messages, tools, ledger=self.ledger)
+        res = await afit_target(
+            lambda n: self.assembler.assemble_async(messages, tools, ledger=self.ledger, tighten=n),
+            lambda res: self._sent(request, res),
+            self.target,
+            self.assembler.config,
+        )
         return await handler(self._fitted(request, res))
 
-    def _fitted(self, request: ModelRequest, res: AssemblyResult) -> ModelRequest:  # type: ignore[type-arg]
-        self.last_report = res.report
+    def _split(
+        self,
+        request: ModelRequest,  # type: ignore[type-arg]
+        res: AssemblyResult,
+    ) -> tuple[SystemMessage | None, list[BaseMessage]]:
+        """The system message and the messages the model receives."""
         messages = list(res.messages)
         system = request.system_message
         if system is not None:
@@ -89,6 +112,22 @@ class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             messages = messages[1:]
         if res.system:
             system = _with_notes(system, res.system)
+        return system, messages
+
+    def _sent(
+        self,
+        request: ModelRequest,  # type: ignore[type-arg]
+        res: AssemblyResult,
+    ) -> tuple[list[dict[str, Any]], list[Any] | None]:
+        """The request the model receives, in the chat shape (to count it as the target)."""
+        system, messages = self._split(request, res)
+        chat = _langchain_messages.to_chat([*([] if system is None else [system]), *messages])
+        tools = None if res.tools is None else _langchain_messages.tools_to_chat(res.tools)
+        return chat, tools
+
+    def _fitted(self, request: ModelRequest, res: AssemblyResult) -> ModelRequest:  # type: ignore[type-arg]
+        self.last_report = res.report
+        system, messages = self._split(request, res)
         return request.override(
             messages=messages,
             system_message=system,
@@ -101,6 +140,7 @@ def pre_model_hook(
     *,
     prompt: str | SystemMessage | None = None,
     tools: Sequence[Any] | None = None,
+    provider: str = "openai_chat",
     ledger: SideEffectLedger | None = None,
     summarizer: Any = None,
     **kwargs: Any,
@@ -118,6 +158,8 @@ def pre_model_hook(
             is refused: a hook cannot unbind the model's tools.
         prompt: The system prompt the model node sends before the messages.
         tools: The tools bound to the model.
+        provider: The provider of the model, whose count must fit (see
+            ``RingboundMiddleware``).
         ledger: The run's ``SideEffectLedger`` (see ``RingboundMiddleware``).
         summarizer: Writes the summary of what was dropped (see ``Assembler``).
         **kwargs: ``sink``, ``tracer``, ``cache`` for the ``Assembler``.
@@ -125,11 +167,13 @@ def pre_model_hook(
     Raises:
         ConfigError: A value above is of the wrong kind.
     """
+    target = Target(provider)
     asm = assembler_for(
         config,
         "leading_system",
         allowed=("leading_system", "user", "inline_system"),
         integration="pre_model_hook",
+        target=target,
         summarizer=summarizer,
         **kwargs,
     )
@@ -153,10 +197,16 @@ def pre_model_hook(
             reason="must be a string or a SystemMessage",
         )
     checked = check_ledger(ledger)
+    chat_tools = _langchain_messages.tools_to_chat(tools)
 
     def hook(state: Any) -> dict[str, list[BaseMessage]]:
-        messages = state["messages"] if isinstance(state, dict) else state.messages
-        res = asm.assemble([*head, *messages], tools, ledger=checked)
+        messages = [*head, *(state["messages"] if isinstance(state, dict) else state.messages)]
+        res = fit_target(
+            lambda n: asm.assemble(messages, tools, ledger=checked, tighten=n),
+            lambda res: (_langchain_messages.to_chat(res.messages), chat_tools),
+            target,
+            asm.config,
+        )
         return {"llm_input_messages": list(res.messages[len(head) :])}
 
     return hook
