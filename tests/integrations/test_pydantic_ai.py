@@ -25,6 +25,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 import ringbound as rb
 from ringbound.integrations._pydantic_ai_messages import to_chat
 from ringbound.integrations.pydantic_ai import RingboundHistory, history_processor, tool_schema
+from ringbound.providers import adapter
 
 INSTRUCTIONS = ("You are the log auditor. " + "Follow the audit rules to the letter. " * 60).strip()
 TURNS = 14
@@ -179,3 +180,24 @@ def test_bad_input_is_a_typed_error() -> None:
     with pytest.raises(rb.ConfigError) as c:
         RingboundHistory(rb.AssemblyConfig(note_placement="top_level_system"))
     assert c.value.key == "note_placement"
+
+
+def test_provider_fits_the_history_as_that_provider_counts_it() -> None:
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart("Read the logs.")])]
+    for i in range(TURNS):
+        history += [
+            ModelResponse(parts=[ToolCallPart("read_log", {"day": i}, f"call_{i}")]),
+            ModelRequest(parts=[ToolReturnPart("read_log", "log line " * 60, f"call_{i}")]),
+        ]
+
+    def as_claude(messages: list[ModelMessage]) -> int:
+        native, system = adapter("anthropic").from_canonical(to_chat(messages).messages)
+        return rb.count_tokens(native, provider="anthropic", system=system)
+
+    fitted = asyncio.run(history_processor(CFG, provider="anthropic")(history))
+    assert as_claude(fitted) <= CFG.budget
+    as_openai = asyncio.run(history_processor(CFG)(history))
+    assert as_claude(as_openai) > CFG.budget
+    with pytest.raises(rb.ConfigError) as e:
+        history_processor(CFG, provider="claude")
+    assert e.value.key == "provider"

@@ -19,7 +19,7 @@ from ..config import AssemblyConfig
 from ..errors import ConfigError
 from ..ledgers.side_effects import SideEffectLedger
 from . import _pydantic_ai_messages
-from ._base import assembler_for, check_ledger
+from ._base import Target, afit_target, assembler_for, check_ledger
 
 __all__ = ["RingboundHistory", "history_processor", "tool_schema"]
 
@@ -30,6 +30,7 @@ def history_processor(
     config: AssemblyConfig | None = None,
     *,
     tools: Sequence[ToolDefinition | dict[str, Any]] | None = None,
+    provider: str = "openai_chat",
     ledger: SideEffectLedger | None = None,
     summarizer: Any = None,
     **kwargs: Any,
@@ -45,6 +46,11 @@ def history_processor(
     Args:
         config: The policy; ``AssemblyConfig()`` when None.
         tools: Tool definitions (or chat ``tools`` dicts) the model receives.
+        provider: The provider of the agent's model, whose count must fit: ``openai_chat``
+            (default), ``anthropic``, ``gemini``, ``bedrock_converse`` or
+            ``openai_responses``. The history is planned with the provider's ``token_ratio``
+            (unless the config sets one), then tightened until it fits as the provider counts
+            it.
         ledger: The run's ``SideEffectLedger``: its entries go in the ledger note, and the
             side-effecting calls an assembly drops are added to it.
         summarizer: Writes the summary of what was dropped (see ``Assembler``).
@@ -53,12 +59,13 @@ def history_processor(
     Raises:
         ConfigError: A value above is of the wrong kind.
     """
-    asm = _assembler(config, summarizer, kwargs)
+    target = Target(provider)
+    asm = _assembler(config, summarizer, target, kwargs)
     schemas = [tool_schema(t) for t in tools or ()]
     checked = check_ledger(ledger)
 
     async def process(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return await _fit(asm, messages, schemas, _last_instructions(messages), checked)
+        return await _fit(asm, target, messages, schemas, _last_instructions(messages), checked)
 
     return process
 
@@ -71,19 +78,23 @@ class RingboundHistory(AbstractCapability[Any]):
 
     Attributes:
         config: The policy; ``AssemblyConfig()`` when None.
+        provider: The provider of the agent's model (see ``history_processor``).
         ledger: The run's ``SideEffectLedger`` (see ``history_processor``).
         summarizer: Writes the summary of what was dropped (see ``Assembler``).
     """
 
     config: AssemblyConfig | None = None
+    provider: str = "openai_chat"
     ledger: SideEffectLedger | None = None
     summarizer: Any = None
     assembler: Assembler = field(init=False, repr=False)
+    target: Target = field(init=False, repr=False)
     #: The report of the last request's assembly.
     last_report: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.assembler = _assembler(self.config, self.summarizer, {})
+        self.target = Target(self.provider)
+        self.assembler = _assembler(self.config, self.summarizer, self.target, {})
         check_ledger(self.ledger)
 
     async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
@@ -96,7 +107,13 @@ class RingboundHistory(AbstractCapability[Any]):
             else _last_instructions(request_context.messages)
         )
         request_context.messages = await _fit(
-            self.assembler, request_context.messages, tools, instructions, self.ledger, self
+            self.assembler,
+            self.target,
+            request_context.messages,
+            tools,
+            instructions,
+            self.ledger,
+            self,
         )
         return request_context
 
@@ -125,12 +142,15 @@ def tool_schema(tool: ToolDefinition | dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-def _assembler(config: AssemblyConfig | None, summarizer: Any, kwargs: dict[str, Any]) -> Any:
+def _assembler(
+    config: AssemblyConfig | None, summarizer: Any, target: Target, kwargs: dict[str, Any]
+) -> Any:
     return assembler_for(
         config,
         "leading_system",
         allowed=_ALLOWED,
         integration="Pydantic AI",
+        target=target,
         summarizer=summarizer,
         **kwargs,
     )
@@ -145,6 +165,7 @@ def _last_instructions(messages: Sequence[ModelMessage]) -> str | None:
 
 async def _fit(
     asm: Any,
+    target: Target,
     messages: list[ModelMessage],
     tools: list[dict[str, Any]],
     instructions: str | None,
@@ -155,7 +176,13 @@ async def _fit(
     sent first), and come off again after planning."""
     chat = _pydantic_ai_messages.to_chat(messages)
     head = [] if not instructions else [{"role": "system", "content": instructions}]
-    res = await asm.assemble_async([*head, *chat.messages], tools or None, ledger=ledger)
+    planned = [*head, *chat.messages]
+    res = await afit_target(
+        lambda n: asm.assemble_async(planned, tools or None, ledger=ledger, tighten=n),
+        lambda res: (res.messages, tools),
+        target,
+        asm.config,
+    )
     if into is not None:
         into.last_report = res.report
     out = res.messages[len(head) :]
