@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _core
+from . import _core, notes, routing
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
 from .config import AssemblyConfig
 from .counters.gate import count_gate
@@ -192,6 +193,9 @@ class Assembler:
             self._adapter is None and self._summarizer is None and not self.config.cache_stable
         )
         self._emergency_budget = math.floor(self.config.emergency_ratio * self.config.budget)
+        self._notes = notes.check_placement(self.config.note_placement, self.provider)
+        #: Notes placed apart from where the core puts them (``routing`` moves them).
+        self._placed = self._notes != "inline_system" and self.provider in notes.IN_MESSAGES
         self.store = check_store(store)
         #: Whether assemblies with a ``token_ledger`` are recorded in it (the count gate's
         #: inner assemblers leave that to the gate).
@@ -256,7 +260,6 @@ class Assembler:
             StoreError: With ``session_id``: the store failed and ``on_store_error`` is
                 ``fail_closed``.
         """
-        check_system(self.provider, system)
         if session_id is not None:
             if self._gate is not None:
                 raise ConfigError(
@@ -281,9 +284,59 @@ class Assembler:
                 state=state,
                 token_ledger=token_ledger,
             )
-        if self._takes_plain(pinned, ledger, tighten, state, token_ledger):
+        return self._routed(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+
+    def _routed(
+        self,
+        messages: list[Any],
+        tools: list[Any] | None,
+        system: Any,
+        pinned: Iterable[int] | None,
+        ledger: SideEffectLedger | None,
+        tighten: int,
+        state: AssemblyState | None,
+        token_ledger: TokenLedger | None,
+        stateful: bool = False,
+    ) -> AssemblyResult:
+        """One assembly: a framework's messages, or notes placed apart from where the core
+        puts them, through ``routing``; the provider's own messages straight to the core."""
+        native = functools.partial(self._native, stateful=stateful)
+        if self._placed or _framework(messages):
+            return routing.assemble(
+                native,
+                messages,
+                tools,
+                system,
+                pinned,
+                ledger,
+                tighten,
+                state,
+                token_ledger,
+                self.config.note_placement,
+                self.provider,
+            )
+        return native(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+
+    def _native(
+        self,
+        messages: list[Any],
+        tools: list[Any] | None,
+        system: Any,
+        pinned: Iterable[int] | None,
+        ledger: SideEffectLedger | None,
+        tighten: int,
+        state: AssemblyState | None,
+        token_ledger: TokenLedger | None,
+        stateful: bool = False,
+    ) -> AssemblyResult:
+        """An assembly of messages in the provider's own format, notes where the core puts
+        them: the plain path when the call allows it, else the general one."""
+        check_system(self.provider, system)
+        if not stateful and self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
-        return self._run(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+        return self._run(
+            messages, tools, system, pinned, ledger, tighten, state, token_ledger, stateful
+        )
 
     def _run(
         self,
@@ -384,7 +437,6 @@ class Assembler:
         """``assemble`` for async callers: an async summarizer is awaited, a sync one runs in
         a worker thread, so the event loop is never blocked by a summary; the store's async
         methods are awaited. Same arguments, result and errors as ``assemble``."""
-        check_system(self.provider, system)
         if session_id is not None:
             if self._gate is not None:
                 raise ConfigError(
@@ -409,10 +461,58 @@ class Assembler:
                 state=state,
                 token_ledger=token_ledger,
             )
-        if self._takes_plain(pinned, ledger, tighten, state, token_ledger):
+        return await self._arouted(
+            messages, tools, system, pinned, ledger, tighten, state, token_ledger
+        )
+
+    async def _arouted(
+        self,
+        messages: list[Any],
+        tools: list[Any] | None,
+        system: Any,
+        pinned: Iterable[int] | None,
+        ledger: SideEffectLedger | None,
+        tighten: int,
+        state: AssemblyState | None,
+        token_ledger: TokenLedger | None,
+        stateful: bool = False,
+    ) -> AssemblyResult:
+        """``_routed`` for ``assemble_async``."""
+        native = functools.partial(self._anative, stateful=stateful)
+        if self._placed or _framework(messages):
+            return await routing.assemble_async(
+                native,
+                messages,
+                tools,
+                system,
+                pinned,
+                ledger,
+                tighten,
+                state,
+                token_ledger,
+                self.config.note_placement,
+                self.provider,
+            )
+        return await native(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+
+    async def _anative(
+        self,
+        messages: list[Any],
+        tools: list[Any] | None,
+        system: Any,
+        pinned: Iterable[int] | None,
+        ledger: SideEffectLedger | None,
+        tighten: int,
+        state: AssemblyState | None,
+        token_ledger: TokenLedger | None,
+        stateful: bool = False,
+    ) -> AssemblyResult:
+        """``_native`` for ``assemble_async``."""
+        check_system(self.provider, system)
+        if not stateful and self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
         return await self._arun(
-            messages, tools, system, pinned, ledger, tighten, state, token_ledger
+            messages, tools, system, pinned, ledger, tighten, state, token_ledger, stateful
         )
 
     async def _arun(
@@ -963,6 +1063,16 @@ class _Job:
     note: str | None = None
     #: Tokens a compaction leaves free for the next tool return (``TokenLedger``).
     tail: int = 0
+
+
+def _framework(messages: Any) -> bool:
+    """Whether ``messages`` is a framework's message list (LangChain), read by ``routing``."""
+    return (
+        type(messages) is list
+        and bool(messages)
+        and type(messages[0]) is not dict
+        and routing.framework_of(messages[0]) is not None
+    )
 
 
 def _pins(pinned: Iterable[int] | None, n: int) -> list[int]:

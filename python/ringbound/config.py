@@ -48,6 +48,8 @@ REMOVED_KEYS = {
         "(drop_rings, drop_plain_turns, drop_error_rings)"
     ),
 }
+#: Where the ledger and summary notes may go (``note_placement``, see ``ringbound.notes``).
+PLACEMENTS = ("inline_system", "leading_system", "top_level_system", "user")
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,11 @@ class AssemblyConfig:
     on_store_error: str = "fail_closed"
     max_messages: int = 100_000
     max_request_bytes: int = 64 * 1024 * 1024
+    #: Where the ledger and summary notes go: ``inline_system`` (an instruction message after
+    #: the goal), ``leading_system`` (after the leading system messages), ``top_level_system``
+    #: (``res.system``) or ``user`` (user messages); null: the target's default (see
+    #: ``ringbound.notes``; each integration picks one its framework accepts).
+    note_placement: str | None = None
     #: Removed (see ``REMOVED_KEYS``): accepted by the constructor only to refuse it by name.
     middle_delete_unit: InitVar[Any] = None
 
@@ -204,9 +211,11 @@ class AssemblyConfig:
                 )
         margin = self.safety_margin_tokens
         if margin != "auto" and (
-            isinstance(margin, bool) or not isinstance(margin, int) or margin < 0
+            isinstance(margin, bool) or not isinstance(margin, int) or not 0 <= margin <= INT_MAX
         ):
-            raise _error("safety_margin_tokens", f"must be an integer >= 0 or auto, got {margin!r}")
+            raise _error(
+                "safety_margin_tokens", f"must be an integer in [0, 2**40] or auto, got {margin!r}"
+            )
         coverage = self.calibration_coverage
         if (
             isinstance(coverage, bool)
@@ -226,6 +235,11 @@ class AssemblyConfig:
         ):
             raise _error(
                 "token_ratio", f"must be a number in [0.1, 10], auto or null; got {ratio_!r}"
+            )
+        if self.note_placement is not None and self.note_placement not in PLACEMENTS:
+            raise _error(
+                "note_placement",
+                f"must be one of {', '.join(PLACEMENTS)} (or null); got {self.note_placement!r}",
             )
         if self.tokenizer_backend is not None and self.tokenizer_backend not in _BACKENDS:
             raise _error(

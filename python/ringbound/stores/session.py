@@ -268,7 +268,7 @@ def assemble(
                     if reply is None:
                         _count(asm, "conflict")
                 elif op.stateful:
-                    reply = asm._run(
+                    reply = asm._routed(
                         messages,
                         tools,
                         system,
@@ -329,7 +329,7 @@ async def assemble_async(
                     if reply is None:
                         _count(asm, "conflict")
                 elif op.stateful:
-                    reply = await asm._arun(
+                    reply = await asm._arouted(
                         messages,
                         tools,
                         system,

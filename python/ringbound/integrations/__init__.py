@@ -1,0 +1,11 @@
+"""ringbound where agents already run: one module per framework, each over the same
+``Assembler``, each needing its own extra and imported only when used.
+
+- ``ringbound.integrations.langchain``: ``RingboundMiddleware`` for LangChain v1
+  ``create_agent`` and ``pre_model_hook`` for LangGraph graphs (``ringbound[langchain]``);
+  ``Assembler.assemble`` also takes LangChain message lists as they are.
+- ``ringbound.integrations.openai_agents``: ``call_model_input_filter`` for the OpenAI Agents
+  SDK's ``RunConfig`` (``ringbound[openai-agents]``).
+- ``ringbound.integrations.pydantic_ai``: ``history_processor`` for Pydantic AI agents
+  (``ringbound[pydantic-ai]``).
+"""

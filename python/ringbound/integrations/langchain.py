@@ -1,0 +1,229 @@
+"""LangChain and LangGraph: ``RingboundMiddleware`` for LangChain v1 ``create_agent`` and
+``pre_model_hook`` for LangGraph graphs. Both plan each model call from the whole history, the
+system prompt and the bound tools, and change only what the model receives: the agent's state
+keeps every message. Needs ``ringbound[langchain]``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import BaseMessage, SystemMessage
+
+from ..assembler import AssemblyResult
+from ..config import AssemblyConfig
+from ..errors import ConfigError
+from ..ledgers.side_effects import SideEffectLedger
+from ..providers.base import join_system_note
+from . import _langchain_messages
+from ._base import Target, afit_target, assembler_for, check_ledger, fit_target
+
+__all__ = ["RingboundMiddleware", "pre_model_hook"]
+
+
+class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+    """Fits every model call of a ``create_agent`` agent to the budget.
+
+    The system prompt and the tools bound for the call count inside the budget; the notes go
+    into the system message (``note_placement: top_level_system``, the default, which every
+    chat model accepts), or where ``note_placement`` says. The agent's state is not changed:
+    the next call plans again from the whole history.
+
+    Args:
+        config: The policy; ``AssemblyConfig()`` when None.
+        provider: The provider of the agent's model, whose count must fit the budget:
+            ``openai_chat`` (default), ``anthropic`` (ChatAnthropic), ``gemini``,
+            ``bedrock_converse`` or ``openai_responses``. The request is planned in the chat
+            shape with the provider's ``token_ratio`` (unless the config sets one), then
+            tightened until it fits as the provider counts it.
+        ledger: The run's ``SideEffectLedger``: its entries go in the ledger note, and the
+            side-effecting calls an assembly drops are added to it.
+        summarizer: Writes the summary of what was dropped (see ``Assembler``).
+        **kwargs: ``sink``, ``tracer``, ``cache`` for the ``Assembler``.
+
+    Example:
+        ``create_agent(model, tools, system_prompt=..., middleware=[RingboundMiddleware(cfg)])``
+    """
+
+    def __init__(
+        self,
+        config: AssemblyConfig | None = None,
+        *,
+        provider: str = "openai_chat",
+        ledger: SideEffectLedger | None = None,
+        summarizer: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.target = Target(provider)
+        self.assembler = assembler_for(
+            config,
+            "top_level_system",
+            integration="RingboundMiddleware",
+            target=self.target,
+            summarizer=summarizer,
+            **kwargs,
+        )
+        self.ledger = check_ledger(ledger)
+        #: The report of the last model call's assembly.
+        self.last_report: Any = None
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest,  # type: ignore[type-arg]
+        handler: Callable[[ModelRequest], ModelResponse],  # type: ignore[type-arg]
+    ) -> Any:
+        """Calls the model with the request fitted to the budget."""
+        messages, tools = _inputs(request)
+        res = fit_target(
+            lambda n: self.assembler.assemble(messages, tools, ledger=self.ledger, tighten=n),
+            lambda res: self._sent(request, res),
+            self.target,
+            self.assembler.config,
+        )
+        return handler(self._fitted(request, res))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,  # type: ignore[type-arg]
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],  # type: ignore[type-arg]
+    ) -> Any:
+        """``wrap_model_call`` for async agents (an async summarizer is awaited)."""
+        messages, tools = _inputs(request)
+        res = await afit_target(
+            lambda n: self.assembler.assemble_async(messages, tools, ledger=self.ledger, tighten=n),
+            lambda res: self._sent(request, res),
+            self.target,
+            self.assembler.config,
+        )
+        return await handler(self._fitted(request, res))
+
+    def _split(
+        self,
+        request: ModelRequest,  # type: ignore[type-arg]
+        res: AssemblyResult,
+    ) -> tuple[SystemMessage | None, list[BaseMessage]]:
+        """The system message and the messages the model receives."""
+        messages = list(res.messages)
+        system = request.system_message
+        if system is not None:
+            # A leading system message is always kept: it is the caller's, first.
+            messages = messages[1:]
+        if res.system:
+            system = _with_notes(system, res.system)
+        return system, messages
+
+    def _sent(
+        self,
+        request: ModelRequest,  # type: ignore[type-arg]
+        res: AssemblyResult,
+    ) -> tuple[list[dict[str, Any]], list[Any] | None]:
+        """The request the model receives, in the chat shape (to count it as the target)."""
+        system, messages = self._split(request, res)
+        chat = _langchain_messages.to_chat([*([] if system is None else [system]), *messages])
+        tools = None if res.tools is None else _langchain_messages.tools_to_chat(res.tools)
+        return chat, tools
+
+    def _fitted(self, request: ModelRequest, res: AssemblyResult) -> ModelRequest:  # type: ignore[type-arg]
+        self.last_report = res.report
+        system, messages = self._split(request, res)
+        return request.override(
+            messages=messages,
+            system_message=system,
+            tools=request.tools if res.tools is not None else [],
+        )
+
+
+def pre_model_hook(
+    config: AssemblyConfig | None = None,
+    *,
+    prompt: str | SystemMessage | None = None,
+    tools: Sequence[Any] | None = None,
+    provider: str = "openai_chat",
+    ledger: SideEffectLedger | None = None,
+    summarizer: Any = None,
+    **kwargs: Any,
+) -> Callable[[Any], dict[str, list[BaseMessage]]]:
+    """A LangGraph ``pre_model_hook``: ``state -> {"llm_input_messages": [...]}``, the history
+    fitted to the budget for the model node, the state left as it is.
+
+    The model node sends ``prompt`` first, then these messages, with ``tools`` bound: pass the
+    same ones here so they count. The notes follow the prompt (``note_placement:
+    leading_system``, the default; ChatAnthropic accepts system messages only there), or are
+    user messages (``user``).
+
+    Args:
+        config: The policy; ``AssemblyConfig()`` when None. ``drop_tools_schema_then_fail``
+            is refused: a hook cannot unbind the model's tools.
+        prompt: The system prompt the model node sends before the messages.
+        tools: The tools bound to the model.
+        provider: The provider of the model, whose count must fit (see
+            ``RingboundMiddleware``).
+        ledger: The run's ``SideEffectLedger`` (see ``RingboundMiddleware``).
+        summarizer: Writes the summary of what was dropped (see ``Assembler``).
+        **kwargs: ``sink``, ``tracer``, ``cache`` for the ``Assembler``.
+
+    Raises:
+        ConfigError: A value above is of the wrong kind.
+    """
+    target = Target(provider)
+    asm = assembler_for(
+        config,
+        "leading_system",
+        allowed=("leading_system", "user", "inline_system"),
+        integration="pre_model_hook",
+        target=target,
+        summarizer=summarizer,
+        **kwargs,
+    )
+    if asm.config.on_still_over_budget == "drop_tools_schema_then_fail":
+        raise ConfigError(
+            "config `on_still_over_budget` must be fail_closed for pre_model_hook: a hook "
+            "cannot unbind the model's tools",
+            key="on_still_over_budget",
+            reason="must be fail_closed for pre_model_hook",
+        )
+    if prompt is None:
+        head: list[BaseMessage] = []
+    elif isinstance(prompt, str):
+        head = [SystemMessage(content=prompt)]
+    elif isinstance(prompt, SystemMessage):
+        head = [prompt]
+    else:
+        raise ConfigError(
+            f"prompt must be a string or a SystemMessage, got {type(prompt).__name__}",
+            key="prompt",
+            reason="must be a string or a SystemMessage",
+        )
+    checked = check_ledger(ledger)
+    chat_tools = _langchain_messages.tools_to_chat(tools)
+
+    def hook(state: Any) -> dict[str, list[BaseMessage]]:
+        messages = [*head, *(state["messages"] if isinstance(state, dict) else state.messages)]
+        res = fit_target(
+            lambda n: asm.assemble(messages, tools, ledger=checked, tighten=n),
+            lambda res: (_langchain_messages.to_chat(res.messages), chat_tools),
+            target,
+            asm.config,
+        )
+        return {"llm_input_messages": list(res.messages[len(head) :])}
+
+    return hook
+
+
+def _inputs(request: ModelRequest) -> tuple[list[Any], list[Any]]:  # type: ignore[type-arg]
+    """The messages to plan (the system message first) and the tools bound for the call."""
+    system = request.system_message
+    head = [] if system is None else [system]
+    return [*head, *request.messages], list(request.tools)
+
+
+def _with_notes(system: SystemMessage | None, notes: str) -> SystemMessage:
+    """The system message with the notes after its text (a new message)."""
+    if system is None:
+        return SystemMessage(content=notes)
+    content = system.content
+    if isinstance(content, str):
+        return system.model_copy(update={"content": join_system_note(content, notes)})
+    return system.model_copy(update={"content": [*content, {"type": "text", "text": notes}]})
