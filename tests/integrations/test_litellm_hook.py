@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import pytest
 import strategies as gen
+import yaml
 from fastapi import HTTPException
 from hypothesis import given
 from hypothesis import strategies as st
@@ -271,3 +274,19 @@ def test_the_hook_sends_what_the_assembler_makes_and_nothing_else_changes(
         assert set(out) == set(data)
         assert all(out[k] is data[k] for k in data if k != "messages")
     assert data == before
+
+
+def test_the_example_hook_has_a_config_for_every_model_of_the_example_proxy() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "litellm"
+    config = yaml.safe_load((example / "config.yaml").read_text(encoding="utf-8"))
+    module_name, instance = config["litellm_settings"]["callbacks"].rsplit(".", 1)
+    spec = importlib.util.spec_from_file_location(module_name, example / f"{module_name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    hook = getattr(module, instance)
+    assert isinstance(hook, RingboundHook)
+    for entry in config["model_list"]:
+        cfg = hook.config_for(entry["model_name"])
+        assert cfg is not None and "send_email" in cfg.side_effect_tools
+    assert hook.config_for("not-in-the-proxy") is None

@@ -232,7 +232,13 @@ def test_a_broken_history_gets_a_clean_400_and_reaches_nobody(
     upstream.take()
     status, answer = proxy.post(case.path, case.body(case.model, TURNS, broken=True))
     assert status == 400, answer
+    # Each route answers in its own error shape (Anthropic's adds a top-level type).
+    if case.provider == "anthropic":
+        assert answer["type"] == "error"
+    else:
+        assert "type" not in answer
     error = answer["error"]
+    assert error["type"] == "invalid_request_error"
     assert error["message"].startswith("ringbound: tool call pairing is broken")
     assert error["provider_specific_fields"]["ringbound"]["error"] == "PairingError"
     assert upstream.take() == []
