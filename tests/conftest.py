@@ -10,6 +10,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+# The suite runs offline: without this, importing litellm tries to download its model cost map
+# (three attempts, about ten seconds) before falling back to the copy it ships.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 settings.register_profile(
     "ci",
     max_examples=150,

@@ -1,5 +1,5 @@
-"""ringbound where agents already run: one module per framework, each over the same
-``Assembler``, each needing its own extra and imported only when used.
+"""ringbound where agents and gateways already are: one module per framework, each over the
+same ``Assembler``, each needing its own extra and imported only when used.
 
 - ``ringbound.integrations.langchain``: ``RingboundMiddleware`` for LangChain v1
   ``create_agent`` and ``pre_model_hook`` for LangGraph graphs (``ringbound[langchain]``);
@@ -8,4 +8,6 @@
   SDK's ``RunConfig`` (``ringbound[openai-agents]``).
 - ``ringbound.integrations.pydantic_ai``: ``history_processor`` for Pydantic AI agents
   (``ringbound[pydantic-ai]``).
+- ``ringbound.integrations.litellm``: ``RingboundHook``, a LiteLLM proxy pre-call hook for the
+  chat, Anthropic messages and Responses routes (``ringbound[litellm]``).
 """

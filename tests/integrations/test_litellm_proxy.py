@@ -1,0 +1,263 @@
+"""RingboundHook in a real LiteLLM proxy: the proxy runs as its own process on loopback with
+examples/litellm/config.yaml (its models pointed at a fake upstream, each with a twin the hook
+has no config for) and a hook with small budgets; long sessions go through the chat, Anthropic
+messages and Responses routes. The upstream must receive each request within budget, paired,
+with the ledger note, and, outside the history and system, exactly what the twin sent
+untouched received. Broken histories get a clean 400 and reach nobody."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import ringbound as rb
+from ringbound import _core
+
+from .litellm_sessions import anthropic_body, chat_body, responses_body
+from .litellm_upstream import FakeUpstream, Received
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "litellm"
+HERE = Path(__file__).resolve().parent
+#: Suffix of the twin of each model: same upstream, no ringbound config.
+RAW = "-raw"
+#: The proxy imports all of LiteLLM: on a busy two-core machine that takes most of a minute.
+START_TIMEOUT_S = 240
+TURNS = 30
+
+
+@dataclass(frozen=True)
+class Proxy:
+    url: str
+    key: str
+    metrics: Path
+    log: Path
+
+    def post(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        req = urllib.request.Request(
+            self.url + path,
+            data=json.dumps(body).encode(),
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {self.key}",
+                "x-api-key": self.key,
+                "anthropic-version": "2023-06-01",
+            },
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _proxy_config(upstream: str) -> dict[str, Any]:
+    """The example config, its models sent to ``upstream``, each with an untouched twin."""
+    config = yaml.safe_load((EXAMPLE / "config.yaml").read_text(encoding="utf-8"))
+    models = []
+    for entry in config["model_list"]:
+        params = dict(entry["litellm_params"], api_key="sk-fake")
+        is_openai = params["model"].startswith("openai/")
+        params["api_base"] = upstream + ("/v1" if is_openai else "")
+        models.append({"model_name": entry["model_name"], "litellm_params": params})
+        models.append({"model_name": entry["model_name"] + RAW, "litellm_params": dict(params)})
+    config["model_list"] = models
+    return config
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[FakeUpstream]:
+    with FakeUpstream() as up:
+        yield up
+
+
+@pytest.fixture(scope="module")
+def proxy(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+    work = tmp_path_factory.mktemp("litellm-proxy")
+    (work / "config.yaml").write_text(yaml.safe_dump(_proxy_config(upstream.base_url)))
+    shutil.copy(HERE / "litellm_proxy_hook.py", work / "ringbound_hook.py")
+    key = "sk-" + secrets.token_hex(32)
+    port = _free_port()
+    metrics, log = work / "metrics.jsonl", work / "proxy.log"
+    env = dict(
+        os.environ,
+        LITELLM_MASTER_KEY=key,
+        # Offline and light: no cost map download, no admin UI, no database (none is set).
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        DISABLE_ADMIN_UI="True",
+        RINGBOUND_TEST_METRICS=str(metrics),
+        PYTHONPATH=os.pathsep.join([str(REPO / "python"), os.environ.get("PYTHONPATH", "")]),
+    )
+    cmd = [sys.executable, "-m", "litellm.proxy.proxy_cli", "--config", str(work / "config.yaml")]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "--telemetry", "False"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the proxy exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+            try:
+                with urllib.request.urlopen(url + "/health/liveliness", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the proxy did not start in time:\n{log.read_text()[-4000:]}")
+            time.sleep(0.5)
+        yield Proxy(url, key, metrics, log)
+    finally:
+        _stop(proc)
+
+
+@dataclass(frozen=True)
+class RouteCase:
+    path: str
+    provider: str
+    history: str
+    system: str | None
+    model: str
+    body: Any
+
+
+CASES = [
+    RouteCase("/v1/chat/completions", "openai_chat", "messages", None, "gpt-4o", chat_body),
+    RouteCase("/v1/messages", "anthropic", "messages", "system", "claude-sonnet", anthropic_body),
+    RouteCase(
+        "/v1/responses", "openai_responses", "input", "instructions", "gpt-4o", responses_body
+    ),
+]
+
+
+def _send(proxy: Proxy, upstream: FakeUpstream, case: RouteCase, body: dict[str, Any]) -> Received:
+    upstream.take()
+    status, answer = proxy.post(case.path, body)
+    assert status == 200, answer
+    (got,) = upstream.take()
+    assert got.path == case.path
+    return got
+
+
+def _ledger_text(case: RouteCase, body: dict[str, Any]) -> str:
+    texts = [body.get(case.system)] if case.system else []
+    texts += [m.get("content") for m in body[case.history] if isinstance(m, dict)]
+    notes = [t for t in texts if isinstance(t, str) and _core.LEDGER_MARKER in t]
+    assert len(notes) == 1, texts
+    return notes[0]
+
+
+def _without(body: dict[str, Any], *keys: str | None) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in keys}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.provider for c in CASES])
+def test_a_long_session_reaches_the_upstream_trimmed_paired_and_otherwise_intact(
+    proxy: Proxy, upstream: FakeUpstream, case: RouteCase
+) -> None:
+    from .litellm_proxy_hook import CONFIG
+
+    sent = case.body(case.model, TURNS)
+    history, system = sent[case.history], sent.get(case.system) if case.system else None
+    before = rb.count_tokens(history, provider=case.provider, tools=sent["tools"], system=system)
+    assert before > CONFIG.budget  # the session must need trimming
+
+    got = _send(proxy, upstream, case, sent).body
+    raw = _send(proxy, upstream, case, dict(sent, model=case.model + RAW)).body
+
+    kept, kept_system = got[case.history], got.get(case.system) if case.system else None
+    tokens = rb.count_tokens(kept, provider=case.provider, tools=got["tools"], system=kept_system)
+    assert tokens <= CONFIG.budget
+    assert rb.validate(kept, provider=case.provider, system=kept_system) == []
+    assert len(kept) < len(history)
+    note = _ledger_text(case, got)
+    assert "send_email" in note and "ana@example.com" in note
+    # What the hook assembled is what ringbound assembles of the client's body, each kept
+    # message as LiteLLM forwards it (the untouched twin shows how: it drops a null
+    # ``content``, for one); and every field but the history and system is the same in both
+    # requests: the hook changed nothing else.
+    expected = rb.Assembler(CONFIG, provider=case.provider).assemble(
+        history, tools=sent["tools"], system=system
+    )
+    assert len(raw[case.history]) == len(history)
+    forwarded = {id(m): raw[case.history][i] for i, m in enumerate(history)}
+    assert kept == [forwarded.get(id(m), m) for m in expected.messages]
+    assert kept_system == expected.system
+    assert _without(got, case.history, case.system) == _without(raw, case.history, case.system)
+    for field in sent:
+        if field not in (case.history, case.system, "model", "user"):
+            assert got[field] == sent[field], field
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.provider for c in CASES])
+def test_a_broken_history_gets_a_clean_400_and_reaches_nobody(
+    proxy: Proxy, upstream: FakeUpstream, case: RouteCase
+) -> None:
+    upstream.take()
+    status, answer = proxy.post(case.path, case.body(case.model, TURNS, broken=True))
+    assert status == 400, answer
+    # Each route answers in its own error shape (Anthropic's adds a top-level type).
+    if case.provider == "anthropic":
+        assert answer["type"] == "error"
+    else:
+        assert "type" not in answer
+    error = answer["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"].startswith("ringbound: tool call pairing is broken")
+    assert error["provider_specific_fields"]["ringbound"]["error"] == "PairingError"
+    assert upstream.take() == []
+
+
+def test_the_proxy_records_each_assembly_through_the_metrics_sink(
+    proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    proxy.metrics.unlink(missing_ok=True)
+    for case in CASES:
+        _send(proxy, upstream, case, case.body(case.model, TURNS))
+        upstream.take()
+        proxy.post(case.path, case.body(case.model, TURNS, broken=True))
+    records = [json.loads(line) for line in proxy.metrics.read_text().splitlines()]
+    observed = [r for r in records if r["event"] == "observe"]
+    rejected = [r for r in records if r["event"] == "reject"]
+    assert [r["provider"] for r in observed] == [c.provider for c in CASES]
+    assert all(0 < r["tokens_after"] <= r["budget"] < r["tokens_before"] for r in observed)
+    assert all(r["dropped_rings"] > 0 for r in observed)
+    assert [(r["provider"], r["error"]) for r in rejected] == [
+        (c.provider, "PairingError") for c in CASES
+    ]
