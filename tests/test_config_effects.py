@@ -20,8 +20,12 @@ import ringbound as rb
 #: result is the same by design (both back ends are exact BPE: only the speed differs, which
 #: docs/token-accounting.md measures).
 NOT_HERE = {
-    "token_counter": "its meaning comes with provider token counts (issue 20)",
     "tokenizer_backend": "both back ends count exactly the same tokens; only speed differs",
+    # Keys that act only with a part a single assembly here does not have (a counter, a
+    # store); the test named shows each one changing what happens.
+    "token_counter": "needs a provider counter: tests/counters/test_count_gate.py",
+    "calibration_coverage": "needs provider counts: tests/counters/test_online_calibration.py",
+    "on_store_error": "needs a failing store: tests/stores/test_session_store.py",
 }
 SECRET_WORD = "zebra-7741"
 
@@ -165,6 +169,9 @@ CASES: dict[str, Case] = {
     "summary_fallback": Case({"summary_fallback": "none"}, summarizer=lambda: failing),
     "redact_patterns": Case({"redact_patterns": [r"zebra-\d+"]}, summarizer=lambda: echo),
     "summary_raw_units": Case({"summary_raw_units": True}, summarizer=lambda: sees_raw),
+    "note_placement": Case(
+        {"note_placement": "leading_system"}, base={"side_effect_tools": ["send_email"]}
+    ),
     "cache_stable": Case({"cache_stable": True}),
     "compact_trigger_ratio": Case(
         {"compact_trigger_ratio": 0.95},

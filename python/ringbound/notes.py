@@ -71,6 +71,10 @@ class Placement:
     front: int = 0
     #: The caller's user-role notes, by the identity of the instruction copy the core read.
     originals: dict[int, Any] = dataclasses.field(default_factory=dict)
+    #: For ``openai_chat``, which has no top-level system: the caller's ``system`` string,
+    #: planned as a leading system message (so it is counted and kept) and lifted out again.
+    lifted: Any = None
+    base: str | None = None
 
 
 def prepare(
@@ -105,6 +109,13 @@ def prepare(
             for t in (ledger, summary)
             if t
         ]
+        if provider == "openai_chat" and base:
+            # The core would refuse a top-level system for a format without one; as the
+            # leading system message it is counted in the budget and never dropped.
+            job.lifted = {"role": "system", "content": base}
+            job.base = base
+            front.insert(0, job.lifted)
+            base = ""
         if front:
             job.messages = [*front, *messages]
             job.system = base or None
@@ -119,6 +130,9 @@ def place(job: Placement, out: list[Any], system: Any) -> tuple[list[Any], Any]:
     the top-level system to send."""
     if job.originals:
         out = [job.originals.get(id(m), m) for m in out]
+    if job.lifted is not None:
+        out = [m for m in out if m is not job.lifted]
+        system = job.base
     if job.placement == "inline_system":
         return out, system
     notes = [m for m in out if is_note(m)]

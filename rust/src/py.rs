@@ -661,16 +661,18 @@ fn validate_native<'py>(
     provider: &str,
     messages_json: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
-    let parts = JsonParts::new(&messages_json)?;
-    let json = parts.slices();
-    let issues = py
-        .detach(|| crate::providers::validate_json(provider, &json))
-        .map_err(|e| to_py(py, e))?;
-    let out = PyList::empty(py);
-    for i in &issues {
-        out.append(issue_tuple(py, i)?)?;
-    }
-    Ok(out)
+    guard(py, || {
+        let parts = JsonParts::new(&messages_json)?;
+        let json = parts.slices();
+        let issues = py
+            .detach(|| crate::providers::validate_json(provider, &json))
+            .map_err(|e| to_py(py, e))?;
+        let out = PyList::empty(py);
+        for i in &issues {
+            out.append(issue_tuple(py, i)?)?;
+        }
+        Ok(out)
+    })
 }
 
 /// Number of counts in the process-wide cache.
