@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from ringbound import _core
+
 settings.register_profile(
     "ci",
     max_examples=150,
@@ -35,3 +37,12 @@ def corpus() -> Path:
     if not (CORPUS / "README.md").exists():
         pytest.fail(f"real-session corpus not found at {CORPUS} (set RINGBOUND_CORPUS)")
     return CORPUS
+
+
+@pytest.fixture(scope="session", autouse=True)
+def bpe_openai_tables() -> None:
+    """Tests of the bpe_openai backend check its own tables, which the first count starts
+    building on a thread of their own (``tiktoken`` counts for it until they are ready); a
+    fresh process's first counts are tested in ``tests/test_first_count.py``."""
+    for encoding in ("o200k_base", "cl100k_base"):
+        _core.wait_for_tables(encoding)

@@ -71,6 +71,9 @@ def validate_openai_chat(
 ) -> list[tuple[str, str | None, int, str]]: ...
 def cache_len() -> int: ...
 def cache_clear() -> None: ...
+def wait_for_tables(encoding: str) -> None:
+    """Blocks until the ``bpe_openai`` tables of ``encoding`` are built (tests, benchmarks)."""
+
 def _object_key(message: Any) -> int | None:
     """The cache key of a message object, or None when it is keyed by its JSON (for tests)."""
 
