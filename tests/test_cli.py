@@ -330,3 +330,9 @@ def test_simulate_prints_the_three_ways(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     for way in ("ringbound stateful", "ringbound stateless", "trim_messages"):
         assert way in proc.stdout
+
+
+def test_version_is_the_package_version() -> None:
+    proc = run("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"ringbound {rb.__version__}\n"

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import orjson
 
+from .. import __version__
 from ..assembler import Assembler
 from ..config import AssemblyConfig
 from ..counting import count_tokens, validate
@@ -152,6 +153,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ringbound", description=__doc__)
+    p.add_argument("--version", action="version", version=f"ringbound {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     a = sub.add_parser("assemble", help="assemble a session into a request that fits")
