@@ -107,7 +107,10 @@ mod tests {
 
     #[test]
     fn builds_every_ordinary_token_once() {
-        for (encoding, n) in [(Encoding::Cl100kBase, 100_256), (Encoding::O200kBase, 199_998)] {
+        for (encoding, n) in [
+            (Encoding::Cl100kBase, 100_256),
+            (Encoding::O200kBase, 199_998),
+        ] {
             let bpe = &wait(encoding).bpe;
             assert_eq!(bpe.num_tokens(), n, "{}", encoding.name());
             let core = tiktoken::core(encoding);
