@@ -121,4 +121,28 @@ mod tests {
             assert!(std::ptr::eq(wait(encoding), ready(encoding).unwrap()));
         }
     }
+
+    /// The patterns are written out here; `bpe-openai`'s prebuilt tokenizers (linked into
+    /// this test only) must split every text the same way.
+    #[test]
+    fn splits_as_bpe_openai_does() {
+        let texts = [
+            "Hello, World! It's a TEST they'll've done. I'M HERE.",
+            "naïve café, Zürich, Ελληνικά, русский текст, עברית, العربية 中文字符 한국어",
+            "tabs\t\tand   spaces    and\u{a0}nbsp\u{3000}ideographic\n\n  \r\n x",
+            "fn main() {\n    let x = vec![1, 2, 3];\n    println!(\"{x:?}\");\n}\n  ",
+            "12345678901 // path/to/file.rs:12:34 /* block */ http://example.com/a?b=c",
+            "emoji 👋🏽👨‍👩‍👧‍👦 combining e\u{301} a\u{308}\u{323} ﷽ ǅ CamelCaseWords lowerUPPER",
+        ];
+        for (encoding, theirs) in [
+            (Encoding::Cl100kBase, bpe_openai::cl100k_base()),
+            (Encoding::O200kBase, bpe_openai::o200k_base()),
+        ] {
+            for text in texts {
+                let ours: Vec<&str> = wait(encoding).split(text).collect();
+                let want: Vec<&str> = theirs.split(text).collect();
+                assert_eq!(ours, want, "{text:?} in {}", encoding.name());
+            }
+        }
+    }
 }
