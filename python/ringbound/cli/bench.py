@@ -138,7 +138,8 @@ def bench_sessions(
     # The tokenizer's tables are built from the first count of the process (bpe_openai's on a
     # thread of their own): not part of any session.
     count_text("warm up", asm.config.encoding, tokenizer_backend=asm.config.tokenizer_backend)
-    _core.wait_for_tables(asm.config.encoding)
+    if asm.config.tokenizer_backend in (None, "bpe_openai"):
+        _core.wait_for_tables(asm.config.encoding)
     bar = Progress(len(paths) * (repeat + 1), progress, stderr, stdout)
     results, failures = [], []
     try:
