@@ -86,3 +86,10 @@ def test_publishing_is_trusted_and_from_tags_only() -> None:
     assert "password" not in step.get("with", {})  # no stored token: OIDC
     # Nothing else may write: the workflow's default is read-only.
     assert yaml.safe_load(WORKFLOW.read_text())["permissions"] == {"contents": "read"}
+
+
+def test_the_changelog_has_a_section_for_this_version() -> None:
+    import ringbound as rb
+
+    changelog = (REPO / "CHANGELOG.md").read_text()
+    assert f"\n## [{rb.__version__}]" in changelog
