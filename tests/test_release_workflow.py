@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+import ringbound as rb
+
 REPO = Path(__file__).resolve().parent.parent
 WORKFLOW = REPO / ".github" / "workflows" / "release.yml"
 
@@ -89,7 +91,5 @@ def test_publishing_is_trusted_and_from_tags_only() -> None:
 
 
 def test_the_changelog_has_a_section_for_this_version() -> None:
-    import ringbound as rb
-
     changelog = (REPO / "CHANGELOG.md").read_text()
     assert f"\n## [{rb.__version__}]" in changelog
