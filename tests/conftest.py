@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings
 # The suite runs offline: without this, importing litellm tries to download its model cost map
 # (three attempts, about ten seconds) before falling back to the copy it ships.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+from ringbound import _core
 
 settings.register_profile(
     "ci",
@@ -39,3 +40,12 @@ def corpus() -> Path:
     if not (CORPUS / "README.md").exists():
         pytest.fail(f"real-session corpus not found at {CORPUS} (set RINGBOUND_CORPUS)")
     return CORPUS
+
+
+@pytest.fixture(scope="session", autouse=True)
+def bpe_openai_tables() -> None:
+    """Tests of the bpe_openai backend check its own tables, which the first count starts
+    building on a thread of their own (``tiktoken`` counts for it until they are ready); a
+    fresh process's first counts are tested in ``tests/test_first_count.py``."""
+    for encoding in ("o200k_base", "cl100k_base"):
+        _core.wait_for_tables(encoding)

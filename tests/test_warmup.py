@@ -19,6 +19,7 @@ def test_warmup_builds_each_encoding() -> None:
     assert all(t >= 0 for t in took.values())
     assert set(rb.warmup("cl100k_base")) == {"cl100k_base"}
     assert set(rb.warmup(["o200k_base"], tokenizer_backend="tiktoken")) == {"o200k_base"}
+    assert set(rb.warmup(["cl100k_base"], wait=False)) == {"cl100k_base"}
 
 
 @pytest.mark.parametrize("bad", [["p50k_base"], [None], ["o200k_base", ""]])

@@ -81,6 +81,9 @@ def _panic(message: str) -> None:
     """Panics in the core with ``message`` (for tests: it arrives as ``InternalError``)."""
 
 def cache_clear() -> None: ...
+def wait_for_tables(encoding: str) -> None:
+    """Blocks until the ``bpe_openai`` tables of ``encoding`` are built (tests, benchmarks)."""
+
 def _object_key(message: Any) -> int | None:
     """The cache key of a message object, or None when it is keyed by its JSON (for tests)."""
 

@@ -698,6 +698,17 @@ fn cache_clear(py: Python<'_>) -> PyResult<()> {
     })
 }
 
+/// Blocks until the `bpe_openai` tables of `encoding` are built (they are built on a thread of
+/// their own from the first count, and `tiktoken` counts for that backend until then).
+#[pyfunction]
+fn wait_for_tables(py: Python<'_>, encoding: &str) -> PyResult<()> {
+    guard(py, || {
+        let scheme = scheme(encoding, None, "openai", 1.0).map_err(|e| to_py(py, e))?;
+        py.detach(|| crate::count::wait_for_tables(scheme.encoding));
+        Ok(())
+    })
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -718,5 +729,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(_object_key, m)?)?;
     m.add_function(wrap_pyfunction!(panic::_panic, m)?)?;
+    m.add_function(wrap_pyfunction!(wait_for_tables, m)?)?;
     Ok(())
 }

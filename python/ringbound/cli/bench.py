@@ -153,8 +153,11 @@ def bench_sessions(
 ) -> tuple[list[SessionBench], list[str]]:
     """Benchmarks every session; a session that cannot be assembled is reported in the
     second list (``path: error``) and the others still run."""
-    # The tokenizer's tables load on the first count of the process: not part of any session.
+    # The tokenizer's tables are built from the first count of the process (bpe_openai's on a
+    # thread of their own): not part of any session.
     count_text("warm up", asm.config.encoding, tokenizer_backend=asm.config.tokenizer_backend)
+    if asm.config.tokenizer_backend in (None, "bpe_openai"):
+        _core.wait_for_tables(asm.config.encoding)
     bar = Progress(len(paths) * (repeat + 1), progress, stderr, stdout)
     results, failures = [], []
     try:

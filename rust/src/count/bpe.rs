@@ -14,7 +14,7 @@ use bpe_openai::Tokenizer;
 use rustc_hash::FxHashMap;
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::{pretokenize, tiktoken, Counter, Encoding};
+use super::{encoder, pretokenize, tiktoken, Counter, Encoding};
 
 struct BpeOpenai(Encoding);
 
@@ -28,17 +28,11 @@ pub(super) fn counter(encoding: Encoding) -> &'static dyn Counter {
     }
 }
 
-pub(super) fn tokenizer(encoding: Encoding) -> &'static Tokenizer {
-    match encoding {
-        Encoding::O200kBase => bpe_openai::o200k_base(),
-        Encoding::Cl100kBase => bpe_openai::cl100k_base(),
-    }
-}
-
-/// `bpe-openai` itself, whatever the text's shape (the tiktoken backend's own guard uses it).
+/// `bpe-openai` itself, whatever the text's shape (the tiktoken backend's own guard uses it),
+/// waiting for its tables if they are still being built.
 pub(super) fn count_direct(encoding: Encoding, text: &str) -> usize {
     // The tokenizer has no special tokens: `<|endoftext|>` is counted as ordinary text.
-    tokenizer(encoding).count(text)
+    encoder::wait(encoding).count(text)
 }
 
 /// Shortest run of one punctuation or whitespace byte that slows `bpe-openai` down.
@@ -91,7 +85,11 @@ impl Counter for BpeOpenai {
         if slow_shape(text) {
             return tiktoken::counter(self.0).count_until(text, limit);
         }
-        count_pieces(self.0, tokenizer(self.0), text, limit)
+        match encoder::ready(self.0) {
+            Some(tokenizer) => count_pieces(self.0, tokenizer, text, limit),
+            // The tables are being built: tiktoken-rs counts the same, only slower.
+            None => tiktoken::counter(self.0).count_until(text, limit),
+        }
     }
 }
 
@@ -203,10 +201,10 @@ fn word(bytes: &[u8]) -> u64 {
     }
 }
 
-fn short_ranks(encoding: Encoding) -> &'static Ranks {
+fn short_ranks(encoding: Encoding, tokenizer: &Tokenizer) -> &'static Ranks {
     static RANKS: [OnceLock<Ranks>; 2] = [OnceLock::new(), OnceLock::new()];
     RANKS[encoding as usize].get_or_init(|| {
-        let bpe = &tokenizer(encoding).bpe;
+        let bpe = &tokenizer.bpe;
         let mut ranks = Ranks {
             pairs: vec![NO_RANK; 1 << 16],
             short: FxHashMap::default(),
@@ -326,7 +324,7 @@ fn count_with_table(
     if let Some(table) = table.as_mut().filter(|t| t.is_empty()) {
         **table = vec![EMPTY; 1 << MEMO_SLOTS_LOG2];
     }
-    let ranks = short_ranks(encoding);
+    let ranks = short_ranks(encoding, tokenizer);
     let b = text.as_bytes();
     let (mut total, mut p) = (0, 0);
     while p < b.len() {
@@ -373,6 +371,10 @@ fn count_with_table(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tokenizer(encoding: Encoding) -> &'static Tokenizer {
+        encoder::wait(encoding)
+    }
 
     #[test]
     fn keys_are_the_bytes_and_their_length() {
@@ -492,7 +494,7 @@ mod tests {
         // merge here and the crate's encoder are two implementations of the same BPE.
         let text = "Hello, World! naïve café 中文 x86_64 aGVsbG8gd29ybGQ=/+Zq9 \t\n  def f(x):";
         for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
-            let (ranks, bpe) = (short_ranks(enc), &tokenizer(enc).bpe);
+            let (ranks, bpe) = (short_ranks(enc, tokenizer(enc)), &tokenizer(enc).bpe);
             let b = text.as_bytes();
             for start in 0..b.len() {
                 for len in 2..=MERGE_PIECE_BYTES.min(b.len() - start) {

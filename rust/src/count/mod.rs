@@ -4,6 +4,7 @@
 
 mod bpe;
 pub mod chat;
+mod encoder;
 pub mod image;
 pub mod image_price;
 mod pretokenize;
@@ -89,12 +90,21 @@ pub fn forget_pieces() {
 }
 
 /// The process-wide counter for an encoding and backend. The vocabulary is built on the first
-/// count, once per process, behind the backend library's lazy static.
+/// count, once per process: `tiktoken`'s at once, `bpe_openai`'s tables on a thread of their
+/// own, with `tiktoken` counting for it meanwhile (see `wait_for_tables`).
 pub fn counter(encoding: Encoding, backend: Backend) -> &'static dyn Counter {
     match backend {
         Backend::Tiktoken => tiktoken::counter(encoding),
         Backend::BpeOpenai => bpe::counter(encoding),
     }
+}
+
+/// Blocks until the `bpe_openai` tables of `encoding` are built (starting their build if no
+/// count has yet): from then on that backend counts with its own tables. For a process that
+/// would rather pay the build before its first request, and for tests and benchmarks of that
+/// backend.
+pub fn wait_for_tables(encoding: Encoding) {
+    encoder::wait(encoding);
 }
 
 #[cfg(test)]
@@ -151,6 +161,7 @@ mod tests {
             (Encoding::Cl100kBase, "a   b\t\t\tc \n  \n   ", 7),
         ];
         for &(encoding, text, expected) in cases {
+            wait_for_tables(encoding);
             for backend in BACKENDS {
                 assert_eq!(
                     counter(encoding, backend).count(text),
@@ -165,6 +176,8 @@ mod tests {
 
     fn assert_backends_agree(text: &str) {
         for encoding in ENCODINGS {
+            // Otherwise bpe_openai may still be counting with tiktoken.
+            wait_for_tables(encoding);
             let tiktoken = counter(encoding, Backend::Tiktoken).count(text);
             let bpe = counter(encoding, Backend::BpeOpenai).count(text);
             assert_eq!(tiktoken, bpe, "{text:?} in {}", encoding.name());

@@ -187,7 +187,7 @@ fn whitespace(b: &[u8], p: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::bpe::tokenizer;
+    use super::super::encoder::wait as tokenizer;
     use super::*;
     use proptest::prelude::*;
 

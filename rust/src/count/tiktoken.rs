@@ -26,10 +26,20 @@ static CL100K_BASE: Tiktoken = Tiktoken {
 };
 
 pub(super) fn counter(encoding: Encoding) -> &'static dyn Counter {
+    tiktoken(encoding)
+}
+
+fn tiktoken(encoding: Encoding) -> &'static Tiktoken {
     match encoding {
         Encoding::O200kBase => &O200K_BASE,
         Encoding::Cl100kBase => &CL100K_BASE,
     }
+}
+
+/// `tiktoken-rs`'s tokenizer, built on first use from the vocabulary it embeds: the one copy
+/// of each vocabulary in the extension, which `bpe_openai`'s tables are built from too.
+pub(super) fn core(encoding: Encoding) -> &'static CoreBPE {
+    (tiktoken(encoding).bpe)()
 }
 
 impl Counter for Tiktoken {

@@ -1,0 +1,148 @@
+//! `bpe-openai`'s tokenizers, built from the one copy of each vocabulary the extension carries
+//! (the one `tiktoken-rs` embeds). The tables `bpe-openai` ships prebuilt are 47 MB, ten times
+//! the vocabularies they come from, and building them takes seconds (o200k_base: 1.2-2.3 s of
+//! one core); so the first count starts the build on a thread of its own, and until the
+//! tables are published the `bpe_openai` backend counts with `tiktoken-rs`, whose counts are
+//! tested equal. A process forked while a build runs starts its own on its first count.
+
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::time::Duration;
+
+use bpe_openai::byte_pair_encoding::BytePairEncoding;
+use bpe_openai::Tokenizer;
+
+use super::{tiktoken, Encoding};
+
+/// The tokenizer of each encoding once built: published by one atomic store, so a reader
+/// never waits, and a process forked mid-build inherits no lock.
+static BUILT: [AtomicPtr<Tokenizer>; 2] = [AtomicPtr::new(null_mut()), AtomicPtr::new(null_mut())];
+/// The process that started each build (0: none yet).
+static BUILDER: [AtomicU32; 2] = [AtomicU32::new(0), AtomicU32::new(0)];
+
+/// The hash factor `bpe-openai` builds both vocabularies with: its token hashes have no
+/// collision under it (the default factor collides, and the build would assert).
+const HASH_FACTOR: u64 = 17_846_336_922_010_275_747;
+
+/// The tokenizer if built; otherwise starts its build (once per process) and answers `None`.
+pub(super) fn ready(encoding: Encoding) -> Option<&'static Tokenizer> {
+    let built = BUILT[encoding as usize].load(Ordering::Acquire);
+    if built.is_null() {
+        start(encoding);
+        return None;
+    }
+    // SAFETY: a non-null pointer was made by `Box::into_raw` in `publish` and is never freed.
+    Some(unsafe { &*built })
+}
+
+/// The tokenizer, waiting for its build if it is under way.
+pub(super) fn wait(encoding: Encoding) -> &'static Tokenizer {
+    loop {
+        if let Some(tokenizer) = ready(encoding) {
+            return tokenizer;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn start(encoding: Encoding) {
+    let pid = std::process::id();
+    if BUILDER[encoding as usize].swap(pid, Ordering::AcqRel) == pid {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name(format!("ringbound-{}", encoding.name()))
+        .spawn(move || publish(encoding, build(encoding)));
+    if spawned.is_err() {
+        // No thread to be had (a process at its limit): build here rather than never.
+        publish(encoding, build(encoding));
+    }
+}
+
+fn publish(encoding: Encoding, tokenizer: Tokenizer) {
+    let built = Box::into_raw(Box::new(tokenizer));
+    let slot = &BUILT[encoding as usize];
+    if slot
+        .compare_exchange(null_mut(), built, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        // SAFETY: `built` was never shared; another build published first.
+        drop(unsafe { Box::from_raw(built) });
+    }
+}
+
+/// The vocabulary's tokens in rank order (ordinary tokens are ranked 0 to n - 1, then a gap
+/// before the special tokens), read back from `tiktoken-rs`, then `bpe-openai`'s tables and
+/// pre-tokenizer.
+fn build(encoding: Encoding) -> Tokenizer {
+    let core = tiktoken::core(encoding);
+    let tokens = (0..).map_while(|rank| core.decode_bytes(&[rank]).ok());
+    let bpe = BytePairEncoding::from_dictionary(tokens, Some(HASH_FACTOR));
+    Tokenizer::new_lookahead(bpe, &patterns(encoding), false).expect("valid pre-tokenizer")
+}
+
+/// tiktoken's pre-tokenization patterns as `bpe-openai` runs them: its regex engine has no
+/// look-ahead, so `\s+(?!\S)` becomes `\s+\s` flagged as a look-ahead pattern (the splitter
+/// gives its last character back), with `\s+$` for the end of the text.
+fn patterns(encoding: Encoding) -> [(&'static str, bool); 3] {
+    let words = match encoding {
+        Encoding::Cl100kBase => concat!(
+            r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}",
+            r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+$",
+        ),
+        Encoding::O200kBase => concat!(
+            r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+",
+            r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+            r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*",
+            r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+            r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+$",
+        ),
+    };
+    [(words, false), (r"\s+\s", true), (r"\s+", false)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_every_ordinary_token_once() {
+        for (encoding, n) in [
+            (Encoding::Cl100kBase, 100_256),
+            (Encoding::O200kBase, 199_998),
+        ] {
+            let bpe = &wait(encoding).bpe;
+            assert_eq!(bpe.num_tokens(), n, "{}", encoding.name());
+            let core = tiktoken::core(encoding);
+            for rank in [0, 1, 255, 256, n as u32 / 2, n as u32 - 1] {
+                assert_eq!(bpe.token_bytes(rank), core.decode_bytes(&[rank]).unwrap());
+            }
+            // The same tokenizer from then on.
+            assert!(std::ptr::eq(wait(encoding), ready(encoding).unwrap()));
+        }
+    }
+
+    /// The patterns are written out here; `bpe-openai`'s prebuilt tokenizers (linked into
+    /// this test only) must split every text the same way.
+    #[test]
+    fn splits_as_bpe_openai_does() {
+        let texts = [
+            "Hello, World! It's a TEST they'll've done. I'M HERE.",
+            "naïve café, Zürich, Ελληνικά, русский текст, עברית, العربية 中文字符 한국어",
+            "tabs\t\tand   spaces    and\u{a0}nbsp\u{3000}ideographic\n\n  \r\n x",
+            "fn main() {\n    let x = vec![1, 2, 3];\n    println!(\"{x:?}\");\n}\n  ",
+            "12345678901 // path/to/file.rs:12:34 /* block */ http://example.com/a?b=c",
+            "emoji 👋🏽👨‍👩‍👧‍👦 combining e\u{301} a\u{308}\u{323} ﷽ ǅ CamelCaseWords lowerUPPER",
+        ];
+        for (encoding, theirs) in [
+            (Encoding::Cl100kBase, bpe_openai::cl100k_base()),
+            (Encoding::O200kBase, bpe_openai::o200k_base()),
+        ] {
+            for text in texts {
+                let ours: Vec<&str> = wait(encoding).split(text).collect();
+                let want: Vec<&str> = theirs.split(text).collect();
+                assert_eq!(ours, want, "{text:?} in {}", encoding.name());
+            }
+        }
+    }
+}
