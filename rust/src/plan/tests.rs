@@ -2,6 +2,7 @@ use super::*;
 use crate::count::{Encoding, DEFAULT_BACKEND};
 use crate::request::Scheme;
 use crate::rewrite;
+use crate::summary;
 use crate::view::ToolCall;
 use proptest::prelude::*;
 
