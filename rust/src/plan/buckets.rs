@@ -23,6 +23,8 @@ pub(super) struct Buckets {
     pub users: Vec<usize>,
     /// The working index of each of the caller's messages.
     pub original_to_work: HashMap<usize, usize>,
+    /// Per message: pinned otherwise than as one of the latest user turns.
+    pinned: Vec<bool>,
     /// Unprotected units, oldest first.
     middle: Vec<usize>,
     /// Short error rings of the middle held back until `DropErrorRings`.
@@ -73,16 +75,27 @@ impl Buckets {
         let users: Vec<usize> = (0..len)
             .filter(|&w| work.msgs[w].role == Role::User)
             .collect();
-        for &w in &users[users.len().saturating_sub(cfg.recent_user_turns)..] {
-            pin[w] = true;
-        }
-
         let all_units = unit_split(work, layout);
-        let suffix_start = suffix_start(&all_units, cfg);
-        let protected: Vec<bool> = all_units
-            .iter()
-            .map(|u| u.start >= suffix_start || (u.start..u.end).any(|w| pin[w]))
-            .collect();
+        let suffix_start = suffix_start(&all_units, cfg.recent_tool_rings);
+        let mut b = Buckets {
+            all_units,
+            unit_of: vec![0usize; len],
+            protected: Vec::new(),
+            prefix_end,
+            first_user,
+            suffix_start,
+            users,
+            original_to_work,
+            pinned: pin,
+            middle: Vec::new(),
+            held: Vec::new(),
+        };
+        for (k, u) in b.all_units.iter().enumerate() {
+            b.unit_of[u.start..u.end].fill(k);
+        }
+        b.protected = b.protection(cfg.recent_tool_rings, cfg.recent_user_turns).1;
+        let all_units = &b.all_units;
+        let protected = &b.protected;
         let middle: Vec<usize> = (0..all_units.len()).filter(|&k| !protected[k]).collect();
         let mut held: Vec<usize> = middle
             .iter()
@@ -90,22 +103,30 @@ impl Buckets {
             .filter(|&k| short_error_ring(&all_units[k], work, cfg))
             .collect();
         held.drain(..held.len().saturating_sub(cfg.max_held_error_rings));
-        let mut unit_of = vec![0usize; len];
-        for (k, u) in all_units.iter().enumerate() {
-            unit_of[u.start..u.end].fill(k);
+        b.middle = middle;
+        b.held = held;
+        b
+    }
+
+    /// Whether message `w` is pinned otherwise than as one of the latest user turns.
+    pub fn is_pinned(&self, w: usize) -> bool {
+        self.pinned[w]
+    }
+
+    /// The protection with `rings` recent tool rings and `turns` recent user turns: where the
+    /// suffix starts, and per unit whether it is protected.
+    pub fn protection(&self, rings: usize, turns: usize) -> (usize, Vec<bool>) {
+        let start = suffix_start(&self.all_units, rings);
+        let mut latest = vec![false; self.unit_of.len()];
+        for &w in &self.users[self.users.len().saturating_sub(turns)..] {
+            latest[w] = true;
         }
-        Buckets {
-            all_units,
-            unit_of,
-            protected,
-            prefix_end,
-            first_user,
-            suffix_start,
-            users,
-            original_to_work,
-            middle,
-            held,
-        }
+        let protected = self
+            .all_units
+            .iter()
+            .map(|u| u.start >= start || (u.start..u.end).any(|w| self.pinned[w] || latest[w]))
+            .collect();
+        (start, protected)
     }
 
     /// Units `stage` may drop, oldest first (none for the cheap stages).
@@ -125,6 +146,40 @@ impl Buckets {
                 .filter(|k| self.all_units[*k].kind == UnitKind::Plain)
                 .collect(),
             Stage::DropErrorRings => self.held.clone(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl Buckets {
+    /// Units `stage` may drop among `released` (oldest first), as it would in the middle:
+    /// the latest short error rings wait for `DropErrorRings`.
+    pub fn released_candidates(
+        &self,
+        stage: Stage,
+        released: &[usize],
+        work: &Work<'_, '_>,
+        cfg: &PlanConfig,
+    ) -> Vec<usize> {
+        let mut held: Vec<usize> = released
+            .iter()
+            .copied()
+            .filter(|&k| short_error_ring(&self.all_units[k], work, cfg))
+            .collect();
+        held.drain(..held.len().saturating_sub(cfg.max_held_error_rings));
+        let kind = |k: usize| self.all_units[k].kind;
+        match stage {
+            Stage::DropRings => released
+                .iter()
+                .copied()
+                .filter(|k| kind(*k) == UnitKind::Ring && !held.contains(k))
+                .collect(),
+            Stage::DropPlainTurns => released
+                .iter()
+                .copied()
+                .filter(|k| kind(*k) == UnitKind::Plain)
+                .collect(),
+            Stage::DropErrorRings => held,
             _ => Vec::new(),
         }
     }
@@ -164,14 +219,14 @@ fn short_error_ring(u: &Unit, work: &Work<'_, '_>, cfg: &PlanConfig) -> bool {
 
 /// Start of the protected suffix: the earliest of the last `recent_tool_rings` rings and the
 /// last unit (the current turn is never dropped).
-fn suffix_start(all_units: &[Unit], cfg: &PlanConfig) -> usize {
+fn suffix_start(all_units: &[Unit], recent_tool_rings: usize) -> usize {
     let last = all_units.last().map_or(0, |u| u.start);
     let rings: Vec<&Unit> = all_units
         .iter()
         .filter(|u| u.kind == UnitKind::Ring)
         .collect();
-    if cfg.recent_tool_rings == 0 || rings.is_empty() {
+    if recent_tool_rings == 0 || rings.is_empty() {
         return last;
     }
-    last.min(rings[rings.len().saturating_sub(cfg.recent_tool_rings)].start)
+    last.min(rings[rings.len().saturating_sub(recent_tool_rings)].start)
 }

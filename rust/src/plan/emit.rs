@@ -3,6 +3,8 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::cheap::cut;
+use super::stages::Rewritten;
 use super::{
     BucketTokens, CoreError, Item, LedgerState, Outcome, Plan, Planning, RewriteReport, Span,
     Stage, StageReport,
@@ -45,31 +47,47 @@ impl Planning<'_, '_, '_> {
         // Rewrites of units dropped later count for the drop, not for the cheap stage. Kept
         // ones are made now, and a cut result's exact size (at most the planned limit)
         // replaces the plan's.
-        let mut kept_rewrites: Vec<(usize, RewriteKind, u64)> = Vec::new();
+        let mut kept_rewrites: Vec<(usize, Rewritten, u64)> = Vec::new();
         let mut rewrites: HashMap<usize, (RewriteKind, String)> = HashMap::default();
         for w in (0..work.msgs.len()).filter(|&w| fits && !dropped[b.unit_of[w]]) {
-            let Some((kind, saved)) = rewritten[w] else {
+            let Some(mut done) = rewritten[w] else {
                 continue;
             };
-            let Some(done) = self.cheap.rewrite(kind, w, work, cfg) else {
+            let planned = work.tokens(w) - done.saved;
+            let made = match done.kind {
+                RewriteKind::Truncated => cut(work, w, done.cap).map(|a| (a.text, a.tokens)),
+                kind => {
+                    (self.cheap.rewrite(kind, w, work, cfg)).map(|a| (a.text.clone(), a.tokens))
+                }
+            };
+            let Some((text, tokens)) = made else {
                 return Err(CoreError::InvalidMessage {
                     index: work.original(w),
                     reason: "a planned rewrite could not be made".into(),
                 });
             };
-            let slack = (work.tokens(w) - saved).saturating_sub(done.tokens);
+            let slack = planned.saturating_sub(tokens);
             messages_kept -= slack;
             unit_now[b.unit_of[w]] -= slack;
-            kept_rewrites.push((w, kind, saved + slack));
-            rewrites.insert(w, (kind, done.text.clone()));
+            done.saved += slack;
+            kept_rewrites.push((w, done, slack));
+            rewrites.insert(w, (done.kind, text));
         }
+        // A stage that only rewrites reports the rewrites kept; `shrink_recent`, which also
+        // drops, keeps its count, plus what its kept cuts saved beyond the plan.
         stage_reports.retain_mut(|report| {
-            let Some(kind) = Stage::from_name(report.stage).and_then(Stage::rewrites) else {
+            let mine = kept_rewrites.iter().filter(|r| r.1.stage == report.stage);
+            let only_rewrites = Stage::from_name(report.stage)
+                .is_some_and(|s| s.rewrites().is_some() || s == Stage::TruncateProtectedResults);
+            if report.stage == Stage::ShrinkRecent.name() {
+                report.tokens_saved += mine.map(|r| r.2).sum::<u64>();
                 return true;
-            };
-            let mine = kept_rewrites.iter().filter(|r| r.1 == kind);
+            }
+            if !only_rewrites {
+                return true;
+            }
             report.units = mine.clone().count();
-            report.tokens_saved = mine.map(|r| r.2).sum();
+            report.tokens_saved = mine.map(|r| r.1.saved).sum();
             report.units > 0
         });
         let tools_dropped = tools_tokens == 0 && work.req.tools_tokens > 0;
@@ -144,10 +162,10 @@ impl Planning<'_, '_, '_> {
             items,
             rewrites: kept_rewrites
                 .iter()
-                .map(|&(w, kind, tokens_saved)| RewriteReport {
+                .map(|&(w, r, _)| RewriteReport {
                     index: original(w),
-                    kind,
-                    tokens_saved,
+                    kind: r.kind,
+                    tokens_saved: r.saved,
                 })
                 .collect(),
             summary_notes: self

@@ -13,6 +13,7 @@ use crate::view::{Message, Role};
 
 mod buckets;
 mod cheap;
+mod degrade;
 mod emit;
 mod notes;
 mod replay;
@@ -50,6 +51,13 @@ pub enum Stage {
     DropPlainTurns,
     /// The short error rings held back by `DropRings`.
     DropErrorRings,
+    /// Once the middle is exhausted: oversized results of the protected suffix cut like the
+    /// middle's, oldest ring first; the newest ring last, never below `min_result_tokens`.
+    TruncateProtectedResults,
+    /// Once the middle is exhausted: `recent_tool_rings` and `recent_user_turns` lowered one
+    /// step at a time down to their floors; the units released go through the middle's
+    /// stages.
+    ShrinkRecent,
 }
 
 impl Stage {
@@ -61,6 +69,8 @@ impl Stage {
             Stage::DedupeSupersededReads => "dedupe_superseded_reads",
             Stage::TruncateOversizedResults => "truncate_oversized_results",
             Stage::DegradeMedia => "degrade_media",
+            Stage::TruncateProtectedResults => "truncate_protected_results",
+            Stage::ShrinkRecent => "shrink_recent",
         }
     }
 
@@ -68,7 +78,13 @@ impl Stage {
         Stage::DEFAULT_ORDER.into_iter().find(|s| s.name() == name)
     }
 
-    /// Whether the stage rewrites messages rather than dropping units.
+    /// Whether the stage degrades the protected part: it runs only once the middle's stages
+    /// have all run, whatever its place in the list.
+    pub fn degrades(self) -> bool {
+        matches!(self, Stage::TruncateProtectedResults | Stage::ShrinkRecent)
+    }
+
+    /// Whether the stage rewrites middle messages rather than dropping units.
     pub fn rewrites(self) -> Option<RewriteKind> {
         match self {
             Stage::DedupeSupersededReads => Some(RewriteKind::Deduped),
@@ -79,14 +95,18 @@ impl Stage {
     }
 
     /// Cheapest loss first: a duplicate read loses nothing, a cut result keeps its ends and a
-    /// way back, an image placeholder keeps the text; only then whole units go.
-    pub const DEFAULT_ORDER: [Stage; 6] = [
+    /// way back, an image placeholder keeps the text; only then whole units go. Only then,
+    /// before refusing, the protected suffix degrades: cut results first, then fewer recent
+    /// rings and turns.
+    pub const DEFAULT_ORDER: [Stage; 8] = [
         Stage::DedupeSupersededReads,
         Stage::TruncateOversizedResults,
         Stage::DegradeMedia,
         Stage::DropRings,
         Stage::DropPlainTurns,
         Stage::DropErrorRings,
+        Stage::TruncateProtectedResults,
+        Stage::ShrinkRecent,
     ];
 }
 
@@ -113,8 +133,15 @@ pub struct PlanConfig {
     pub drop_tools_schema: bool,
     /// Repair calls that have no result with a synthesized error result (never other issues).
     pub synthesize_missing_results: bool,
-    /// Middle tool results over this many tokens are cut by `TruncateOversizedResults`.
+    /// Middle tool results over this many tokens are cut by `TruncateOversizedResults`, and
+    /// protected ones by `TruncateProtectedResults`.
     pub max_tool_result_tokens: u64,
+    /// `TruncateProtectedResults` never cuts a result of the newest ring below this.
+    pub min_result_tokens: u64,
+    /// `ShrinkRecent` lowers `recent_tool_rings` no further than this.
+    pub min_recent_tool_rings: usize,
+    /// `ShrinkRecent` lowers `recent_user_turns` no further than this.
+    pub min_recent_user_turns: usize,
     /// Room to keep for a summary note the caller will write: earlier summary notes are then
     /// left out (the new one replaces them) and `Item::Summary` marks the place.
     pub summary_reserve: Option<u64>,
@@ -332,5 +359,7 @@ fn repairs(req: &Request, cfg: &PlanConfig) -> Result<Vec<pairing::Repair>, Core
     }
 }
 
+#[cfg(test)]
+mod degrade_tests;
 #[cfg(test)]
 mod tests;

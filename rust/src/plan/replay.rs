@@ -4,7 +4,10 @@
 
 use rustc_hash::FxHashSet as HashSet;
 
+use super::stages::Rewritten;
 use super::{record_side_effects, Outcome, Planning, Replay, Source, StageReport, Valuation};
+
+const REUSED: &str = "reuse_previous_cut";
 use crate::error::CoreError;
 
 /// The outcome of making a previous plan's decisions again, or `StaleState` when they no
@@ -70,7 +73,12 @@ pub(super) fn replay(
             .rewrite(kind, w, work, p.cfg)
             .ok_or_else(|| stale(format!("message {i} cannot be rewritten as before")))?;
         let saved = work.tokens(w) - act.tokens;
-        out.rewritten[w] = Some((kind, saved));
+        out.rewritten[w] = Some(Rewritten {
+            stage: REUSED,
+            kind,
+            saved,
+            cap: p.cfg.max_tool_result_tokens,
+        });
         out.unit_now[k] -= saved;
     }
     out.messages_kept = (0..b.all_units.len())
@@ -82,7 +90,7 @@ pub(super) fn replay(
     if units > 0 {
         let before: u64 = v.value.iter().sum();
         out.stages.push(StageReport {
-            stage: "reuse_previous_cut",
+            stage: REUSED,
             units,
             tokens_saved: before.saturating_sub(out.messages_kept),
         });
