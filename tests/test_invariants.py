@@ -468,7 +468,8 @@ def check_protected(case: gen.Case, cfg: rb.AssemblyConfig, res: rb.AssemblyResu
     assert goal in protected or "first_user_message" not in cfg.pin
     assert last in protected
     out_ids = {id(m) for m in res.messages}
-    positions = set(shape(case.messages, res).positions)
+    out = shape(case.messages, res)
+    positions = set(out.positions)
     for i in protected:
         if i in cut and i not in pinned and case.messages[i]["role"] == "tool":
             assert i in positions, f"protected message {i} is missing"
@@ -476,7 +477,8 @@ def check_protected(case: gen.Case, cfg: rb.AssemblyConfig, res: rb.AssemblyResu
         assert id(case.messages[i]) in out_ids, f"protected message {i} is missing"
     assert all(a is b for a, b in zip(res.messages[:lead], case.messages[:lead], strict=True))
     closing = [m for m in res.messages if m.get("content") != ref.SYNTHESIZED_RESULT_TEXT]
-    assert closing[-1] is case.messages[last], "the request no longer ends with its last turn"
+    ends = case.messages[last] if last not in cut else out.rewritten.get(last, case.messages[last])
+    assert closing[-1] is ends, "the request no longer ends with its last turn"
 
 
 @properties
