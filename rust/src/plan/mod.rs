@@ -1,7 +1,9 @@
-//! The stage loop. Splits a counted request into a protected prefix, a middle and a protected
-//! suffix, then runs the drop stages (cheapest loss first) over the middle only until the
-//! request fits the budget. The result is a plan — which original messages to keep and what to
-//! insert — never a rewritten request: the binding hands the caller back its own objects.
+//! The plan. Splits a counted request into a protected prefix, a middle and a protected suffix
+//! (`buckets`), values the units (`valuation`), runs the stages cheapest loss first over the
+//! middle until the request fits (`stages`, `cheap`), then, the middle exhausted, degrades the
+//! suffix before refusing (`degrade`), and emits the result (`emit`). The result is a plan —
+//! which original messages to keep and what to insert — never a rewritten request: the binding
+//! hands the caller back its own objects.
 
 use crate::count::chat::REPLY_PRIMING;
 use crate::error::{BucketTokens, CoreError};
