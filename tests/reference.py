@@ -232,6 +232,12 @@ def truncatable(msg: Message, max_tokens: int, encoding: str) -> bool:
     return max_tokens >= overhead + MIN_KEPT_TOKENS
 
 
+def least_cap(msg: Message, encoding: str) -> int:
+    """The smallest limit ``truncatable`` accepts for ``msg``."""
+    widest = anchor("rb-", 2**32 - 1, 2**32 - 1)
+    return message_tokens(rewritten(msg, "truncated", widest), encoding) + 16 + MIN_KEPT_TOKENS
+
+
 def truncated_text(msg: Message, max_tokens: int, encoding: str) -> str | None:
     """A tool result cut to at most ``max_tokens``: two thirds of the room beside the anchor as
     head, one third as tail (none when head and tail would cover the text); the whole is
@@ -937,6 +943,8 @@ def walk(
                 break
             need = max(0, lay.work.tokens[m] - (total() - budget))
             cap = max(cfg.min_result_tokens, min(cfg.max_tool_result_tokens, need))
+            # Never below what leaves the cut some text beside its anchor.
+            cap = max(cap, least_cap(lay.work.msgs[m], enc))
             planned = planned_cut(m, cap)
             if planned is not None:
                 rewrite(m, "truncate_protected_results", "truncated", planned)

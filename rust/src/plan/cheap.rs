@@ -174,6 +174,28 @@ pub(super) fn planned_cut(work: &Work<'_, '_>, w: usize, cap: u64) -> Option<u64
     (work.tokens(w) > cap && room()).then_some(cap)
 }
 
+/// The smallest cap that leaves a cut of tool result `w` room for text beside its anchor.
+pub(super) fn least_cap(work: &Work<'_, '_>, w: usize) -> u64 {
+    let req = work.req;
+    let overhead = rewrite::truncation_overhead(work.msgs[w], |m| req.raw_tokens(m));
+    let need = overhead + rewrite::MIN_KEPT_TOKENS;
+    // `raw_limit` scales by the provider's token ratio and grows with the cap: search it.
+    let mut hi = need.max(1);
+    while req.raw_limit(hi) < need {
+        hi *= 2;
+    }
+    let mut lo = 1;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if req.raw_limit(mid) >= need {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
 /// Tool result `w` cut head + tail to at most `cap` tokens, with its recovery anchor.
 pub(super) fn cut(work: &Work<'_, '_>, w: usize, cap: u64) -> Option<Action> {
     let req = work.req;

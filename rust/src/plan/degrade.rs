@@ -3,7 +3,7 @@
 //! safely fails its caller. The invariants still hold: results are cut (the message stays, so
 //! pairing holds), units released from the suffix are handled exactly like middle units.
 
-use super::cheap::planned_cut;
+use super::cheap::{least_cap, planned_cut};
 use super::stages::{Outcome, Scope, Tally};
 use super::{Planning, Stage, Valuation};
 use crate::rewrite::RewriteKind;
@@ -65,9 +65,12 @@ impl Planning<'_, '_, '_> {
                 break;
             }
             let need = work.tokens(w).saturating_sub(now - budget);
+            // As far as needed, not below the floor, nor below what leaves the cut some text
+            // beside its anchor (a cut too deep to make is made as deep as it can be).
             let cap = cfg
                 .min_result_tokens
-                .max(cfg.max_tool_result_tokens.min(need));
+                .max(cfg.max_tool_result_tokens.min(need))
+                .max(least_cap(work, w));
             if let Some(tokens) = planned_cut(work, w, cap) {
                 self.rewrite(out, w, name, RewriteKind::Truncated, tokens);
                 tally.count += 1;
