@@ -259,7 +259,8 @@ def check_truncated(
     total = _core.count_text(original, cfg.encoding)
     limit = cfg.max_tool_result_tokens
     if protected:
-        limit = max(limit, cfg.min_result_tokens)
+        # ... nor below what leaves it some text beside the anchor.
+        limit = max(limit, cfg.min_result_tokens, ref.least_cap(case.messages[i], cfg.encoding))
         assert ref.message_tokens(case.messages[i], cfg.encoding) > cfg.min_result_tokens or (
             ref.message_tokens(case.messages[i], cfg.encoding) > cfg.max_tool_result_tokens
         )
