@@ -25,6 +25,7 @@ from typing import Any
 import langchain_baseline as lc
 import orjson
 import pure_python
+import refusals
 import workload
 from langchain_core.messages import convert_to_openai_messages
 from measure import (
@@ -480,6 +481,7 @@ def main() -> None:
         + corpus_section(corpus_timings, [n for n, _, _ in corpus]),
     )
     section("Tool pairing after trimming", pairing_section())
+    section("Refusals before and after degrading the suffix", refusals.refusals_section())
     rates = adversarial_rates(repeat, clock)
     section("Adversarial counting", adversarial_section(rates))
     sessions = [workload.reference_session(seed) for seed in (101, 102, 103, 104)]

@@ -48,8 +48,10 @@ REWRITES = {
 }
 #: Fewest tokens of text a cut keeps beside its anchor.
 MIN_KEPT_TOKENS = 16
+#: The stages that degrade the protected suffix, once the middle is exhausted.
+DEGRADE_STAGES = ("truncate_protected_results", "shrink_recent")
 #: The stages the core runs (``summarize`` is the façade's).
-CORE_STAGES = (*REWRITES, "drop_rings", "drop_plain_turns", "drop_error_rings")
+CORE_STAGES = (*REWRITES, "drop_rings", "drop_plain_turns", "drop_error_rings", *DEGRADE_STAGES)
 
 Message = dict[str, Any]
 
@@ -228,6 +230,12 @@ def truncatable(msg: Message, max_tokens: int, encoding: str) -> bool:
     widest = anchor("rb-", 2**32 - 1, 2**32 - 1)
     overhead = message_tokens(rewritten(msg, "truncated", widest), encoding) + 16
     return max_tokens >= overhead + MIN_KEPT_TOKENS
+
+
+def least_cap(msg: Message, encoding: str) -> int:
+    """The smallest limit ``truncatable`` accepts for ``msg``."""
+    widest = anchor("rb-", 2**32 - 1, 2**32 - 1)
+    return message_tokens(rewritten(msg, "truncated", widest), encoding) + 16 + MIN_KEPT_TOKENS
 
 
 def truncated_text(msg: Message, max_tokens: int, encoding: str) -> str | None:
@@ -536,6 +544,8 @@ class Layout:
     #: Positions of the user messages (a ring's turn is how many stand before it).
     users: list[int]
     ledger: Ledger
+    #: Messages pinned otherwise than as one of the latest user turns.
+    pin: set[int] = field(default_factory=set)
 
     def unit_tokens(self, u: Unit) -> int:
         return sum(self.work.tokens[w] for w in range(u.start, u.end) if w not in self.notes)
@@ -574,16 +584,23 @@ def layout(work: Work, cfg: rb.AssemblyConfig, pinned: Iterable[int]) -> Layout:
     if "security_system_prompt" in cfg.pin:
         pin |= set(instructions)
     pin |= {work.source.index(i) for i in pinned}
-    pin |= set(users[max(0, len(users) - cfg.recent_user_turns) :])
     all_units = units(msgs)
-    start = suffix_start(all_units, cfg.recent_tool_rings)
-    protected = [
-        u.start >= start or any(w in pin for w in range(u.start, u.end)) for u in all_units
-    ]
     ledger = Ledger(entries, role, cfg.encoding)
-    return Layout(
-        work, notes, summaries, all_units, protected, start, prefix_end, first_user, users, ledger
+    lay = Layout(
+        work, notes, summaries, all_units, [], 0, prefix_end, first_user, users, ledger, pin
     )
+    lay.suffix_start, lay.protected = protection(lay, cfg.recent_tool_rings, cfg.recent_user_turns)
+    return lay
+
+
+def protection(lay: Layout, rings: int, turns: int) -> tuple[int, list[bool]]:
+    """Where the suffix starts with ``rings`` recent rings, and per unit whether it is protected
+    with that suffix and the last ``turns`` user messages pinned."""
+    start = suffix_start(lay.units, rings)
+    pin = lay.pin | set(lay.users[max(0, len(lay.users) - turns) :])
+    return start, [
+        u.start >= start or any(w in pin for w in range(u.start, u.end)) for u in lay.units
+    ]
 
 
 # The cheap stages ---------------------------------------------------------------------------
@@ -639,7 +656,7 @@ class Cheap:
     cfg: rb.AssemblyConfig
     candidates: dict[str, list[int]]
     read_tool: dict[int, str]
-    made: dict[tuple[str, int], Action | None] = field(default_factory=dict)
+    made: dict[tuple[Any, ...], Action | None] = field(default_factory=dict)
 
     @classmethod
     def find(cls, lay: Layout, cfg: rb.AssemblyConfig) -> Cheap:
@@ -689,6 +706,22 @@ class Cheap:
         act = self.rewrite(kind, w)
         return None if act is None else act.tokens
 
+    def cut(self, w: int, cap: int) -> Action | None:
+        """Result ``w`` cut to at most ``cap`` tokens (None when not smaller)."""
+        if ("cut", w, cap) not in self.made:
+            msg, enc = self.lay.work.msgs[w], self.cfg.encoding
+            text = truncated_text(msg, cap, enc)
+            tokens = (
+                None if text is None else message_tokens(rewritten(msg, "truncated", text), enc)
+            )
+            ok = tokens is not None and tokens < self.lay.work.tokens[w]
+            self.made[("cut", w, cap)] = Action(text, tokens) if ok else None  # type: ignore[arg-type]
+        return self.made[("cut", w, cap)]  # type: ignore[index]
+
+    def made_as(self, w: int, kind: str, cap: int) -> Action | None:
+        """The rewrite a walk planned: a cut at its cap, any other at its own size."""
+        return self.cut(w, cap) if kind == "truncated" else self.rewrite(kind, w)
+
     def rewrite(self, kind: str, w: int) -> Action | None:
         """The rewrite of message ``w``: its text and exact tokens (None when not smaller)."""
         if (kind, w) not in self.made:
@@ -731,6 +764,7 @@ def candidates(lay: Layout, cfg: rb.AssemblyConfig) -> dict[str, list[int]]:
         "drop_rings": [k for k in middle if lay.units[k].kind == "ring" and k not in held],
         "drop_plain_turns": [k for k in middle if lay.units[k].kind == "plain"],
         "drop_error_rings": held,
+        **{stage: [] for stage in DEGRADE_STAGES},
     }
 
 
@@ -770,6 +804,10 @@ class Walk:
     unit_now: list[int] = field(default_factory=list)
     #: Message position -> (kind, tokens saved), for every rewrite made.
     rewritten: dict[int, tuple[str, int]] = field(default_factory=dict)
+    #: Message position -> (stage that rewrote it, the cap of a cut).
+    by: dict[int, tuple[str, int]] = field(default_factory=dict)
+    #: Message position -> what its kept rewrite saved beyond the plan (``finish``).
+    slack: dict[int, int] = field(default_factory=dict)
 
     def kept_rewrites(self, lay: Layout) -> list[tuple[int, str, int]]:
         """``(position, kind, saved)`` of the rewrites of units still kept, in order."""
@@ -780,6 +818,32 @@ class Walk:
         ]
 
 
+def _held(lay: Layout, among: list[int], cfg: rb.AssemblyConfig) -> list[int]:
+    held = [k for k in among if _is_short_error_ring(lay, lay.units[k], cfg)]
+    return held[max(0, len(held) - cfg.max_held_error_rings) :]
+
+
+def released_candidates(lay: Layout, released: list[int], cfg: rb.AssemblyConfig) -> dict:
+    """Per middle stage, what it may take among units ``shrink_recent`` released: units to drop,
+    and messages to rewrite (cuts and images; a superseded read is not stubbed, the newer read
+    may be released and dropped itself)."""
+    held = _held(lay, released, cfg)
+    msgs = [
+        w
+        for k in released
+        for w in range(lay.units[k].start, lay.units[k].end)
+        if lay.work.source[w] is not None and w not in lay.notes
+    ]
+    return {
+        "deduped": [],
+        "truncated": [w for w in msgs if lay.work.msgs[w]["role"] == "tool"],
+        "media": [w for w in msgs if images(lay.work.msgs[w])],
+        "drop_rings": [k for k in released if lay.units[k].kind == "ring" and k not in held],
+        "drop_plain_turns": [k for k in released if lay.units[k].kind == "plain"],
+        "drop_error_rings": held,
+    }
+
+
 def walk(
     lay: Layout,
     cfg: rb.AssemblyConfig,
@@ -788,41 +852,53 @@ def walk(
     budget: int,
     certain: set[int] = frozenset(),  # type: ignore[assignment]
 ) -> Walk:
-    """Runs the stages in order while the request is over ``budget``: a cheap stage rewrites its
-    candidates oldest first (one rewrite per message, units not certainly dropped), a drop stage
-    drops its units oldest first, and a dropped side-effecting ring adds its calls to the ledger
-    note (which costs tokens too). Then, still over and allowed, drops the tools schema."""
+    """Runs the middle's stages in order while the request is over ``budget``: a cheap stage
+    rewrites its candidates oldest first (one rewrite per message, units not certainly
+    dropped), a drop stage drops its units oldest first, and a dropped side-effecting ring adds
+    its calls to the ledger note (which costs tokens too). Then, the middle exhausted, the
+    stages that degrade the suffix, in their order; last, still over and allowed, drops the
+    tools schema."""
     ledger = Ledger(list(lay.ledger.entries), lay.ledger.role, lay.ledger.encoding)
     full = [lay.unit_tokens(u) for u in lay.units]
     w = Walk(set(), ledger, [], tools, 0, 0, unit_now=list(full))
+    enc = cfg.encoding
 
     def total() -> int:
         return sum(w.unit_now[k] for k in range(len(full)) if k not in w.dropped) + (
             ledger.tokens + FRAMING + w.tools
         )
 
-    w.least = total()
-    per_stage = candidates(lay, cfg)
-    for stage in core_stages(cfg):
-        if total() <= budget:
-            break
-        before, count, restored = total(), 0, 0
+    def rewrite(m: int, stage: str, kind: str, tokens: int) -> None:
+        saved = lay.work.tokens[m] - tokens
+        w.rewritten[m] = (kind, saved)
+        w.by[m] = (stage, tokens)
+        w.unit_now[lay.unit_of(m)] -= saved
+        w.least = min(w.least, total())
+
+    def planned_cut(m: int, cap: int) -> int | None:
+        msg = lay.work.msgs[m]
+        fits = lay.work.tokens[m] > cap and truncatable(msg, cap, enc)
+        return cap if fits else None
+
+    def middle_stage(stage: str, per_stage: dict, by: str) -> tuple[int, int]:
+        """Runs one middle stage over its candidates; returns (count, restored)."""
+        count, restored = 0, 0
         kind = REWRITES.get(stage)
-        for m in cheap.candidates[kind] if kind else ():
+        for m in per_stage[kind] if kind else ():
             if total() <= budget:
                 break
             k = lay.unit_of(m)
             if k in w.dropped or k in certain or m in w.rewritten:
                 continue
-            planned = cheap.planned(kind, m)  # type: ignore[arg-type]
+            if kind == "truncated":
+                planned = planned_cut(m, cfg.max_tool_result_tokens)
+            else:
+                planned = cheap.planned(kind, m)  # type: ignore[arg-type]
             if planned is None:
                 continue
-            saved = lay.work.tokens[m] - planned
-            w.rewritten[m] = (kind, saved)  # type: ignore[assignment]
-            w.unit_now[k] -= saved
+            rewrite(m, by, kind, planned)  # type: ignore[arg-type]
             count += 1
-            w.least = min(w.least, total())
-        for k in per_stage[stage]:
+        for k in per_stage.get(stage, ()):
             if total() <= budget:
                 break
             if k in w.dropped:
@@ -837,6 +913,85 @@ def walk(
                 for entry in side_effect_entries(lay.work, u, cfg, turn):
                     ledger.add(entry)
             w.least = min(w.least, total())
+        return count, restored
+
+    rings, turns = cfg.recent_tool_rings, cfg.recent_user_turns
+    start, protected = lay.suffix_start, list(lay.protected)
+
+    def truncate_protected() -> tuple[int, int]:
+        results = [
+            m
+            for m in range(start, len(lay.work.msgs))
+            if lay.work.msgs[m]["role"] == "tool"
+            and lay.work.source[m] is not None
+            and m not in lay.notes
+            and m not in lay.pin
+            and lay.unit_of(m) not in w.dropped
+            and m not in w.rewritten
+        ]
+        newest = lay.unit_of(results[-1]) if results else None
+        count = 0
+        for m in [m for m in results if lay.unit_of(m) != newest]:
+            if total() <= budget:
+                return count, 0
+            planned = planned_cut(m, cfg.max_tool_result_tokens)
+            if planned is not None:
+                rewrite(m, "truncate_protected_results", "truncated", planned)
+                count += 1
+        for m in [m for m in results if lay.unit_of(m) == newest]:
+            if total() <= budget:
+                break
+            need = max(0, lay.work.tokens[m] - (total() - budget))
+            cap = max(cfg.min_result_tokens, min(cfg.max_tool_result_tokens, need))
+            # Never below what leaves the cut some text beside its anchor.
+            cap = max(cap, least_cap(lay.work.msgs[m], enc))
+            planned = planned_cut(m, cap)
+            if planned is not None:
+                rewrite(m, "truncate_protected_results", "truncated", planned)
+                count += 1
+        return count, 0
+
+    def shrink_recent() -> tuple[int, int]:
+        nonlocal rings, turns, start, protected
+        ring_floor = min(cfg.min_recent_tool_rings, cfg.recent_tool_rings)
+        turn_floor = min(cfg.min_recent_user_turns, cfg.recent_user_turns)
+        count = restored = 0
+        while total() > budget:
+            r, t = rings - ring_floor, turns - turn_floor
+            if r == 0 and t == 0:
+                break
+            if r >= t:
+                rings -= 1
+            else:
+                turns -= 1
+            start, now = protection(lay, rings, turns)
+            released = [
+                k for k in range(len(now)) if protected[k] and not now[k] and k not in w.dropped
+            ]
+            protected = now
+            per_stage = released_candidates(lay, released, cfg)
+            for stage in middle:
+                if total() <= budget:
+                    break
+                c, r_ = middle_stage(stage, per_stage, "shrink_recent")
+                count += c
+                restored += r_
+        return count, restored
+
+    w.least = total()
+    per_stage = {**candidates(lay, cfg), **cheap.candidates}
+    middle = [s for s in core_stages(cfg) if s not in DEGRADE_STAGES]
+    degrade = [s for s in core_stages(cfg) if s in DEGRADE_STAGES]
+    for stage in middle + degrade:
+        if total() <= budget:
+            break
+        before = total()
+        if stage == "truncate_protected_results":
+            count, restored = truncate_protected()
+        elif stage == "shrink_recent":
+            count, restored = shrink_recent()
+        else:
+            count, restored = middle_stage(stage, per_stage, stage)
         if count:
             w.stages.append((stage, count, max(0, before + restored - total())))
     if total() > budget and cfg.on_still_over_budget == "drop_tools_schema_then_fail" and w.tools:
@@ -851,25 +1006,28 @@ def finish(lay: Layout, w: Walk, cheap: Cheap) -> None:
     """Makes the rewrites the walk keeps: a cut result's exact size (at most the planned
     limit) replaces the plan's, and what it saves beyond the plan comes off the total."""
     for m, kind, saved in w.kept_rewrites(lay):
-        act = cheap.rewrite(kind, m)
+        act = cheap.made_as(m, kind, w.by[m][1])
         if act is None:
             raise rb.InvalidMessageError("a planned rewrite could not be made", index=m)
         slack = max(0, lay.work.tokens[m] - saved - act.tokens)
         w.unit_now[lay.unit_of(m)] -= slack
         w.rewritten[m] = (kind, saved + slack)
+        w.slack[m] = slack
         w.total -= slack
 
 
 def stage_reports(lay: Layout, w: Walk) -> list[tuple[str, int, int]]:
-    """The walk's stages as reported: a cheap stage counts only the rewrites of messages still
-    kept (a rewrite of a unit dropped later counts for the drop), and goes if none is left."""
+    """The walk's stages as reported: a stage that only rewrites counts only the rewrites of
+    messages still kept (a rewrite of a unit dropped later counts for the drop), and goes if
+    none is left; ``shrink_recent`` adds what its kept cuts saved beyond the plan."""
     kept = w.kept_rewrites(lay)
     out = []
     for stage, units_, saved in w.stages:
-        kind = REWRITES.get(stage)
-        if kind is not None:
-            mine = [s for _, k, s in kept if k == kind]
-            units_, saved = len(mine), sum(mine)
+        mine = [(m, s) for m, _, s in kept if w.by[m][0] == stage]
+        if stage in REWRITES or stage == "truncate_protected_results":
+            units_, saved = len(mine), sum(s for _, s in mine)
+        elif stage == "shrink_recent":
+            saved += sum(w.slack[m] for m, _ in mine)
         if units_:
             out.append((stage, units_, saved))
     return out
@@ -920,7 +1078,7 @@ def emit(lay: Layout, w: Walk, cfg: rb.AssemblyConfig, cheap: Cheap) -> list[Any
                 continue
             source = lay.work.source[i]
             if i in rewrites:
-                act = cheap.rewrite(rewrites[i], i)
+                act = cheap.made_as(i, rewrites[i], w.by[i][1])
                 assert act is not None
                 items.append(("rewrite", source, rewrites[i], act.text))
             elif source is None:

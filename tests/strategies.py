@@ -343,6 +343,10 @@ def policies(draw: st.DrawFn, stage_prefix: bool = False, cheap: bool = False) -
         **extra,
         "recent_tool_rings": draw(st.integers(0, 4)),
         "recent_user_turns": draw(st.integers(0, 3)),
+        # The floors of the degrading stages: below, at or above the configured values.
+        "min_recent_tool_rings": draw(st.integers(0, 2)),
+        "min_recent_user_turns": draw(st.integers(0, 2)),
+        "min_result_tokens": draw(st.sampled_from((16, 60, 500))),
         "pin": tuple(p for p in PINS if draw(st.integers(0, 3)) > 0),
         "side_effect_tools": tuple(
             draw(st.lists(st.sampled_from((*SIDE_EFFECT_TOOLS, "read_file")), unique=True))

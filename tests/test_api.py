@@ -177,7 +177,11 @@ def test_tools_schema_dropped_only_when_that_alone_makes_it_fit() -> None:
     with_tools = rb.count_tokens(messages, tools=TOOLS)
     without = rb.count_tokens(messages)
     assert with_tools > without
-    policy = {"on_still_over_budget": "drop_tools_schema_then_fail", "recent_tool_rings": 2}
+    # The suffix kept strictly whole (floors at the configured values): the degrading stages,
+    # which run before the schema goes, have nothing to do (see test_corpus_refusals.py and
+    # test_degrading.py for them).
+    strict = {"recent_tool_rings": 2, "min_recent_tool_rings": 2, "min_recent_user_turns": 2}
+    policy = {"on_still_over_budget": "drop_tools_schema_then_fail", **strict}
     # Protected part alone fits, with the tools it does not: the schema goes.
     res = rb.Assembler(config(without, **policy)).assemble(messages, TOOLS)
     assert res.report.tools_dropped is True
@@ -188,7 +192,7 @@ def test_tools_schema_dropped_only_when_that_alone_makes_it_fit() -> None:
     assert all(a is b for a, b in zip(res.messages, messages, strict=True))
     # The default policy fails closed instead, naming the tools bucket.
     with pytest.raises(rb.BudgetExceededError) as info:
-        rb.Assembler(config(without, recent_tool_rings=2)).assemble(messages, TOOLS)
+        rb.Assembler(config(without, **strict)).assemble(messages, TOOLS)
     assert info.value.bucket_tokens["tools"] == with_tools - without
     # Room for the tools: they stay.
     res = rb.Assembler(config(with_tools, **policy)).assemble(messages, TOOLS)

@@ -9,6 +9,7 @@ ledger survives compaction after compaction; a truncated result recovers its exa
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -246,12 +247,25 @@ def check_deduped(case: gen.Case, cfg: rb.AssemblyConfig, out: Shape, i: int, ne
     )
 
 
-def check_truncated(case: gen.Case, cfg: rb.AssemblyConfig, i: int, new: Any) -> None:
+def check_truncated(
+    case: gen.Case, cfg: rb.AssemblyConfig, i: int, new: Any, protected: bool = False
+) -> None:
     """A truncated result is its original's head, the anchor naming the original's id and how
-    much was cut, and its tail; the message fits max_tool_result_tokens."""
+    much was cut, and its tail; the message fits max_tool_result_tokens. A result of the
+    protected suffix (``truncate_protected_results``) may be cut below that limit only as far
+    as the budget needs, and the newest ring's never to less than min_result_tokens, so it
+    fits the larger of the two."""
     original = "".join(ref.texts(case.messages[i]))
     total = _core.count_text(original, cfg.encoding)
-    assert ref.message_tokens(case.messages[i], cfg.encoding) > cfg.max_tool_result_tokens
+    limit = cfg.max_tool_result_tokens
+    if protected:
+        # ... nor below what leaves it some text beside the anchor.
+        limit = max(limit, cfg.min_result_tokens, ref.least_cap(case.messages[i], cfg.encoding))
+        assert ref.message_tokens(case.messages[i], cfg.encoding) > cfg.min_result_tokens or (
+            ref.message_tokens(case.messages[i], cfg.encoding) > cfg.max_tool_result_tokens
+        )
+    else:
+        assert ref.message_tokens(case.messages[i], cfg.encoding) > cfg.max_tool_result_tokens
     text = new["content"]
     assert isinstance(text, str)
     splits = [
@@ -267,10 +281,7 @@ def check_truncated(case: gen.Case, cfg: rb.AssemblyConfig, i: int, new: Any) ->
     kept = _core.count_text(head, cfg.encoding) + _core.count_text(tail, cfg.encoding)
     assert int(anchor.group(1)) == total - kept
     tokens = ref.message_tokens(new, cfg.encoding)
-    assert tokens <= cfg.max_tool_result_tokens, (
-        f"messages[{i}] truncated to {tokens} tokens, over max_tool_result_tokens "
-        f"{cfg.max_tool_result_tokens}"
-    )
+    assert tokens <= limit, f"messages[{i}] truncated to {tokens} tokens, over {limit}"
 
 
 def check_media(case: gen.Case, i: int, new: Any) -> None:
@@ -292,6 +303,10 @@ def check_rewrites(
     in its content and only as its kind says, and smaller by the tokens reported."""
     kinds = {r.index: r for r in res.report.rewrites}
     assert len(kinds) == len(res.report.rewrites), "a message was rewritten twice"
+    # Once the middle is exhausted, the degrading stages rewrite too: results of the protected
+    # suffix, and the messages of units shrink_recent released.
+    degraded = {s.stage for s in res.report.stages} & set(ref.DEGRADE_STAGES)
+    protected = ref.protected_indices(case.messages, cfg, case.pinned)
     assert res.report.truncated_results == [
         r.index for r in res.report.rewrites if r.kind == "truncated"
     ]
@@ -303,11 +318,11 @@ def check_rewrites(
             f"messages[{i}] changed beyond its content"
         )
         stage = {v: k for k, v in ref.REWRITES.items()}[record.kind]
-        assert stage in cfg.stages
+        assert stage in cfg.stages or (i in protected and degraded)
         if record.kind == "deduped":
             check_deduped(case, cfg, out, i, new)
         elif record.kind == "truncated":
-            check_truncated(case, cfg, i, new)
+            check_truncated(case, cfg, i, new, protected=i in protected)
         else:
             assert record.kind == "media"
             check_media(case, i, new)
@@ -315,17 +330,24 @@ def check_rewrites(
         assert saved > 0
         if res.report.tokens_before_exact:
             assert record.tokens_saved == saved
-    reported = Counter(r.kind for r in res.report.rewrites)
+    # A middle stage's report counts its own rewrites: those of the caller's middle messages.
+    middle = [r for r in res.report.rewrites if r.index not in protected]
+    reported = Counter(r.kind for r in middle)
     for s in res.report.stages:
         kind = ref.REWRITES.get(s.stage)
         if kind is not None:
             assert s.units == reported[kind]
             if res.report.tokens_before_exact:
-                assert s.tokens_saved == sum(
-                    r.tokens_saved for r in res.report.rewrites if r.kind == kind
-                )
+                assert s.tokens_saved == sum(r.tokens_saved for r in middle if r.kind == kind)
     for kind, n in reported.items():
         assert n == 0 or any(ref.REWRITES.get(s.stage) == kind for s in res.report.stages)
+    if "shrink_recent" not in degraded:
+        # Without released units, truncate_protected_results reports every protected cut.
+        cuts = [r for r in res.report.rewrites if r.index in protected]
+        stage = [s for s in res.report.stages if s.stage == "truncate_protected_results"]
+        assert len(cuts) == sum(s.units for s in stage)
+        if res.report.tokens_before_exact:
+            assert sum(r.tokens_saved for r in cuts) == sum(s.tokens_saved for s in stage)
 
 
 def check_shape(case: gen.Case, cfg: rb.AssemblyConfig, res: rb.AssemblyResult) -> None:
@@ -425,19 +447,39 @@ def test_a_stub_points_at_a_real_result_the_request_keeps(later: str | None) -> 
 def check_protected(case: gen.Case, cfg: rb.AssemblyConfig, res: rb.AssemblyResult) -> None:
     """Every protected message is in the output as the caller's own object (never rewritten);
     the leading instructions open the request, and its last message (the turn the model
-    answers) still closes it, followed at most by the synthesized results it needed."""
+    answers) still closes it, followed at most by the synthesized results it needed. Once the
+    middle is exhausted, the suffix may degrade as reported, and only so: with
+    ``shrink_recent`` what the floors protect is kept, with ``truncate_protected_results`` a
+    protected tool result not pinned may stand cut in its place."""
     lead = next(i for i, m in enumerate(case.messages) if m["role"] not in ref.INSTRUCTION)
     goal = next(i for i, m in enumerate(case.messages) if m["role"] == "user")
     last = len(case.messages) - 1
-    protected = ref.protected_indices(case.messages, cfg, case.pinned)
+    stages = {s.stage for s in res.report.stages}
+    floors = cfg
+    if "shrink_recent" in stages:
+        floors = dataclasses.replace(
+            cfg,
+            recent_tool_rings=min(cfg.recent_tool_rings, cfg.min_recent_tool_rings),
+            recent_user_turns=min(cfg.recent_user_turns, cfg.min_recent_user_turns),
+        )
+    protected = ref.protected_indices(case.messages, floors, case.pinned)
+    cut = {r.index for r in res.report.rewrites} if stages & set(ref.DEGRADE_STAGES) else set()
+    lay, _ = ref.prepare(case.messages, cfg, case.pinned)
+    pinned = {lay.work.source[w] for w in lay.pin}
     assert goal in protected or "first_user_message" not in cfg.pin
     assert last in protected
     out_ids = {id(m) for m in res.messages}
+    out = shape(case.messages, res)
+    positions = set(out.positions)
     for i in protected:
+        if i in cut and i not in pinned and case.messages[i]["role"] == "tool":
+            assert i in positions, f"protected message {i} is missing"
+            continue
         assert id(case.messages[i]) in out_ids, f"protected message {i} is missing"
     assert all(a is b for a, b in zip(res.messages[:lead], case.messages[:lead], strict=True))
     closing = [m for m in res.messages if m.get("content") != ref.SYNTHESIZED_RESULT_TEXT]
-    assert closing[-1] is case.messages[last], "the request no longer ends with its last turn"
+    ends = case.messages[last] if last not in cut else out.rewritten.get(last, case.messages[last])
+    assert closing[-1] is ends, "the request no longer ends with its last turn"
 
 
 @properties

@@ -166,6 +166,31 @@ def test_the_generated_cases_exercise_every_rewrite(kind: str) -> None:
     check_against_reference(case.messages, case.config(), case.tools, case.pinned)
 
 
+@pytest.mark.parametrize("stage", ref.DEGRADE_STAGES)
+def test_the_generated_cases_exercise_every_degrading_stage(stage: str) -> None:
+    """The strategies reach each stage that degrades the protected suffix (the middle
+    exhausted, still over budget), and the library agrees with the reference on the case."""
+
+    def degrades(case: gen.Case) -> bool:
+        try:
+            plan = ref.plan(case.messages, case.config(), case.tools, case.pinned)
+        except rb.RingboundError:
+            return False
+        return any(s == stage for s, _, _ in plan.stages)
+
+    case = find(
+        gen.cases(cheap=True),
+        degrades,
+        settings=settings(
+            max_examples=500,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+    check_against_reference(case.messages, case.config(), case.tools, case.pinned)
+
+
 @properties
 @given(
     gen.cases(pins=False),

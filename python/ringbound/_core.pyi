@@ -33,6 +33,9 @@ class CoreConfig:
         image_formula: str = "openai",
         token_ratio: float = 1.0,
         max_tool_result_tokens: int = 4000,
+        min_result_tokens: int = 500,
+        min_recent_tool_rings: int = 1,
+        min_recent_user_turns: int = 1,
     ) -> None: ...
 
 PlanItem = int | tuple[str, str] | tuple[str, str, str]

@@ -92,6 +92,9 @@ def _core_config(
         image_formula=image_formula,
         token_ratio=token_ratio,
         max_tool_result_tokens=cfg.max_tool_result_tokens,
+        min_result_tokens=cfg.min_result_tokens,
+        min_recent_tool_rings=cfg.min_recent_tool_rings,
+        min_recent_user_turns=cfg.min_recent_user_turns,
     )
 
 

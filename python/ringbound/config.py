@@ -16,7 +16,8 @@ __all__ = ["PINS", "STAGES", "AssemblyConfig"]
 #: Items that may be pinned (kept whatever the budget).
 PINS = ("first_user_message", "side_effect_ledger", "security_system_prompt")
 #: Stages in their default order, cheapest loss first: rewrites that keep the message, then
-#: drops of whole units, then the summary of what was dropped (with a summarizer only).
+#: drops of whole units, then the summary of what was dropped (with a summarizer only); last,
+#: and only once the middle is exhausted, the protected suffix degrades before a refusal.
 STAGES = (
     "dedupe_superseded_reads",
     "truncate_oversized_results",
@@ -25,6 +26,8 @@ STAGES = (
     "drop_plain_turns",
     "drop_error_rings",
     "summarize",
+    "truncate_protected_results",
+    "shrink_recent",
 )
 _CHOICES: dict[str, tuple[str, ...]] = {
     "on_pairing_error": ("fail_closed", "synthesize_error_results"),
@@ -98,6 +101,13 @@ class AssemblyConfig:
     #: Middle tool results over this many tokens keep their head and tail
     #: (``truncate_oversized_results``).
     max_tool_result_tokens: int = 4000
+    #: ``truncate_protected_results`` never cuts a result of the newest ring below this.
+    min_result_tokens: int = 500
+    #: ``shrink_recent`` lowers ``recent_tool_rings`` no further than this (a floor above the
+    #: configured value means no lowering).
+    min_recent_tool_rings: int = 1
+    #: ``shrink_recent`` lowers ``recent_user_turns`` no further than this.
+    min_recent_user_turns: int = 1
     #: Size asked of the summarizer; None for clamp(0.2 x summarized, 2000,
     #: min(0.05 x model_input_limit, summary_max_tokens)).
     summary_target_tokens: int | None = None
@@ -169,6 +179,9 @@ class AssemblyConfig:
             ("short_error_result_tokens", 0),
             ("max_held_error_rings", 0),
             ("max_tool_result_tokens", 16),
+            ("min_result_tokens", 16),
+            ("min_recent_tool_rings", 0),
+            ("min_recent_user_turns", 0),
             ("max_messages", 1),
             ("max_request_bytes", 1),
         ):

@@ -27,7 +27,8 @@ class StageRecord:
     Attributes:
         stage: Stage name (``dedupe_superseded_reads``, ``truncate_oversized_results``,
             ``degrade_media``, ``drop_rings``, ``drop_plain_turns``, ``drop_error_rings``,
-            ``summarize``, ``drop_tools_schema``; ``merge_ledger_notes`` when the input held
+            ``summarize``, ``truncate_protected_results``, ``shrink_recent``,
+            ``drop_tools_schema``; ``merge_ledger_notes`` when the input held
             several ledger notes, which become one at the first one's place).
         units: Messages it rewrote, or units (rings, turns, the schema) it removed; for
             ``summarize``, the units the summary stands for.

@@ -210,7 +210,8 @@ impl CoreConfig {
         pin_side_effect_ledger, pin_security_system_prompt, short_error_result_tokens,
         max_held_error_rings, side_effect_tools, ledger_fields, stages, drop_tools_schema,
         synthesize_missing_results, encoding, tokenizer_backend, max_messages, max_request_bytes,
-        image_formula="openai", token_ratio=1.0, max_tool_result_tokens=4000))]
+        image_formula="openai", token_ratio=1.0, max_tool_result_tokens=4000,
+        min_result_tokens=500, min_recent_tool_rings=1, min_recent_user_turns=1))]
     fn new(
         py: Python<'_>,
         budget: u64,
@@ -233,6 +234,9 @@ impl CoreConfig {
         image_formula: &str,
         token_ratio: f64,
         max_tool_result_tokens: u64,
+        min_result_tokens: u64,
+        min_recent_tool_rings: usize,
+        min_recent_user_turns: usize,
     ) -> PyResult<Self> {
         guard(py, || {
             let stages = stages
@@ -264,6 +268,9 @@ impl CoreConfig {
                     drop_tools_schema,
                     synthesize_missing_results,
                     max_tool_result_tokens,
+                    min_result_tokens,
+                    min_recent_tool_rings,
+                    min_recent_user_turns,
                     summary_reserve: None,
                     recorded_ledger: Vec::new(),
                     replay: None,

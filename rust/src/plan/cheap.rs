@@ -128,8 +128,7 @@ impl CheapStages {
         cfg: &PlanConfig,
     ) -> Option<u64> {
         if kind == RewriteKind::Truncated {
-            let cap = cfg.max_tool_result_tokens;
-            return (work.tokens(w) > cap && truncatable(work, cfg, w)).then_some(cap);
+            return planned_cut(work, w, cfg.max_tool_result_tokens);
         }
         self.rewrite(kind, w, work, cfg).map(|a| a.tokens)
     }
@@ -151,12 +150,7 @@ impl CheapStages {
                         let text = rewrite::dedupe_stub(self.read_tool.get(&w)?);
                         (rewrite::rewritten(work.msgs[w], &text), text)
                     }
-                    RewriteKind::Truncated => rewrite::truncated_result(
-                        &work.full(w),
-                        req.raw_limit(cfg.max_tool_result_tokens),
-                        req.counter(),
-                        |m| req.raw_tokens(m),
-                    )?,
+                    RewriteKind::Truncated => return cut(work, w, cfg.max_tool_result_tokens),
                     RewriteKind::Media => (
                         rewrite::without_media(&work.full(w)),
                         MEDIA_PLACEHOLDER.to_owned(),
@@ -169,11 +163,48 @@ impl CheapStages {
     }
 }
 
-/// Whether the limit leaves a cut of message `w` room for text beside its anchor.
-fn truncatable(work: &Work<'_, '_>, cfg: &PlanConfig, w: usize) -> bool {
+/// Tokens of tool result `w` cut to `cap` as the stage loop plans them (the cut never exceeds
+/// its cap), or None when it is not over `cap` or `cap` leaves no room beside the anchor.
+pub(super) fn planned_cut(work: &Work<'_, '_>, w: usize, cap: u64) -> Option<u64> {
+    let req = work.req;
+    let room = || {
+        let overhead = rewrite::truncation_overhead(work.msgs[w], |m| req.raw_tokens(m));
+        req.raw_limit(cap) >= overhead + rewrite::MIN_KEPT_TOKENS
+    };
+    (work.tokens(w) > cap && room()).then_some(cap)
+}
+
+/// The smallest cap that leaves a cut of tool result `w` room for text beside its anchor.
+pub(super) fn least_cap(work: &Work<'_, '_>, w: usize) -> u64 {
     let req = work.req;
     let overhead = rewrite::truncation_overhead(work.msgs[w], |m| req.raw_tokens(m));
-    req.raw_limit(cfg.max_tool_result_tokens) >= overhead + rewrite::MIN_KEPT_TOKENS
+    let need = overhead + rewrite::MIN_KEPT_TOKENS;
+    // `raw_limit` scales by the provider's token ratio and grows with the cap: search it.
+    let mut hi = need.max(1);
+    while req.raw_limit(hi) < need {
+        hi *= 2;
+    }
+    let mut lo = 1;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if req.raw_limit(mid) >= need {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
+/// Tool result `w` cut head + tail to at most `cap` tokens, with its recovery anchor.
+pub(super) fn cut(work: &Work<'_, '_>, w: usize, cap: u64) -> Option<Action> {
+    let req = work.req;
+    let (msg, text) =
+        rewrite::truncated_result(&work.full(w), req.raw_limit(cap), req.counter(), |m| {
+            req.raw_tokens(m)
+        })?;
+    let tokens = req.inserted_tokens(&msg);
+    (tokens < work.tokens(w)).then_some(Action { text, tokens })
 }
 
 /// Results of reads that a later result of the same read supersedes: same tool, same

@@ -2,60 +2,44 @@
 //! dropped, the same rewrites, no stage loop. The caller compares the total with its trigger;
 //! a replay that no longer describes the request is refused, never bent to fit.
 
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashSet as HashSet;
 
-use super::{
-    record_side_effects, CheapStages, LedgerState, Outcome, Replay, Source, StageReport, Work,
-};
+use super::stages::Rewritten;
+use super::{record_side_effects, Outcome, Planning, Replay, Source, StageReport, Valuation};
+
+const REUSED: &str = "reuse_previous_cut";
 use crate::error::CoreError;
-use crate::request::Request;
-use crate::units::Unit;
-
-/// What `replay` reads of the plan under way.
-pub(super) struct Replaying<'p, 'r, 'a> {
-    pub work: &'p Work<'r, 'a>,
-    pub all_units: &'p [Unit],
-    pub protected: &'p [bool],
-    pub unit_of: &'p [usize],
-    pub unit_value: &'p [u64],
-    pub original_to_work: &'p HashMap<usize, usize>,
-    /// Positions of the user messages (a ledger entry's turn).
-    pub users: &'p [usize],
-    pub cheap: &'p CheapStages,
-    pub cfg: &'p super::PlanConfig,
-}
 
 /// The outcome of making a previous plan's decisions again, or `StaleState` when they no
 /// longer fit this request: a dropped message outside the middle or not a whole unit, a
 /// rewrite that cannot be made.
 pub(super) fn replay(
     r: &Replay,
-    p: &Replaying<'_, '_, '_>,
-    ledger: LedgerState,
-    req: &Request,
+    p: &Planning<'_, '_, '_>,
+    v: &Valuation,
 ) -> Result<Outcome, CoreError> {
     let stale = |reason: String| CoreError::StaleState { reason };
-    let work = p.work;
+    let (work, b) = (p.work, p.buckets);
     let len = work.msgs.len();
     let gone: HashSet<usize> = r.dropped.iter().copied().collect();
     let mut out = Outcome {
-        dropped: vec![false; p.all_units.len()],
-        unit_now: p.unit_value.to_vec(),
+        dropped: vec![false; b.all_units.len()],
+        unit_now: v.value.clone(),
         rewritten: vec![None; len],
-        ledger,
+        ledger: p.notes.ledger_state.clone(),
         messages_kept: 0,
-        tools_tokens: req.tools_tokens,
+        tools_tokens: work.req.tools_tokens,
         stages: Vec::new(),
         least: 0,
     };
     for &i in &r.dropped {
-        let w = *p
+        let w = *b
             .original_to_work
             .get(&i)
             .ok_or_else(|| stale(format!("message {i} it dropped is not in the request")))?;
-        let k = p.unit_of[w];
-        let u = &p.all_units[k];
-        if p.protected[k] {
+        let k = b.unit_of[w];
+        let u = &b.all_units[k];
+        if b.protected[k] {
             return Err(stale(format!("message {i} it dropped is protected now")));
         }
         let whole = (u.start..u.end).all(|v| match work.source[v] {
@@ -69,19 +53,19 @@ pub(super) fn replay(
         }
         if !out.dropped[k] {
             out.dropped[k] = true;
-            record_side_effects(u, work, p.cfg, p.users, &mut out.ledger);
+            record_side_effects(u, work, p.cfg, &b.users, &mut out.ledger);
         }
     }
     for &(i, kind) in &r.rewrites {
-        let w = *p
+        let w = *b
             .original_to_work
             .get(&i)
             .ok_or_else(|| stale(format!("message {i} it rewrote is not in the request")))?;
-        let k = p.unit_of[w];
+        let k = b.unit_of[w];
         if out.dropped[k] {
             continue;
         }
-        if p.protected[k] {
+        if b.protected[k] {
             return Err(stale(format!("message {i} it rewrote is protected now")));
         }
         let act = p
@@ -89,19 +73,24 @@ pub(super) fn replay(
             .rewrite(kind, w, work, p.cfg)
             .ok_or_else(|| stale(format!("message {i} cannot be rewritten as before")))?;
         let saved = work.tokens(w) - act.tokens;
-        out.rewritten[w] = Some((kind, saved));
+        out.rewritten[w] = Some(Rewritten {
+            stage: REUSED,
+            kind,
+            saved,
+            cap: p.cfg.max_tool_result_tokens,
+        });
         out.unit_now[k] -= saved;
     }
-    out.messages_kept = (0..p.all_units.len())
+    out.messages_kept = (0..b.all_units.len())
         .filter(|&k| !out.dropped[k])
         .map(|k| out.unit_now[k])
         .sum();
     let units = out.dropped.iter().filter(|&&d| d).count()
         + out.rewritten.iter().filter(|x| x.is_some()).count();
     if units > 0 {
-        let before: u64 = p.unit_value.iter().sum();
+        let before: u64 = v.value.iter().sum();
         out.stages.push(StageReport {
-            stage: "reuse_previous_cut",
+            stage: REUSED,
             units,
             tokens_saved: before.saturating_sub(out.messages_kept),
         });

@@ -2,17 +2,18 @@ use super::*;
 use crate::count::{Encoding, DEFAULT_BACKEND};
 use crate::request::Scheme;
 use crate::rewrite;
+use crate::summary;
 use crate::view::ToolCall;
 use proptest::prelude::*;
 
-fn request(messages: Vec<Message>) -> Request<'static> {
+pub(super) fn request(messages: Vec<Message>) -> Request<'static> {
     Request::from_messages(
         messages,
         Scheme::openai(Encoding::O200kBase, DEFAULT_BACKEND),
     )
 }
 
-fn cfg(budget: u64) -> PlanConfig {
+pub(super) fn cfg(budget: u64) -> PlanConfig {
     PlanConfig {
         budget,
         recent_tool_rings: 1,
@@ -28,13 +29,16 @@ fn cfg(budget: u64) -> PlanConfig {
         drop_tools_schema: false,
         synthesize_missing_results: false,
         max_tool_result_tokens: 4000,
+        min_result_tokens: 500,
+        min_recent_tool_rings: 1,
+        min_recent_user_turns: 1,
         summary_reserve: None,
         recorded_ledger: Vec::new(),
         replay: None,
     }
 }
 
-fn ring(id: &str, tool: &str, result: &str, error: bool) -> Vec<Message> {
+pub(super) fn ring(id: &str, tool: &str, result: &str, error: bool) -> Vec<Message> {
     vec![
         Message::assistant_calls(vec![ToolCall {
             id: id.into(),
@@ -60,7 +64,7 @@ fn session(n: usize) -> Vec<Message> {
     msgs
 }
 
-fn kept(plan: &Plan) -> Vec<usize> {
+pub(super) fn kept(plan: &Plan) -> Vec<usize> {
     plan.items
         .iter()
         .filter_map(|i| match i {

@@ -1,0 +1,232 @@
+//! The split into buckets: units (tool rings and plain turns), which of them are protected
+//! (the prefix, pinned messages, the recent suffix) and which form the middle, the only part
+//! the drop stages touch, with each drop stage's candidates oldest first.
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+
+use super::{Layout, Notes, PlanConfig, Source, Stage, Work};
+use crate::units::{units, units_glued, Unit, UnitKind};
+use crate::view::Role;
+
+pub(super) struct Buckets {
+    pub all_units: Vec<Unit>,
+    /// The unit of each working message.
+    pub unit_of: Vec<usize>,
+    /// Per unit: kept whatever the budget (prefix, pinned, recent suffix).
+    pub protected: Vec<bool>,
+    /// Working index of the first message after the leading instructions.
+    pub prefix_end: usize,
+    pub first_user: Option<usize>,
+    /// Working index where the protected suffix starts.
+    pub suffix_start: usize,
+    /// Positions of the user messages (a ledger entry's turn).
+    pub users: Vec<usize>,
+    /// The working index of each of the caller's messages.
+    pub original_to_work: HashMap<usize, usize>,
+    /// Per message: pinned otherwise than as one of the latest user turns.
+    pinned: Vec<bool>,
+    /// Unprotected units, oldest first.
+    middle: Vec<usize>,
+    /// Short error rings of the middle held back until `DropErrorRings`.
+    held: Vec<usize>,
+}
+
+impl Buckets {
+    pub fn split(
+        work: &Work<'_, '_>,
+        cfg: &PlanConfig,
+        pinned: &[usize],
+        layout: Option<&Layout>,
+        notes: &Notes,
+    ) -> Buckets {
+        let len = work.msgs.len();
+        let mut original_to_work: HashMap<usize, usize> =
+            HashMap::with_capacity_and_hasher(len, Default::default());
+        original_to_work.extend((0..len).filter_map(|w| Some((work.original(w)?, w))));
+        let prefix_end = work
+            .msgs
+            .iter()
+            .position(|m| !m.role.is_instruction())
+            .unwrap_or(len);
+        let first_user = work.msgs.iter().position(|m| m.role == Role::User);
+        let mut pin = vec![false; len];
+        pin[..prefix_end].fill(true);
+        for &w in notes.ledger.iter().chain(&notes.summaries) {
+            pin[w] = true;
+        }
+        if cfg.pin_first_user_message {
+            if let Some(w) = first_user {
+                pin[w] = true;
+            }
+        }
+        if cfg.pin_security_system_prompt {
+            for (w, m) in work.msgs.iter().enumerate() {
+                if m.role.is_instruction() {
+                    pin[w] = true;
+                }
+            }
+        }
+        for &i in pinned {
+            pin[original_to_work[&i]] = true;
+        }
+        // The latest user messages are pinned where they stand rather than opening the
+        // suffix: in an agent loop the last user message may sit hundreds of rings back, and
+        // a suffix starting there would leave nothing to trim.
+        let users: Vec<usize> = (0..len)
+            .filter(|&w| work.msgs[w].role == Role::User)
+            .collect();
+        let all_units = unit_split(work, layout);
+        let suffix_start = suffix_start(&all_units, cfg.recent_tool_rings);
+        let mut b = Buckets {
+            all_units,
+            unit_of: vec![0usize; len],
+            protected: Vec::new(),
+            prefix_end,
+            first_user,
+            suffix_start,
+            users,
+            original_to_work,
+            pinned: pin,
+            middle: Vec::new(),
+            held: Vec::new(),
+        };
+        for (k, u) in b.all_units.iter().enumerate() {
+            b.unit_of[u.start..u.end].fill(k);
+        }
+        b.protected = b.protection(cfg.recent_tool_rings, cfg.recent_user_turns).1;
+        let all_units = &b.all_units;
+        let protected = &b.protected;
+        let middle: Vec<usize> = (0..all_units.len()).filter(|&k| !protected[k]).collect();
+        let mut held: Vec<usize> = middle
+            .iter()
+            .copied()
+            .filter(|&k| short_error_ring(&all_units[k], work, cfg))
+            .collect();
+        held.drain(..held.len().saturating_sub(cfg.max_held_error_rings));
+        b.middle = middle;
+        b.held = held;
+        b
+    }
+
+    /// Whether message `w` is pinned otherwise than as one of the latest user turns.
+    pub fn is_pinned(&self, w: usize) -> bool {
+        self.pinned[w]
+    }
+
+    /// The protection with `rings` recent tool rings and `turns` recent user turns: where the
+    /// suffix starts, and per unit whether it is protected.
+    pub fn protection(&self, rings: usize, turns: usize) -> (usize, Vec<bool>) {
+        let start = suffix_start(&self.all_units, rings);
+        let mut latest = vec![false; self.unit_of.len()];
+        for &w in &self.users[self.users.len().saturating_sub(turns)..] {
+            latest[w] = true;
+        }
+        let protected = self
+            .all_units
+            .iter()
+            .map(|u| u.start >= start || (u.start..u.end).any(|w| self.pinned[w] || latest[w]))
+            .collect();
+        (start, protected)
+    }
+
+    /// Units `stage` may drop, oldest first (none for the cheap stages).
+    pub fn candidates(&self, stage: Stage) -> Vec<usize> {
+        let held: HashSet<usize> = self.held.iter().copied().collect();
+        match stage {
+            Stage::DropRings => self
+                .middle
+                .iter()
+                .copied()
+                .filter(|k| self.all_units[*k].kind == UnitKind::Ring && !held.contains(k))
+                .collect(),
+            Stage::DropPlainTurns => self
+                .middle
+                .iter()
+                .copied()
+                .filter(|k| self.all_units[*k].kind == UnitKind::Plain)
+                .collect(),
+            Stage::DropErrorRings => self.held.clone(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl Buckets {
+    /// Units `stage` may drop among `released` (oldest first), as it would in the middle:
+    /// the latest short error rings wait for `DropErrorRings`.
+    pub fn released_candidates(
+        &self,
+        stage: Stage,
+        released: &[usize],
+        work: &Work<'_, '_>,
+        cfg: &PlanConfig,
+    ) -> Vec<usize> {
+        let mut held: Vec<usize> = released
+            .iter()
+            .copied()
+            .filter(|&k| short_error_ring(&self.all_units[k], work, cfg))
+            .collect();
+        held.drain(..held.len().saturating_sub(cfg.max_held_error_rings));
+        let kind = |k: usize| self.all_units[k].kind;
+        match stage {
+            Stage::DropRings => released
+                .iter()
+                .copied()
+                .filter(|k| kind(*k) == UnitKind::Ring && !held.contains(k))
+                .collect(),
+            Stage::DropPlainTurns => released
+                .iter()
+                .copied()
+                .filter(|k| kind(*k) == UnitKind::Plain)
+                .collect(),
+            Stage::DropErrorRings => held,
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// The units of the working view, with a provider's layout gluing what one native item holds.
+fn unit_split(work: &Work<'_, '_>, layout: Option<&Layout>) -> Vec<Unit> {
+    let Some(layout) = layout else {
+        return units(&work.msgs);
+    };
+    let len = work.msgs.len();
+    // A synthesized result belongs to the native item of the message before it.
+    let mut group = Vec::with_capacity(len);
+    let mut binds = Vec::with_capacity(len);
+    for w in 0..len {
+        match work.source[w] {
+            Source::Original(i) => {
+                group.push(layout.groups[i]);
+                binds.push(layout.binds_next[i]);
+            }
+            Source::Synthesized => {
+                group.push(group.last().copied().unwrap_or(0));
+                binds.push(false);
+            }
+        }
+    }
+    units_glued(&work.msgs, |w| binds[w] || group[w] == group[w + 1])
+}
+
+/// A ring whose results are all errors and together at most `short_error_result_tokens`.
+fn short_error_ring(u: &Unit, work: &Work<'_, '_>, cfg: &PlanConfig) -> bool {
+    let results = || (u.start..u.end).filter(|&w| work.msgs[w].role == Role::Tool);
+    u.kind == UnitKind::Ring
+        && results().all(|w| work.msgs[w].is_error)
+        && results().map(|w| work.tokens(w)).sum::<u64>() <= cfg.short_error_result_tokens
+}
+
+/// Start of the protected suffix: the earliest of the last `recent_tool_rings` rings and the
+/// last unit (the current turn is never dropped).
+fn suffix_start(all_units: &[Unit], recent_tool_rings: usize) -> usize {
+    let last = all_units.last().map_or(0, |u| u.start);
+    let rings: Vec<&Unit> = all_units
+        .iter()
+        .filter(|u| u.kind == UnitKind::Ring)
+        .collect();
+    if recent_tool_rings == 0 || rings.is_empty() {
+        return last;
+    }
+    last.min(rings[rings.len().saturating_sub(recent_tool_rings)].start)
+}
