@@ -246,7 +246,8 @@ def pairing_section() -> str:
         "50% and 75% of their tokens, cl100k_base (LangChain's counts differ by under 1%: it "
         "re-serializes call arguments); pairing judged by `rb.validate` on the messages sent. "
         "Every column but the last is over the requests the assembler returned; ringbound "
-        "refuses (`BudgetExceededError`) when the protected part alone is over the budget."
+        "refuses (`BudgetExceededError`) only when the protected part, degraded to its floors "
+        "(docs/degrading.md), is still over the budget."
     )
     return intro + "\n\n" + table(header, [t.row(name) for name, t in tallies.items()])
 

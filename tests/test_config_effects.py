@@ -128,6 +128,17 @@ def missing_result() -> list[Any]:
     return msgs
 
 
+#: A budget the recent rings and user turns overfill: shrink_recent decides.
+SMALL_SUFFIX = {"model_input_limit": 1_200, "recent_tool_rings": 3, "recent_user_turns": 2}
+
+
+def big_newest() -> list[Any]:
+    """The session ending in one huge result: the newest ring is cut, down to its floor."""
+    msgs = session()
+    msgs += ring(99, "read_log", {"day": 99}, "day 99: " + "disk full " * 2_000)
+    return msgs
+
+
 def multilingual() -> list[Any]:
     """o200k_base and cl100k_base split this text differently."""
     msgs = session()
@@ -173,12 +184,19 @@ CASES: dict[str, Case] = {
         {"note_placement": "leading_system"}, base={"side_effect_tools": ["send_email"]}
     ),
     "cache_stable": Case({"cache_stable": True}),
+    # The second turn grows the request past 75% of the budget, not past 95%: compacted at
+    # the default trigger, the first turn's cut reused at the higher one.
     "compact_trigger_ratio": Case(
         {"compact_trigger_ratio": 0.95},
-        base={"cache_stable": True, "recent_tool_rings": 1},
-        messages=lambda: session()[:43],
+        base={"cache_stable": True, "recent_tool_rings": 1, "recent_user_turns": 1},
+        messages=lambda: session()[:47],
         turns=31,
     ),
+    "min_result_tokens": Case(
+        {"min_result_tokens": 3_000}, base={"recent_tool_rings": 1}, messages=big_newest
+    ),
+    "min_recent_tool_rings": Case({"min_recent_tool_rings": 3}, base=SMALL_SUFFIX),
+    "min_recent_user_turns": Case({"min_recent_user_turns": 2}, base=SMALL_SUFFIX),
     "compact_target_ratio": Case(
         {"compact_target_ratio": 0.3},
         base={"cache_stable": True, "recent_tool_rings": 1, "recent_user_turns": 0},
