@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from litellm.integrations.custom_logger import CustomLogger
 
 import ringbound as rb
-from ringbound.integrations.litellm import ROUTES, RingboundHook, http_status
+from ringbound.integrations.litellm import ROUTES, RingboundHook, http_status, placed
 
 from .litellm_sessions import anthropic_body, chat_body, responses_body
 
@@ -74,7 +74,7 @@ def test_each_route_is_assembled_under_the_models_config_and_keeps_the_rest(
     assert out is not None and out is not data
     assert data == before  # the proxy's body is left as it came
     system = data.get(route.system) if route.system else None
-    expected = rb.Assembler(SMALL, provider=route.provider).assemble(
+    expected = rb.Assembler(placed(SMALL, route.provider), provider=route.provider).assemble(
         data[route.history], tools=data["tools"], system=system
     )
     assert out[route.history] == expected.messages
@@ -261,7 +261,7 @@ def test_the_hook_sends_what_the_assembler_makes_and_nothing_else_changes(
     data = {"model": "m", "messages": session, **extra}
     before = copy.deepcopy(data)
     try:
-        expected = rb.Assembler(cfg).assemble(session)
+        expected = rb.Assembler(placed(cfg, "openai_chat")).assemble(session)
     except rb.RingboundError as error:
         with pytest.raises(HTTPException) as e:
             run(RingboundHook(cfg), data, "acompletion")

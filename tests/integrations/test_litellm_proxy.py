@@ -28,6 +28,7 @@ import yaml
 
 import ringbound as rb
 from ringbound import _core
+from ringbound.integrations.litellm import placed
 
 from .litellm_sessions import anthropic_body, chat_body, responses_body
 from .litellm_upstream import FakeUpstream, Received
@@ -212,7 +213,7 @@ def test_a_long_session_reaches_the_upstream_trimmed_paired_and_otherwise_intact
     # message as LiteLLM forwards it (the untouched twin shows how: it drops a null
     # ``content``, for one); and every field but the history and system is the same in both
     # requests: the hook changed nothing else.
-    expected = rb.Assembler(CONFIG, provider=case.provider).assemble(
+    expected = rb.Assembler(placed(CONFIG, case.provider), provider=case.provider).assemble(
         history, tools=sent["tools"], system=system
     )
     assert len(raw[case.history]) == len(history)

@@ -6,6 +6,7 @@ Needs the ``litellm`` extra (``pip install 'ringbound[litellm]'``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,15 @@ from ..errors import (
 )
 from ..observability.metrics import MetricsSink
 
-__all__ = ["ROUTES", "ConfigSource", "RingboundHook", "Route", "http_status"]
+__all__ = [
+    "PLACEMENTS",
+    "ROUTES",
+    "ConfigSource",
+    "RingboundHook",
+    "Route",
+    "http_status",
+    "placed",
+]
 
 #: What picks the config of a request from its ``model``: None leaves the request as it is.
 ConfigSource = Callable[[str], "AssemblyConfig | None"]
@@ -58,6 +67,24 @@ ROUTES: Mapping[str, Route] = {
     "anthropic_messages": Route("anthropic", "messages", "system"),
     "aresponses": Route("openai_responses", "input", "instructions"),
 }
+
+#: Where each route's notes go unless the config names a ``note_placement``: after the
+#: leading system messages on the chat route (LiteLLM turns a system message in mid-history
+#: into user text when it translates the request for an Anthropic model), and into the
+#: top-level system where the route has one (``system``, ``instructions``).
+PLACEMENTS: Mapping[str, str] = {
+    "openai_chat": "leading_system",
+    "anthropic": "top_level_system",
+    "openai_responses": "top_level_system",
+}
+
+
+def placed(config: AssemblyConfig, provider: str) -> AssemblyConfig:
+    """``config`` with its route's default ``note_placement`` when it names none."""
+    if config.note_placement is not None:
+        return config
+    return dataclasses.replace(config, note_placement=PLACEMENTS[provider])
+
 
 #: Body fields that only make sense with ``tools``: sent without it, providers refuse them.
 _TOOL_FIELDS = ("tool_choice", "parallel_tool_calls")
@@ -227,7 +254,7 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
             if len(self._assemblers) >= _MAX_ASSEMBLERS:
                 del self._assemblers[next(iter(self._assemblers))]
             asm = Assembler(
-                config,
+                placed(config, provider),
                 provider=provider,
                 summarizer=self._summarizer,
                 sink=self._sink,
