@@ -264,14 +264,7 @@ class Assembler:
                 ``fail_closed``.
         """
         if session_id is not None:
-            if self._gate is not None:
-                raise ConfigError(
-                    "session_id together with provider counts or learned figures (counter=, "
-                    "token_ratio: auto, safety_margin_tokens: auto) is not supported yet: "
-                    "pass the state and ledgers yourself, or drop one of them",
-                    key="session_id",
-                    reason="not supported with a count gate",
-                )
+            self._check_session()
             return sessions.assemble(
                 self, self.store, session_id, messages, tools, system, pinned, ledger,
                 tighten, state, token_ledger,
@@ -288,6 +281,18 @@ class Assembler:
                 token_ledger=token_ledger,
             )
         return self._routed(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+
+    def _check_session(self) -> None:
+        """ConfigError for a ``session_id`` this assembler cannot serve: the count gate plans
+        through inner assemblers of its own, which the session loop does not drive."""
+        if self._gate is not None:
+            raise ConfigError(
+                "session_id together with provider counts or learned figures (counter=, "
+                "token_ratio: auto, safety_margin_tokens: auto) is not supported yet: "
+                "pass the state and ledgers yourself, or drop one of them",
+                key="session_id",
+                reason="not supported with a count gate",
+            )
 
     def _routed(
         self,
@@ -441,14 +446,7 @@ class Assembler:
         a worker thread, so the event loop is never blocked by a summary; the store's async
         methods are awaited. Same arguments, result and errors as ``assemble``."""
         if session_id is not None:
-            if self._gate is not None:
-                raise ConfigError(
-                    "session_id together with provider counts or learned figures (counter=, "
-                    "token_ratio: auto, safety_margin_tokens: auto) is not supported yet: "
-                    "pass the state and ledgers yourself, or drop one of them",
-                    key="session_id",
-                    reason="not supported with a count gate",
-                )
+            self._check_session()
             return await sessions.assemble_async(
                 self, self.store, session_id, messages, tools, system, pinned, ledger,
                 tighten, state, token_ledger,
