@@ -232,3 +232,23 @@ def test_botocore_accepts_the_cache_points() -> None:
     report = botocore.validate.ParamValidator().validate(params, shape)
     assert not report.has_errors(), report.generate_report()
     assert markers("bedrock_converse", res) == len(res.report.cache_markers) == 3
+
+
+def test_sdk_object_markers_count_against_four() -> None:
+    from pydantic import BaseModel
+
+    class Block(BaseModel):
+        type: str = "text"
+        text: str
+        cache_control: dict[str, str] | None = None
+
+    class Message(BaseModel):
+        role: str
+        content: list[Block]
+
+    marked = [Block(text=f"part {k}", cache_control=EPHEMERAL) for k in range(3)]
+    msgs = [Message(role="user", content=marked), {"role": "assistant", "content": "Done."}]
+    res = rb.Assembler(config(), provider="anthropic").assemble(msgs, system="Be brief.")
+    # Three of the caller's (in an SDK object): one left, for the newest message.
+    assert [m.why for m in res.report.cache_markers] == ["last"]
+    assert res.messages[0] is msgs[0] and res.system == "Be brief."

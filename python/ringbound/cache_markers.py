@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ._core import LEDGER_MARKER
-from .providers.base import is_summary_note
+from .providers.base import as_mapping, is_summary_note
 from .report import AssemblyReport
 from .state import fingerprint
 
@@ -138,14 +138,17 @@ def _caller_markers(
     if isinstance(system, list):
         blocks.extend(system)
     for m in messages:
-        content = m.get("content") if isinstance(m, Mapping) else None
+        # SDK objects count too (read as the SDK sends them); ringbound marks only dicts.
+        data = as_mapping(m)
+        content = data.get("content") if data is not None else None
         if isinstance(content, list):
             blocks.extend(content)
     return sum(_is_marker(bedrock, b) for b in blocks)
 
 
-def _is_marker(bedrock: bool, block: Any) -> bool:
-    if not isinstance(block, Mapping):
+def _is_marker(bedrock: bool, obj: Any) -> bool:
+    block = as_mapping(obj)
+    if block is None:
         return False
     if bedrock:
         return "cachePoint" in block
