@@ -30,6 +30,10 @@ DOC = REPO / "docs" / "cache-stable.md"
 CORPUS = Path(os.environ.get("RINGBOUND_CORPUS", REPO.parent / "shared" / "corpus"))
 TAU = "python/ringbound/data/tau_bench_airline_session.json"
 MONAI = "MONAI-3715_4.json"
+AGENT = "agent_session_300.json"
+AGENT_YAML = "agent.yaml"
+#: ``simulate --provider``: each provider's caching rules.
+PROVIDERS = ("anthropic", "bedrock_converse", "openai_chat")
 #: The rows of a simulate table: one per way.
 ROW = re.compile(r"^(ringbound stateful|ringbound stateless|trim_messages) +\d")
 AGENT_CODE = """import ringbound as rb
@@ -96,6 +100,12 @@ def blocks(workdir: Path) -> list[str]:
         json.dumps({"messages": monai["messages"], "tools": monai["tools"]}), encoding="utf-8"
     )
     monai_path = str(workdir / MONAI)
+    (workdir / AGENT).write_text(json.dumps(agent_session(300)), encoding="utf-8")
+    tools = ", ".join(SIDE_EFFECT_TOOLS)
+    (workdir / AGENT_YAML).write_text(
+        f"context_assembly:\n  side_effect_tools: [{tools}]\n", encoding="utf-8"
+    )
+    agent_args = [str(workdir / AGENT), "--budget", "30000", "--config", str(workdir / AGENT_YAML)]
     runs = [
         [Block(f'python -c "\n{AGENT_CODE}"', lambda: _agent(False), "all")],
         [Block("", lambda: _agent(True), "rows")],
@@ -112,6 +122,22 @@ def blocks(workdir: Path) -> list[str]:
             Block(
                 f"ringbound simulate {MONAI} --summarize", _cli(monai_path, "--summarize"), "rows"
             ),
+        ],
+        [
+            Block(
+                f"ringbound simulate {AGENT} --budget 30000 --config {AGENT_YAML} --provider {p}",
+                _cli(*agent_args, "--provider", p),
+                "table",
+            )
+            for p in PROVIDERS
+        ],
+        [
+            Block(
+                f"ringbound simulate {TAU} --provider {p}",
+                _cli(str(REPO / TAU), "--provider", p),
+                "table",
+            )
+            for p in PROVIDERS
         ],
     ]
     out = []

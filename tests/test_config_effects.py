@@ -201,6 +201,7 @@ CASES: dict[str, Case] = {
         {"compact_target_ratio": 0.3},
         base={"cache_stable": True, "recent_tool_rings": 1, "recent_user_turns": 0},
     ),
+    "cache_markers": Case({"cache_markers": "caller_only"}, base={"cache_stable": True}),
     "emergency_ratio": Case({"emergency_ratio": 0.5}),
     "max_messages": Case({"max_messages": 10}),
     "max_request_bytes": Case({"max_request_bytes": 1_000}),
@@ -222,7 +223,8 @@ def outcome(case: Case, values: dict[str, Any]) -> Any:
         return type(e).__name__, getattr(e, "key", None)
     report = dataclasses.replace(res.report, elapsed_s=0.0)
     calls = getattr(summarizer, "calls", None)
-    return json.dumps(res.messages), res.tools is None, repr(report), res.state is not None, calls
+    state = res.state is not None
+    return json.dumps(res.messages), res.tools is None, repr(report), state, calls, res.cache_key
 
 
 def test_every_key_has_a_case() -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _core, notes, routing
+from . import _core, cache_markers, notes, routing
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
 from .config import AssemblyConfig
 from .counters.gate import count_gate
@@ -66,6 +66,9 @@ class AssemblyResult:
     #: Gemini ``systemInstruction``, Bedrock ``system``, Responses ``instructions``): the
     #: caller's value, or a new one carrying the side-effect ledger note.
     system: Any = None
+    #: OpenAI's ``prompt_cache_key`` for this conversation (cache-stable assembly with
+    #: ``cache_markers: auto``; see ``ringbound.cache_markers``): put it in the request body.
+    cache_key: str | None = None
 
 
 def _core_config(
@@ -929,9 +932,22 @@ class Assembler:
             state=job.state_status,
         )
         tools = job.tools if not report.tools_dropped else None
-        state = None if job.session is None else self._state_out(job, raw)
+        state = cache_key = None
+        if job.session is not None:
+            assert job.native is not None
+            reused = job.state_in if job.state_status == "reused" else None
+            out, system_out, cache_key, report = cache_markers.apply(
+                self.provider, self.config.cache_markers, job.native.canonical.messages,
+                out, system_out, tools, report, stable=reused.sent if reused else None,
+            )  # fmt: skip
+            state = dataclasses.replace(self._state_out(job, raw), sent=len(out))
         result = AssemblyResult(
-            messages=out, tools=tools, report=report, system=system_out, state=state
+            messages=out,
+            tools=tools,
+            report=report,
+            system=system_out,
+            state=state,
+            cache_key=cache_key,
         )
         added = [LedgerEntry(*e) for e in raw["ledger_added"]]
         return result, job.payload or (lambda: dump_messages(job.messages)), added

@@ -37,6 +37,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "on_summary_failure": ("fallback", "fail_closed"),
     "summary_fallback": ("extractive", "none"),
     "on_store_error": ("fail_closed", "stateless"),
+    "cache_markers": ("auto", "caller_only", "off"),
 }
 _BACKENDS = ("tiktoken", "bpe_openai")
 #: The largest integer any key takes: far beyond any real window or request (a trillion
@@ -134,6 +135,10 @@ class AssemblyConfig:
     compact_trigger_ratio: float = 0.75
     #: ... and a compaction goes down to this share (the low-water mark).
     compact_target_ratio: float = 0.5
+    #: With ``cache_stable``: ringbound places prompt-cache markers where the request is
+    #: stable (``auto``: Anthropic ``cache_control``, Bedrock ``cachePoint``, OpenAI
+    #: ``res.cache_key``), keeps only the caller's (``caller_only``), or neither (``off``).
+    cache_markers: str = "auto"
     #: Without a state (a gateway's safety net): the share of the budget an assembly fills.
     emergency_ratio: float = 1.0
     #: When the session store fails (``assemble(..., session_id=...)``): raise StoreError

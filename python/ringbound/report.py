@@ -202,6 +202,8 @@ class AssemblyReport:
             ratio or margin); None when the configured numbers were used as they are.
         token_account: With ``token_ledger=``: the session's reconciled account after this
             assembly (estimated, provider-counted, reported, billed tokens).
+        cache_markers: Cache-stable assembly: the prompt-cache markers ringbound placed
+            (``ringbound.cache_markers.CacheMarker``); the caller's own are not listed.
     """
 
     tokens_before: int
@@ -230,6 +232,7 @@ class AssemblyReport:
     store: Any = None
     provider_count: ProviderCount | None = None
     token_account: TokenAccount | None = None
+    cache_markers: list[Any] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:

@@ -61,6 +61,9 @@ class AssemblyState:
             compaction that could not go below the trigger (a protected part and a summary
             too large for it) is still reused by the same history: assembling again with
             the state it returned changes nothing.
+        sent: How many messages the request this assembly returned holds: on a turn that
+            reuses the cut they are the next request's first ones (where a cache marker
+            goes, see ``ringbound.cache_markers``).
     """
 
     provider: str
@@ -75,11 +78,12 @@ class AssemblyState:
     ledger: tuple[str, ...] = field(default_factory=tuple)
     compactions: int = 0
     floor: int = 0
+    sent: int = 0
 
     def __post_init__(self) -> None:
         # A state crosses process boundaries (a store, a client's cookie): every index is
         # checked here, so a corrupt one is a StaleStateError, never an overflow in the core.
-        for key in ("messages", "budget", "compactions", "floor"):
+        for key in ("messages", "budget", "compactions", "floor", "sent"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT_MAX:
                 raise _corrupt(f"{key} must be an integer in [0, 2**40], got {value!r}")
@@ -121,6 +125,7 @@ class AssemblyState:
                 "ledger": list(self.ledger),
                 "compactions": self.compactions,
                 "floor": self.floor,
+                "sent": self.sent,
             }
         )
 
@@ -156,6 +161,7 @@ class AssemblyState:
                 compactions=_typed(d, "compactions", int),
                 # States written before floors were recorded have none: 0, the trigger alone.
                 floor=_typed(d, "floor", int) if "floor" in d else 0,
+                sent=_typed(d, "sent", int) if "sent" in d else 0,
             )
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise _corrupt(f"a field is missing or malformed ({type(e).__name__}: {e})") from None

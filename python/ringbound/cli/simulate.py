@@ -18,11 +18,13 @@ from typing import Any, TextIO
 import orjson
 
 from ..assembler import Assembler
+from ..cache_markers import unmarked
 from ..config import AssemblyConfig
 from ..counting import count_tokens, validate
 from ..errors import ConfigError, RingboundError
 from ..providers import adapter, check_provider
 from ..summary import summarizers
+from .cache_rules import PromptCache, rules_for
 from .session import Session, load_session
 
 __all__ = [
@@ -78,7 +80,8 @@ class Turn:
         conversation: Of those, the ones that are not a system (or developer) message: 0
             means the request lost the whole conversation.
         cached_tokens: Tokens of its longest run of leading messages identical to the
-            previous request's (0 on the first turn).
+            previous request's (0 on the first turn); under a provider's caching rules
+            (``simulate(cache=...)``), the tokens its cache read.
         kept_previous: Whether the whole previous request is a prefix of this one (the
             turn only appended).
         compacted: Whether this turn cut the history anew (the stateful way: a compaction;
@@ -87,6 +90,8 @@ class Turn:
         summarizer_calls: Summarizer calls this turn made.
         within_budget: Whether ``tokens`` is at most the budget.
         valid: Whether the request passes ``ringbound.validate``.
+        written_tokens: Under Anthropic's or Bedrock's rules: the tokens written to the
+            cache (priced at ``write_factor``).
     """
 
     turn: int
@@ -101,14 +106,17 @@ class Turn:
     summarizer_calls: int = 0
     within_budget: bool = True
     valid: bool = True
+    written_tokens: int = 0
 
     @property
     def cached_fraction(self) -> float:
         return self.cached_tokens / self.tokens if self.tokens else 0.0
 
-    def cost(self, price_factor: float) -> float:
-        """Effective input tokens: the uncached ones, plus the cached ones at their price."""
-        return self.tokens - self.cached_tokens + self.cached_tokens * price_factor
+    def cost(self, price_factor: float, write_factor: float = 1.0) -> float:
+        """Effective input tokens: the uncached ones, plus the cached ones at their price and
+        the ones written to the cache at theirs."""
+        plain = self.tokens - self.cached_tokens - self.written_tokens
+        return plain + self.cached_tokens * price_factor + self.written_tokens * write_factor
 
 
 @dataclass(frozen=True)
@@ -170,8 +178,8 @@ class Way:
         ratios = [t.tokens / budget for t in self.turns if first is not None and t.turn > first]
         return statistics.fmean(ratios) if ratios else None
 
-    def cost(self, price_factor: float) -> float:
-        return sum(t.cost(price_factor) for t in self.turns)
+    def cost(self, price_factor: float, write_factor: float = 1.0) -> float:
+        return sum(t.cost(price_factor, write_factor) for t in self.turns)
 
 
 @dataclass(frozen=True)
@@ -189,6 +197,11 @@ class Simulation:
     ways: tuple[Way, ...]
     #: What counted tokens for ``trim_messages``.
     trim_counter: str = ""
+    #: The provider caching rules the replay applied (``ringbound.cli.cache_rules``), or
+    #: None: the prefix shared with the previous request is the cached part.
+    cache: str | None = None
+    #: Price of a token written to the cache (1.25 under Anthropic's and Bedrock's rules).
+    write_factor: float = 1.0
 
     def way(self, name: str) -> Way:
         return next(w for w in self.ways if w.name == name)
@@ -199,12 +212,12 @@ class Simulation:
 
     def summary(self) -> list[dict[str, Any]]:
         """One row per way that ran: the table's numbers."""
-        anchor = self.way(STATELESS).cost(self.price_factor)
+        anchor = self.way(STATELESS).cost(self.price_factor, self.write_factor)
         rows = []
         for w in self.ways:
             if w.skipped is not None:
                 continue
-            cost = w.cost(self.price_factor)
+            cost = w.cost(self.price_factor, self.write_factor)
             rows.append(
                 {
                     "way": w.name,
@@ -235,6 +248,8 @@ class Simulation:
             "session_tokens": self.session_tokens,
             "unreplayed_messages": self.unreplayed,
             "trim_counter": self.trim_counter,
+            "cache": self.cache,
+            "write_factor": self.write_factor,
             "ways": self.summary(),
             "skipped": {w.name: w.skipped for w in self.ways if w.skipped is not None},
         }
@@ -253,6 +268,15 @@ class Simulation:
             f"at the last turn, budget {self.budget:,}, cached tokens at "
             f"{self.price_factor:g}x",
         ]
+        if self.cache is not None:
+            lines.append(
+                f"under {self.cache}'s caching rules"
+                + (
+                    f": marked prefixes, writes at {self.write_factor:g}x"
+                    if self.cache != "openai"
+                    else ": automatic prefix caching from 1,024 tokens"
+                )
+            )
         if self.unreplayed:
             lines.append(
                 f"(the last {self.unreplayed} message(s), a call without its results, not replayed)"
@@ -385,19 +409,22 @@ def _mapping(m: Any) -> dict[str, Any]:
 class _Meter:
     """Counts a request and the tokens it shares with the previous one."""
 
-    def __init__(self, provider: str, budget: int, encoding: str) -> None:
+    def __init__(self, provider: str, budget: int, encoding: str, cache: str | None = None) -> None:
         self.provider = provider
         self.budget = budget
         self.encoding = encoding
         self.previous: list[bytes] | None = None
+        self.cache = None if cache is None else PromptCache(cache, provider, self.count)
 
     def count(self, messages: list[Any], tools: Any, system: Any) -> int:
         return count_tokens(messages, self.provider, self.encoding, tools or None, system=system)
 
     def measure(self, messages: list[Any], tools: Any, system: Any) -> dict[str, Any]:
         """The fields of a ``Turn`` that describe its request."""
-        # The order a provider reads a request in: tools, system, then the messages.
-        items = [_dump(tools), _dump(system), *(_dump(m) for m in messages)]
+        # The order a provider reads a request in: tools, system, then the messages; cache
+        # markers are no content (they move to the newest message each turn).
+        items = [_dump(unmarked(tools)), _dump(unmarked(system))]
+        items += [_dump(m) for m in unmarked([_mapping(m) for m in messages])]
         tokens = self.count(messages, tools, system)
         prev = self.previous
         self.previous = items
@@ -417,8 +444,12 @@ class _Meter:
                     system if run >= 2 else None,
                 ),
             )
+        written = 0
+        if self.cache is not None:
+            cached, written = self.cache.serve(messages, tools, system, cached)
         return {
             "tokens": tokens,
+            "written_tokens": written,
             "messages": len(messages),
             "conversation": sum(
                 _mapping(m).get("role") not in ("system", "developer") for m in messages
@@ -443,8 +474,9 @@ def _ringbound_way(
     ends: list[int],
     session: Session,
     provider: str,
+    cache: str | None = None,
 ) -> Way:
-    meter = _Meter(provider, asm.config.budget, asm.config.encoding)
+    meter = _Meter(provider, asm.config.budget, asm.config.encoding, cache)
     stateful = asm.config.cache_stable
     state = None
     turns: list[Turn] = []
@@ -476,7 +508,12 @@ def _ringbound_way(
 
 
 def _trim_way(
-    ends: list[int], session: Session, provider: str, budget: int, encoding: str
+    ends: list[int],
+    session: Session,
+    provider: str,
+    budget: int,
+    encoding: str,
+    cache: str | None = None,
 ) -> tuple[Way, str]:
     """LangChain's ``trim_messages`` at the same budget, its counter in ringbound's accounting
     (OpenAI framing, the config's encoding), so a budget means the same tokens on both
@@ -516,7 +553,7 @@ def _trim_way(
 
     tools_tokens = count_tokens([], encoding=encoding, tools=session.tools or None) - framing
     limit = budget - tools_tokens
-    meter = _Meter(provider, budget, encoding)
+    meter = _Meter(provider, budget, encoding, cache)
     turns: list[Turn] = []
     for n, end in enumerate(ends, 1):
         try:
@@ -541,6 +578,7 @@ def simulate(
     price_factor: float = 0.1,
     name: str = "session",
     langchain: bool = True,
+    cache: str | None = None,
 ) -> Simulation:
     """Replays ``session`` one ring per turn and assembles each turn three ways at
     ``config.budget``: ringbound with the previous turn's state (``cache_stable``), ringbound
@@ -556,6 +594,9 @@ def simulate(
         price_factor: Price of a cached input token relative to an uncached one.
         name: What the tables call the session.
         langchain: False to leave ``trim_messages`` out.
+        cache: Replay under a provider's caching rules (``ringbound.cli.cache_rules``:
+            ``anthropic``, ``bedrock_converse``, ``openai``); None: the prefix shared with the
+            previous request is the cached part.
 
     Example:
         >>> import ringbound as rb
@@ -576,6 +617,12 @@ def simulate(
             key="price_factor",
             reason="must be in [0, 1]",
         )
+    if cache is not None and cache not in (rules_for(provider), "openai"):
+        raise ConfigError(
+            f"cache rules {cache!r} do not apply to a {provider} session",
+            key="cache",
+            reason=f"must be {rules_for(provider) or 'openai'} for {provider}",
+        )
     ends, unreplayed = turn_ends(session.messages, provider, system=session.system)
     history = session.messages[: ends[-1]] if ends else []
     total = count_tokens(
@@ -585,10 +632,10 @@ def simulate(
     for way, stateful in ((STATEFUL, True), (STATELESS, False)):
         cfg = dataclasses.replace(config, cache_stable=stateful)
         asm = Assembler(cfg, provider=provider, summarizer=summarizer)
-        ways.append(_ringbound_way(way, asm, ends, session, provider))
+        ways.append(_ringbound_way(way, asm, ends, session, provider, cache))
     counter = ""
     if langchain:
-        trim, counter = _trim_way(ends, session, provider, config.budget, config.encoding)
+        trim, counter = _trim_way(ends, session, provider, config.budget, config.encoding, cache)
         ways.append(trim)
     else:
         ways.append(Way(TRIM, skipped="left out"))
@@ -601,7 +648,48 @@ def simulate(
         unreplayed=unreplayed,
         ways=tuple(ways),
         trim_counter=counter,
+        cache=cache,
+        write_factor=PromptCache(cache, provider, count_tokens).write_factor if cache else 1.0,
     )
+
+
+def _as_provider(session: Session, provider: str) -> Session:
+    """The session in ``provider``'s format: as it is when it is in it, converted from OpenAI
+    Chat (messages, system and function tools) otherwise."""
+    detected = session.detected_provider()
+    if detected == provider:
+        return session
+    if detected != "openai_chat" or provider not in _TOOLS_FROM_CHAT:
+        raise ConfigError(
+            f"the session is {detected}; simulate --provider {provider} converts only OpenAI "
+            f"Chat sessions to anthropic, bedrock_converse or openai_responses",
+            key="provider",
+            reason="cannot convert the session",
+        )
+    messages, system = adapter(provider).from_canonical(list(session.messages))
+    tools = None
+    if session.tools:
+        tools = [
+            _TOOLS_FROM_CHAT[provider](_mapping(t).get("function") or {}) for t in session.tools
+        ]
+    return Session(messages, tools, bare=False, system=system)
+
+
+_TOOLS_FROM_CHAT: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "anthropic": lambda f: {
+        "name": f.get("name", ""),
+        "description": f.get("description", ""),
+        "input_schema": f.get("parameters") or {"type": "object"},
+    },
+    "bedrock_converse": lambda f: {
+        "toolSpec": {
+            "name": f.get("name", ""),
+            "description": f.get("description") or f.get("name", ""),
+            "inputSchema": {"json": f.get("parameters") or {"type": "object"}},
+        }
+    },
+    "openai_responses": lambda f: {"type": "function", **f},
+}
 
 
 # A generated session --------------------------------------------------------------------------
@@ -693,7 +781,10 @@ def cli_main(
         budget: The whole budget (no reserve, no margin); default half the session's tokens.
         limit: ``model_input_limit`` instead (the config's reserve and margin apply).
         config: A YAML file with a ``context_assembly:`` block.
-        provider: The session's format; detected from the body when None.
+        provider: Replay under this provider's caching rules (``ringbound.cli.cache_rules``),
+            in its format: an OpenAI Chat session is converted to it. None: the format
+            detected from the body, and the prefix shared with the previous request counted
+            as cached.
         price_factor: Price of a cached input token relative to an uncached one.
         summarize: Summarize dropped units with the extractive summarizer.
         per_turn: Also print one row per turn.
@@ -707,7 +798,13 @@ def cli_main(
     if budget is not None and limit is not None:
         raise ConfigError("give --budget or --limit, not both", key="budget")
     session = load_session(path)
-    provider = check_provider(provider) if provider else session.detected_provider()
+    cache = None
+    if provider:
+        provider = check_provider(provider)
+        cache = rules_for(provider)
+        session = _as_provider(session, provider)
+    else:
+        provider = session.detected_provider()
     cfg = AssemblyConfig.from_yaml(config) if config else AssemblyConfig()
     values = cfg.to_dict()
     if limit is not None:
@@ -732,6 +829,7 @@ def cli_main(
         summarizer=summarizers.extractive() if summarize else None,
         price_factor=price_factor,
         name=Path(path).name,
+        cache=cache,
     )
     if json_out:
         body = sim.to_dict(per_turn=per_turn)

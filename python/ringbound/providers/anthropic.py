@@ -733,7 +733,8 @@ class AnthropicAdapter:
 
         Raises:
             InvalidMessageError: The request would carry more than 4 ``cache_control``
-                breakpoints (Anthropic rejects it; ringbound never adds or moves one).
+                breakpoints (Anthropic rejects it; ringbound never moves one, and adds its own
+                only within the limit: ``ringbound.cache_markers``).
         """
         msgs = _read(messages)
         turns = _turns(msgs)
@@ -869,7 +870,7 @@ class AnthropicAdapter:
             reason = (
                 _CACHE_MARKERS.format(n=count)
                 + " (ringbound: the request keeps the caller's cache_control breakpoints and "
-                "never adds one; remove some before assembling)"
+                "adds its own only within the limit; remove some before assembling)"
             )
             raise InvalidMessageError(
                 (f"messages[{first_over}]: " if first_over is not None else "") + reason,

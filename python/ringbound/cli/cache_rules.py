@@ -1,0 +1,111 @@
+"""A provider's prompt cache, replayed request by request (``ringbound simulate --provider``).
+
+- ``anthropic`` and ``bedrock_converse``: only marked prefixes are cached. A request reads the
+  longest prefix, up to and including one of its marked blocks, that an earlier request wrote
+  (identical content: markers are not content, ``ringbound.cache_markers.unmarked``); it writes
+  every marked prefix of at least 1,024 tokens (the smallest Claude caches), paying
+  ``WRITE_FACTOR`` for the written tokens beyond the read ones. A request without markers (the
+  stateless and ``trim_messages`` ways) is marked as a careful caller would: on the system and
+  on the last message (``ringbound.cache_markers.place``). Cache lifetime is not modeled: the
+  turns are taken to follow each other within it.
+- ``openai``: automatic prefix caching of the prefix shared with the previous request, from
+  1,024 tokens on, in steps of 128.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from ..cache_markers import MARKED, place, unmarked
+
+__all__ = ["RULES", "WRITE_FACTOR", "PromptCache", "rules_for"]
+
+#: The caching rules a provider's requests are replayed under.
+RULES = {
+    "anthropic": "anthropic",
+    "bedrock_converse": "bedrock_converse",
+    "openai_chat": "openai",
+    "openai_responses": "openai",
+}
+#: Price of a token written to a marked cache, relative to an uncached one.
+WRITE_FACTOR = 1.25
+#: The smallest prefix a provider caches.
+MIN_TOKENS = 1024
+#: OpenAI caches in steps of this many tokens beyond the minimum.
+STEP = 128
+
+Counter = Callable[[list[Any], Any, Any], int]
+
+
+def rules_for(provider: str) -> str | None:
+    """The caching rules ``simulate --provider`` replays ``provider`` under, or None (the
+    shared prefix, no rules)."""
+    return RULES.get(provider)
+
+
+def _dump(obj: Any) -> bytes:
+    return orjson.dumps(obj, default=lambda o: o.model_dump() if hasattr(o, "model_dump") else o)
+
+
+class PromptCache:
+    """What a provider's cache serves of each request of one replay."""
+
+    def __init__(self, rules: str, provider: str, count: Counter) -> None:
+        self.rules, self.provider, self.count = rules, provider, count
+        self.entries: set[bytes] = set()
+
+    @property
+    def write_factor(self) -> float:
+        return WRITE_FACTOR if self.rules in MARKED else 1.0
+
+    def serve(self, messages: list[Any], tools: Any, system: Any, shared: int) -> tuple[int, int]:
+        """``(read, written)`` tokens of the request; ``shared``: the tokens of its prefix
+        equal to the previous request's."""
+        if self.rules == "openai":
+            return (0 if shared < MIN_TOKENS else shared - (shared - MIN_TOKENS) % STEP), 0
+        if not self._has_markers(messages, tools, system):
+            messages, system, _ = place(self.provider, list(messages), system, tools, None)
+        bedrock = self.rules == "bedrock_converse"
+        items = [unmarked(list(tools or ())), unmarked(system), *unmarked(list(messages))]
+        marked = [0] if any(_marks(bedrock, t) for t in tools or ()) else []
+        if isinstance(system, list) and any(_marks(bedrock, b) for b in system):
+            marked.append(1)
+        marked += [2 + i for i, m in enumerate(messages) if _message_marked(bedrock, m)]
+        h = hashlib.blake2b(digest_size=16)
+        keys: dict[int, bytes] = {}
+        for k, item in enumerate(items[: max(marked, default=-1) + 1]):
+            h.update(_dump(item))
+            if k in marked:
+                keys[k] = h.copy().digest()
+        read = written = 0
+        for k in marked:
+            tokens = self.count(list(messages[: max(0, k - 1)]), tools, system if k >= 1 else None)
+            if keys[k] in self.entries:
+                read = max(read, tokens)
+            elif tokens >= MIN_TOKENS:
+                self.entries.add(keys[k])
+                written = max(written, tokens)
+        return read, max(0, written - read)
+
+    def _has_markers(self, messages: list[Any], tools: Any, system: Any) -> bool:
+        bedrock = self.rules == "bedrock_converse"
+        return (
+            any(_message_marked(bedrock, m) for m in messages)
+            or (isinstance(system, list) and any(_marks(bedrock, b) for b in system))
+            or any(_marks(bedrock, t) for t in tools or ())
+        )
+
+
+def _marks(bedrock: bool, block: Any) -> bool:
+    if not isinstance(block, Mapping):
+        return False
+    return "cachePoint" in block if bedrock else block.get("cache_control") is not None
+
+
+def _message_marked(bedrock: bool, message: Any) -> bool:
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return isinstance(content, list) and any(_marks(bedrock, b) for b in content)

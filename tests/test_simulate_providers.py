@@ -1,0 +1,183 @@
+"""``ringbound simulate --provider``: replays under Anthropic's, Bedrock's and OpenAI's caching
+rules, and the issue's bar for the marked providers: a 300-turn cache-stable replay reads at
+least 0.85 of each request from the cache after the first compaction, at a mean utilization of
+at least 0.5."""
+
+from __future__ import annotations
+
+import io
+from importlib import resources
+from typing import Any
+
+import pytest
+
+import ringbound as rb
+from ringbound.cli.cache_rules import WRITE_FACTOR, PromptCache
+from ringbound.cli.session import Session
+from ringbound.cli.simulate import (
+    SIDE_EFFECT_TOOLS,
+    STATEFUL,
+    STATELESS,
+    Simulation,
+    agent_session,
+    cli_main,
+    simulate,
+)
+from ringbound.providers import adapter
+
+BUNDLED = resources.files("ringbound") / "data" / "tau_bench_airline_session.json"
+EPHEMERAL = {"type": "ephemeral"}
+RULES = {"anthropic": "anthropic", "bedrock_converse": "bedrock_converse"}
+
+
+def config(budget: int, **extra: Any) -> rb.AssemblyConfig:
+    return rb.AssemblyConfig(
+        model_input_limit=budget, output_reserve_tokens=0, safety_margin_tokens=0, **extra
+    )
+
+
+def count(messages: list[Any], tools: Any, system: Any) -> int:
+    return rb.count_tokens(messages, "anthropic", tools=tools, system=system)
+
+
+def text(words: int) -> str:
+    return " ".join(f"word{i}" for i in range(words))
+
+
+# The rules -------------------------------------------------------------------------------------
+
+
+def test_a_marked_prefix_is_read_only_when_identical_up_to_the_marker() -> None:
+    cache = PromptCache("anthropic", "anthropic", count)
+    goal = {"role": "user", "content": [{"type": "text", "text": text(1500)}]}
+    marked = {
+        "role": "user",
+        "content": [{"type": "text", "text": text(1500), "cache_control": EPHEMERAL}],
+    }
+    answer = {"role": "assistant", "content": "ok"}
+    first = [marked]
+    read, written = cache.serve(first, None, None, 0)
+    assert read == 0 and written == count(first, None, None) >= 1024
+    # The same content, marked only further on: that longer prefix was never written.
+    later = [
+        goal,
+        answer,
+        {"role": "user", "content": [{"type": "text", "text": "go", "cache_control": EPHEMERAL}]},
+    ]
+    read, written = cache.serve(later, None, None, 0)
+    assert read == 0 and written == count(later, None, None)
+    # Marked at both places: the longest written prefix ending at a marker is read.
+    again = [marked, answer, later[2]]
+    read, written = cache.serve(again, None, None, 0)
+    assert read == count(again, None, None) and written == 0
+    # One changed block before the marker: nothing read.
+    edited = {
+        "role": "user",
+        "content": [{"type": "text", "text": text(1499), "cache_control": EPHEMERAL}],
+    }
+    assert cache.serve([edited], None, None, 0)[0] == 0
+
+
+def test_short_prefixes_are_not_cached_and_openai_caches_from_1024() -> None:
+    cache = PromptCache("anthropic", "anthropic", count)
+    short = [
+        {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": EPHEMERAL}]}
+    ]
+    assert cache.serve(short, None, None, 0) == (0, 0)
+    assert cache.serve(short, None, None, 0) == (0, 0)
+    openai = PromptCache("openai", "openai_chat", count)
+    assert openai.serve([], None, None, 1000) == (0, 0)
+    assert openai.serve([], None, None, 1024) == (1024, 0)
+    assert openai.serve([], None, None, 1300) == (1280, 0)
+    assert openai.write_factor == 1.0 and cache.write_factor == WRITE_FACTOR
+
+
+def test_writes_and_reads_are_priced() -> None:
+    messages, system = adapter("anthropic").from_canonical(agent_session(30))
+    session = Session(messages, None, bare=False, system=system)
+    sim = simulate(session, config(8000), provider="anthropic", cache="anthropic", langchain=False)
+    assert sim.write_factor == WRITE_FACTOR
+    for way in (sim.way(STATEFUL), sim.way(STATELESS)):
+        expected = sum(
+            t.tokens
+            - t.cached_tokens
+            - t.written_tokens
+            + 0.1 * t.cached_tokens
+            + WRITE_FACTOR * t.written_tokens
+            for t in way.turns
+        )
+        assert way.cost(0.1, WRITE_FACTOR) == pytest.approx(expected)
+        assert any(t.written_tokens for t in way.turns)
+    with pytest.raises(rb.ConfigError):
+        simulate(session, config(8000), provider="anthropic", cache="bedrock_converse")
+
+
+# The bar ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=["anthropic", "bedrock_converse"])
+def long_replay(request: pytest.FixtureRequest) -> Simulation:
+    provider = request.param
+    messages, system = adapter(provider).from_canonical(agent_session(turns=300))
+    cfg = config(30_000, side_effect_tools=SIDE_EFFECT_TOOLS)
+    return simulate(
+        Session(messages, None, bare=False, system=system),
+        cfg,
+        provider=provider,
+        cache=RULES[provider],
+        name="agent_session(300)",
+    )
+
+
+def test_300_turn_replay_meets_the_bar_under_marked_caching(long_replay: Simulation) -> None:
+    sim = long_replay
+    assert sim.turns == 300
+    stateful, stateless = sim.way(STATEFUL), sim.way(STATELESS)
+    for way in (stateful, stateless):
+        assert way.error is None and way.broken == 0 and way.reuse_breaks == 0
+    assert stateful.compactions >= 5
+    cached = stateful.cached_after_first_compaction
+    assert cached is not None and cached >= 0.85
+    assert stateful.utilization(sim.budget) >= 0.5
+    assert stateful.utilization(sim.budget, after_first_compaction=True) >= 0.5
+    assert stateless.cached_after_first_compaction is not None
+    assert stateless.cached_after_first_compaction < cached
+    w = sim.write_factor
+    assert stateful.cost(sim.price_factor, w) < 0.5 * stateless.cost(sim.price_factor, w)
+    # Every reused turn reads at least the whole previous request from the cache.
+    for prev, t in zip(stateful.turns, stateful.turns[1:], strict=False):
+        if t.state == "reused":
+            assert t.cached_tokens >= prev.tokens - 64, (prev, t)
+
+
+def test_without_the_stable_cut_marker_the_cache_misses() -> None:
+    """Only the caller's markers (the replay then marks the system and the last message, as a
+    caller would): a reused turn's prefix ends where no marker of this request is, so under
+    the strict rules it is not read. The stable-cut marker is what makes the hits."""
+    messages, system = adapter("anthropic").from_canonical(agent_session(60))
+    session = Session(messages, None, bare=False, system=system)
+    fractions = {}
+    for mode in ("auto", "caller_only"):
+        cfg = config(30_000, cache_markers=mode)
+        sim = simulate(session, cfg, provider="anthropic", cache="anthropic", langchain=False)
+        fractions[mode] = sim.way(STATEFUL).cached_after_first_compaction
+    assert fractions["auto"] is not None and fractions["auto"] >= 0.85
+    assert fractions["caller_only"] is not None and fractions["caller_only"] < 0.1
+
+
+# The command -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "bedrock_converse", "openai_chat"])
+def test_the_command_replays_under_the_providers_rules(provider: str) -> None:
+    out = io.StringIO()
+    assert cli_main(str(BUNDLED), provider=provider, out=out) == 0
+    text_ = out.getvalue()
+    rules = "openai" if provider == "openai_chat" else provider
+    assert f"{provider}, 27 turns" in text_ and f"under {rules}'s caching rules" in text_
+
+
+def test_the_command_refuses_a_conversion_it_cannot_make() -> None:
+    with pytest.raises(rb.ConfigError) as e:
+        cli_main(str(BUNDLED), provider="gemini", out=io.StringIO())
+    assert e.value.key == "provider"
