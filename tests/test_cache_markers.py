@@ -252,3 +252,21 @@ def test_sdk_object_markers_count_against_four() -> None:
     # Three of the caller's (in an SDK object): one left, for the newest message.
     assert [m.why for m in res.report.cache_markers] == ["last"]
     assert res.messages[0] is msgs[0] and res.system == "Be brief."
+
+
+def test_a_named_session_keys_the_openai_cache_by_its_name() -> None:
+    """With a session id, ``prompt_cache_key`` comes from it: the same on every replica (a
+    new Assembler, a new store) and every turn, and different for another session; no key
+    where the config sends no markers."""
+    msgs = [{"role": "system", "content": "You are brief."}, {"role": "user", "content": "hi"}]
+    cfg = rb.AssemblyConfig(cache_stable=True)
+    key = rb.Assembler(cfg).assemble(msgs, session_id="conv-42").cache_key
+    assert key == rb.cache_markers.session_key("conv-42")
+    again = rb.Assembler(cfg, store=rb.MemoryStore()).assemble(
+        [*msgs, {"role": "assistant", "content": "hello"}], session_id="conv-42"
+    )
+    assert again.cache_key == key
+    assert rb.Assembler(cfg).assemble(msgs, session_id="conv-43").cache_key != key
+    assert rb.Assembler(cfg).assemble(msgs).cache_key != key  # unnamed: the opening messages
+    off = rb.AssemblyConfig(cache_stable=True, cache_markers="off")
+    assert rb.Assembler(off).assemble(msgs, session_id="conv-42").cache_key is None

@@ -15,6 +15,7 @@ field) routes one conversation to one cache: ``cache_key`` derives it from the c
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -24,7 +25,7 @@ from .providers.base import as_mapping, is_summary_note
 from .report import AssemblyReport
 from .state import fingerprint
 
-__all__ = ["MODES", "CacheMarker", "apply", "cache_key", "place", "unmarked"]
+__all__ = ["MODES", "CacheMarker", "apply", "cache_key", "place", "session_key", "unmarked"]
 
 #: ``cache_markers`` values: ringbound places markers (``auto``), only the caller's are sent
 #: (``caller_only``), or no cache feature at all: no markers of ringbound's and no
@@ -63,6 +64,13 @@ def cache_key(canonical: Sequence[Any]) -> str:
     """The ``prompt_cache_key`` of a conversation: a hash of its opening messages (the system
     and the first user message), which every turn of it repeats."""
     return f"ringbound-{fingerprint(canonical[:2])[:24]}"
+
+
+def session_key(session_id: str) -> str:
+    """The ``prompt_cache_key`` of a conversation the caller names (``session_id``): the same
+    on every replica and every turn, whatever the messages."""
+    digest = hashlib.blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=12)
+    return f"ringbound-{digest.hexdigest()}"
 
 
 def apply(

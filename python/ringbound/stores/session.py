@@ -15,6 +15,7 @@ from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .. import cache_markers
 from ..errors import ConfigError, StaleStateError, StoreError
 from ..ledgers.side_effects import SideEffectLedger
 from ..ledgers.tokens import TokenLedger
@@ -206,11 +207,18 @@ def _check(session_id: Any, state: Any, ledger: Any, token_ledger: Any) -> str:
     return check_session_id(session_id)
 
 
-def _finish(asm: Assembler, done: tuple[AssemblyResult, StoreOutcome]) -> AssemblyResult:
+def _finish(
+    asm: Assembler, session_id: str, done: tuple[AssemblyResult, StoreOutcome]
+) -> AssemblyResult:
     result, outcome = done
     if outcome.error is not None and outcome.error != "conflict":
         _count(asm, "load" if outcome.loaded == "failed" else "save")
-    return dataclasses.replace(result, report=dataclasses.replace(result.report, store=outcome))
+    report = dataclasses.replace(result.report, store=outcome)
+    # A named conversation routes to one OpenAI cache by its name, on every replica.
+    key = result.cache_key
+    if key is not None:
+        key = cache_markers.session_key(session_id)
+    return dataclasses.replace(result, report=report, cache_key=key)
 
 
 def _count(asm: Assembler, op: str) -> None:
@@ -258,7 +266,7 @@ def assemble(
             try:
                 op = steps.send(reply) if error is None else steps.throw(error)
             except StopIteration as stop:
-                return _finish(asm, stop.value)
+                return _finish(asm, session_id, stop.value)
             reply = error = None
             try:
                 if isinstance(op, _Get):
@@ -319,7 +327,7 @@ async def assemble_async(
             try:
                 op = steps.send(reply) if error is None else steps.throw(error)
             except StopIteration as stop:
-                return _finish(asm, stop.value)
+                return _finish(asm, session_id, stop.value)
             reply = error = None
             try:
                 if isinstance(op, _Get):
