@@ -367,3 +367,9 @@ def test_a_compaction_that_cannot_reach_the_trigger_is_reused_by_the_same_histor
         assert again.report.state == "reused"
         assert again.messages == first.messages
         assert again.state == first.state
+
+
+def test_an_anchor_mapping_whose_get_raises_is_an_invalid_anchor() -> None:
+    history = [{"role": "user", "content": "x"}]
+    with pytest.raises(rb.InvalidAnchorError, match="hostile get"):
+        rb.recover(history, RaisingMapping(message_id="rb-0123456789abcdef"))
