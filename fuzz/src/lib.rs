@@ -17,13 +17,20 @@ use serde_json::Value;
 pub fn json_array(data: &[u8]) {
     let split = json_array::split(data);
     if let Ok(elements) = serde_json::from_slice::<Vec<&RawValue>>(data) {
-        let parts = split.unwrap_or_else(|e| panic!("serde_json reads the array, split fails: {e}"));
+        let parts =
+            split.unwrap_or_else(|e| panic!("serde_json reads the array, split fails: {e}"));
         let expected: Vec<&[u8]> = elements.iter().map(|e| e.get().as_bytes()).collect();
-        assert_eq!(parts, expected, "split disagrees with serde_json on the elements");
+        assert_eq!(
+            parts, expected,
+            "split disagrees with serde_json on the elements"
+        );
         return;
     }
     let Ok(parts) = split else { return };
-    if parts.iter().all(|p| serde_json::from_slice::<Value>(p).is_ok()) {
+    if parts
+        .iter()
+        .all(|p| serde_json::from_slice::<Value>(p).is_ok())
+    {
         // Every element reads alone, so the array must read whole. Bytes after the closing
         // bracket are the one accepted difference: the splitter stops at the array's end.
         let end = data.iter().rposition(|&c| c == b']').map_or(0, |k| k + 1);
@@ -37,7 +44,9 @@ pub fn json_array(data: &[u8]) {
 /// The chat parser, bytes in: the fast path for plain messages agrees with the full parse of
 /// the serde_json value, and validation reports issues at positions that exist.
 pub fn openai_chat(data: &[u8]) {
-    let Ok(raws) = json_array::split(data) else { return };
+    let Ok(raws) = json_array::split(data) else {
+        return;
+    };
     let mut messages = Vec::with_capacity(raws.len());
     for (i, raw) in raws.iter().enumerate() {
         let parsed = openai_chat::parse_raw(i, raw);
@@ -62,7 +71,9 @@ pub fn openai_chat(data: &[u8]) {
 /// The Anthropic parser and validator, bytes in: no panic, issues at positions that exist,
 /// and a canonical view whose layout covers every message it makes.
 pub fn anthropic(data: &[u8]) {
-    let Ok(items) = Anthropic.parse_all(&[data]) else { return };
+    let Ok(items) = Anthropic.parse_all(&[data]) else {
+        return;
+    };
     check_issues(&Anthropic.validate(&items), items.len());
     let canonical = Anthropic.canonical(&items);
     let n = canonical.messages.len();
@@ -73,7 +84,11 @@ pub fn anthropic(data: &[u8]) {
 
 fn check_issues(issues: &[pairing::PairingIssue], len: usize) {
     for issue in issues {
-        assert!(issue.index <= len, "issue at {} of {len} items: {issue:?}", issue.index);
+        assert!(
+            issue.index <= len,
+            "issue at {} of {len} items: {issue:?}",
+            issue.index
+        );
         assert!(!issue.message.is_empty());
     }
 }
@@ -81,7 +96,9 @@ fn check_issues(issues: &[pairing::PairingIssue], len: usize) {
 /// The stray classifier against its definition read literally, over a linear scan: the bytes
 /// give the stray's position, the sorted call positions and the claim's answer.
 pub fn stray(data: &[u8]) {
-    let Some((&head, rest)) = data.split_first() else { return };
+    let Some((&head, rest)) = data.split_first() else {
+        return;
+    };
     let at = usize::from(head >> 1);
     let answer = head & 1 == 1;
     let mut calls: Vec<usize> = rest.iter().map(|&c| usize::from(c >> 1)).collect();
@@ -102,5 +119,8 @@ pub fn stray(data: &[u8]) {
         Some(call) => Stray::Duplicate { call },
     };
     assert_eq!(got, expected);
-    assert_eq!(asked, latest_before, "the claim is asked about the latest earlier call only");
+    assert_eq!(
+        asked, latest_before,
+        "the claim is asked about the latest earlier call only"
+    );
 }

@@ -8,8 +8,13 @@ use std::path::Path;
 fn inputs(target: &str) -> Vec<Vec<u8>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = Vec::new();
-    for dir in [root.join("seeds").join(target), root.join("artifacts").join(target)] {
-        let Ok(entries) = fs::read_dir(&dir) else { continue };
+    for dir in [
+        root.join("seeds").join(target),
+        root.join("artifacts").join(target),
+    ] {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
         for entry in entries {
             out.push(fs::read(entry.unwrap().path()).unwrap());
         }

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 with atheris.instrument_imports():
     import ringbound as rb
 
-from sessions import SESSIONS, TOOLS  # noqa: E402
+from sessions import SESSIONS, TOOLS
 
 PROVIDERS = sorted(SESSIONS)
 
