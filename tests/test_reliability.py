@@ -373,3 +373,12 @@ def test_an_anchor_mapping_whose_get_raises_is_an_invalid_anchor() -> None:
     history = [{"role": "user", "content": "x"}]
     with pytest.raises(rb.InvalidAnchorError, match="hostile get"):
         rb.recover(history, RaisingMapping(message_id="rb-0123456789abcdef"))
+
+
+@pytest.mark.parametrize("kind", ["mapping", "list"])
+def test_detect_provider_on_a_body_that_raises_while_read_is_an_invalid_message(
+    kind: str,
+) -> None:
+    body = [HOSTILE[kind]] if kind == "mapping" else {"messages": HOSTILE[kind]}
+    with pytest.raises(rb.InvalidMessageError, match="raised RuntimeError"):
+        rb.detect_provider(body)
