@@ -382,3 +382,12 @@ def test_detect_provider_on_a_body_that_raises_while_read_is_an_invalid_message(
     body = [HOSTILE[kind]] if kind == "mapping" else {"messages": HOSTILE[kind]}
     with pytest.raises(rb.InvalidMessageError, match="raised RuntimeError"):
         rb.detect_provider(body)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_tools_whose_iteration_raises_are_invalid_messages(provider: str) -> None:
+    tools = RaisingList([{"type": "function", "function": {"name": "f"}}])
+    with pytest.raises(rb.InvalidMessageError, match="tools cannot be read"):
+        rb.count_tokens(HELLO[provider], provider=provider, tools=tools)
+    with pytest.raises(rb.InvalidMessageError, match="tools cannot be read"):
+        rb.Assembler(provider=provider).assemble(HELLO[provider], tools)
