@@ -171,7 +171,7 @@ def call(fdp: atheris.FuzzedDataProvider, provider: str, messages: list[Any]) ->
     tools = copy.deepcopy(TOOLS[provider]) if fdp.ConsumeBool() else None
     if tools is not None and fdp.ConsumeIntInRange(0, 7) == 0:
         tools = hostile(fdp)
-        if isinstance(tools, list) and not HOSTILE_TOOL_ITEMS:
+        if type(tools) is list and not HOSTILE_TOOL_ITEMS:
             tools = [t for t in tools if type(t) is not RaisingMapping]
     entry = fdp.ConsumeIntInRange(0, 5)
     if entry == 0:
