@@ -391,3 +391,20 @@ def test_tools_whose_iteration_raises_are_invalid_messages(provider: str) -> Non
         rb.count_tokens(HELLO[provider], provider=provider, tools=tools)
     with pytest.raises(rb.InvalidMessageError, match="tools cannot be read"):
         rb.Assembler(provider=provider).assemble(HELLO[provider], tools)
+
+
+def test_a_list_whose_iteration_raises_reaches_the_summarizer_redacted() -> None:
+    seen: list[Any] = []
+
+    def summarize(request: Any) -> str:
+        seen.append(request.units)
+        return "summary"
+
+    cfg = rb.AssemblyConfig(model_input_limit=400, output_reserve_tokens=0, safety_margin_tokens=0)
+    parts = RaisingList([{"type": "text", "text": "key sk-abcdefghijklmnopqrstuvwx " * 20}])
+    msgs = [{"role": "user", "content": "goal"}]
+    msgs += [{"role": "user", "content": parts}, {"role": "assistant", "content": "ok"}] * 3
+    msgs += [{"role": "user", "content": "now"}]
+    rb.Assembler(cfg, summarizer=summarize).assemble(msgs)
+    assert seen, "the summarizer was not called"
+    assert "[REDACTED:openai_key]" in json.dumps(seen) and "sk-abc" not in json.dumps(seen)
