@@ -367,3 +367,44 @@ def test_a_compaction_that_cannot_reach_the_trigger_is_reused_by_the_same_histor
         assert again.report.state == "reused"
         assert again.messages == first.messages
         assert again.state == first.state
+
+
+def test_an_anchor_mapping_whose_get_raises_is_an_invalid_anchor() -> None:
+    history = [{"role": "user", "content": "x"}]
+    with pytest.raises(rb.InvalidAnchorError, match="hostile get"):
+        rb.recover(history, RaisingMapping(message_id="rb-0123456789abcdef"))
+
+
+@pytest.mark.parametrize("kind", ["mapping", "list"])
+def test_detect_provider_on_a_body_that_raises_while_read_is_an_invalid_message(
+    kind: str,
+) -> None:
+    body = [HOSTILE[kind]] if kind == "mapping" else {"messages": HOSTILE[kind]}
+    with pytest.raises(rb.InvalidMessageError, match="raised RuntimeError"):
+        rb.detect_provider(body)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_tools_whose_iteration_raises_are_invalid_messages(provider: str) -> None:
+    tools = RaisingList([{"type": "function", "function": {"name": "f"}}])
+    with pytest.raises(rb.InvalidMessageError, match="tools cannot be read"):
+        rb.count_tokens(HELLO[provider], provider=provider, tools=tools)
+    with pytest.raises(rb.InvalidMessageError, match="tools cannot be read"):
+        rb.Assembler(provider=provider).assemble(HELLO[provider], tools)
+
+
+def test_a_list_whose_iteration_raises_reaches_the_summarizer_redacted() -> None:
+    seen: list[Any] = []
+
+    def summarize(request: Any) -> str:
+        seen.append(request.units)
+        return "summary"
+
+    cfg = rb.AssemblyConfig(model_input_limit=400, output_reserve_tokens=0, safety_margin_tokens=0)
+    parts = RaisingList([{"type": "text", "text": "key sk-abcdefghijklmnopqrstuvwx " * 20}])
+    msgs = [{"role": "user", "content": "goal"}]
+    msgs += [{"role": "user", "content": parts}, {"role": "assistant", "content": "ok"}] * 3
+    msgs += [{"role": "user", "content": "now"}]
+    rb.Assembler(cfg, summarizer=summarize).assemble(msgs)
+    assert seen, "the summarizer was not called"
+    assert "[REDACTED:openai_key]" in json.dumps(seen) and "sk-abc" not in json.dumps(seen)

@@ -138,9 +138,16 @@ def detect_provider(payload: Any) -> str:
             f"a request body must be an object or a list, got {type(payload).__name__}",
             index=None,
         )
-    votes = _votes(body)
-    if len(votes) > 1:
-        votes = _narrowed(body, votes)
+    try:
+        votes = _votes(body)
+        if len(votes) > 1:
+            votes = _narrowed(body, votes)
+    except RecursionError:
+        raise InvalidMessageError("the request body is nested too deeply", index=None) from None
+    except Exception as e:  # the caller's mapping or list raised while it was read
+        raise InvalidMessageError(
+            f"reading the request body raised {type(e).__name__}", index=None
+        ) from e
     if len(votes) == 1:
         return votes.pop()
     if not votes:

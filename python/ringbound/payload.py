@@ -111,6 +111,14 @@ def check_tools(tools: Any) -> None:
             index=None,
             reason=f"tools must be a list, got {type(tools).__name__}",
         )
+    if tools is not None and type(tools) not in (list, tuple):
+        # A caller's own sequence type: read it once here, so one whose iteration raises is
+        # bad input, not an exception from whichever provider reads the tools first.
+        try:
+            list(tools)
+        except Exception as e:
+            reason = f"tools cannot be read ({type(e).__name__}: {e})"
+            raise InvalidMessageError(reason, index=None, reason=reason) from None
 
 
 def dump_tools(tools: Any) -> bytes | None:

@@ -21,10 +21,26 @@ fn malformed(at: usize, what: &str) -> CoreError {
 }
 
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
-    while i < b.len() && matches!(b[i], b' ' | b'\n' | b'\r' | b'\t') {
+    while i < b.len() && is_ws(&b[i]) {
         i += 1;
     }
     i
+}
+
+fn is_ws(c: &u8) -> bool {
+    matches!(c, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+/// `b` without JSON's whitespace at either end (`trim_ascii` also takes a form feed, which
+/// JSON does not allow).
+fn trim_ws(b: &[u8]) -> &[u8] {
+    let start = b.iter().position(|c| !is_ws(c)).unwrap_or(b.len());
+    trim_ws_end(&b[start..])
+}
+
+fn trim_ws_end(b: &[u8]) -> &[u8] {
+    let end = b.iter().rposition(|c| !is_ws(c)).map_or(0, |k| k + 1);
+    &b[..end]
 }
 
 /// Index just past the closing quote of the string whose opening quote is at `i - 1`. Jumps
@@ -194,12 +210,12 @@ fn split_blocks(b: &[u8]) -> Option<Vec<&[u8]>> {
     let (mut start, mut depth, mut closed_at, mut closes) = (open + 1, 0usize, 0, 0);
     let (mut carry, mut in_string) = (false, 0u64);
     let mut element = |from: usize, to: usize, closed_at: usize, closes: usize, last: bool| {
-        let part = b[from..to].trim_ascii();
+        let part = trim_ws(&b[from..to]);
         let Some(&first) = part.first() else {
             // Only `[]` has an empty element: the closing bracket straight after the opening.
-            return last && out.is_empty() && b[open + 1..to].trim_ascii().is_empty();
+            return last && out.is_empty() && trim_ws(&b[open + 1..to]).is_empty();
         };
-        let end = to - (b[from..to].len() - b[from..to].trim_ascii_end().len()) - 1;
+        let end = to - (b[from..to].len() - trim_ws_end(&b[from..to]).len()) - 1;
         let ok = if matches!(first, b'{' | b'[') {
             closes == 1 && closed_at == end
         } else {
@@ -271,7 +287,7 @@ fn split_bytes(b: &[u8]) -> Result<Vec<&[u8]>, CoreError> {
             if end == start {
                 return Err(malformed(i, "expected a value"));
             }
-            out.push(b[start..end].trim_ascii_end());
+            out.push(trim_ws_end(&b[start..end]));
             i = skip_ws(b, end);
             match b.get(i) {
                 Some(b',') => i = skip_ws(b, i + 1),
@@ -294,6 +310,20 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::Value;
+
+    #[test]
+    fn a_form_feed_is_not_whitespace() {
+        // It stays in its element, whose parse then fails: `[\x0c]` is no empty array.
+        for (text, element) in [
+            ("[\x0c]", "\x0c"),
+            ("[\x0c1]", "\x0c1"),
+            ("[1\x0c]", "1\x0c"),
+        ] {
+            let parts = split(text.as_bytes()).unwrap();
+            assert_eq!(parts, vec![element.as_bytes()], "{text:?}");
+            assert_eq!(parts, split_bytes(text.as_bytes()).unwrap(), "{text:?}");
+        }
+    }
 
     #[test]
     fn splits_objects_and_scalars() {

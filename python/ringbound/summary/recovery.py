@@ -215,7 +215,12 @@ def _anchor_id(anchor: Any) -> str:
         except ValueError:
             value = stripped
     if isinstance(value, Mapping):
-        found = value.get("message_id")
+        try:
+            found = value.get("message_id")
+        except Exception as e:  # a caller's mapping whose get raises: still a bad anchor
+            raise InvalidAnchorError(
+                f"reading the anchor's message_id raised {type(e).__name__}: {e}", anchor=anchor
+            ) from e
         if isinstance(found, str) and _ID.fullmatch(found.strip()):
             return found.strip()
         raise InvalidAnchorError(

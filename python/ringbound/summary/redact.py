@@ -179,7 +179,9 @@ def redacted_value(value: Any, redactor: Redactor, counts: dict[str, int]) -> An
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, (list, tuple)):
-        return [redacted_value(v, redactor, counts) for v in value]
+        # The items as stored, as the core read them: a subclass's own __iter__ may raise.
+        items = list.copy(value) if isinstance(value, list) else tuple.__iter__(value)
+        return [redacted_value(v, redactor, counts) for v in items]
     try:
         mapping = as_mapping(value)
     except UnreadableObject:

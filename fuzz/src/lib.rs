@@ -1,0 +1,124 @@
+//! The checks behind the fuzz targets, one function per target: each takes the fuzzer's bytes
+//! and panics on a finding (a panic inside the core, or a disagreement with the oracle). They
+//! live here, not in the targets, so that `cargo test` in this crate replays the committed
+//! seed corpora through the same checks on the stable toolchain.
+
+use ringbound::pairing::stray::{classify, Stray};
+use ringbound::providers::anthropic::Anthropic;
+use ringbound::providers::openai_chat::{self, OpenAIChat};
+use ringbound::providers::Provider;
+use ringbound::{json_array, pairing};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// The splitter against serde_json: an array serde_json reads is split into exactly its
+/// elements' text, and a split whose every element serde_json reads is an array serde_json
+/// reads with those elements.
+pub fn json_array(data: &[u8]) {
+    let split = json_array::split(data);
+    if let Ok(elements) = serde_json::from_slice::<Vec<&RawValue>>(data) {
+        let parts =
+            split.unwrap_or_else(|e| panic!("serde_json reads the array, split fails: {e}"));
+        let expected: Vec<&[u8]> = elements.iter().map(|e| e.get().as_bytes()).collect();
+        assert_eq!(
+            parts, expected,
+            "split disagrees with serde_json on the elements"
+        );
+        return;
+    }
+    let Ok(parts) = split else { return };
+    if parts
+        .iter()
+        .all(|p| serde_json::from_slice::<Value>(p).is_ok())
+    {
+        // Every element reads alone, so the array must read whole.
+        assert!(
+            serde_json::from_slice::<Vec<&RawValue>>(data).is_ok(),
+            "split accepts an array serde_json rejects"
+        );
+    }
+}
+
+/// The chat parser, bytes in: the fast path for plain messages agrees with the full parse of
+/// the serde_json value, and validation reports issues at positions that exist.
+pub fn openai_chat(data: &[u8]) {
+    let Ok(raws) = json_array::split(data) else {
+        return;
+    };
+    let mut messages = Vec::with_capacity(raws.len());
+    for (i, raw) in raws.iter().enumerate() {
+        let parsed = openai_chat::parse_raw(i, raw);
+        if let Ok(value) = serde_json::from_slice::<Value>(raw) {
+            let full = openai_chat::parse_message(i, &value, raw.len());
+            match (&parsed, &full) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "fast and full parse differ"),
+                (Err(_), Err(_)) => {}
+                _ => panic!("fast and full parse disagree: {parsed:?} vs {full:?}"),
+            }
+        }
+        match parsed {
+            Ok(m) => messages.push(m),
+            Err(_) => return,
+        }
+    }
+    check_issues(&OpenAIChat.validate(&messages), messages.len());
+    let canonical = OpenAIChat.canonical(&messages);
+    assert_eq!(canonical.messages.len(), messages.len());
+}
+
+/// The Anthropic parser and validator, bytes in: no panic, issues at positions that exist,
+/// and a canonical view whose layout covers every message it makes.
+pub fn anthropic(data: &[u8]) {
+    let Ok(items) = Anthropic.parse_all(&[data]) else {
+        return;
+    };
+    check_issues(&Anthropic.validate(&items), items.len());
+    let canonical = Anthropic.canonical(&items);
+    let n = canonical.messages.len();
+    assert!(canonical.layout.groups.is_empty() || canonical.layout.groups.len() == n);
+    assert!(canonical.layout.binds_next.is_empty() || canonical.layout.binds_next.len() == n);
+    assert!(canonical.first_counted <= items.len());
+}
+
+fn check_issues(issues: &[pairing::PairingIssue], len: usize) {
+    for issue in issues {
+        assert!(
+            issue.index <= len,
+            "issue at {} of {len} items: {issue:?}",
+            issue.index
+        );
+        assert!(!issue.message.is_empty());
+    }
+}
+
+/// The stray classifier against its definition read literally, over a linear scan: the bytes
+/// give the stray's position, the sorted call positions and the claim's answer.
+pub fn stray(data: &[u8]) {
+    let Some((&head, rest)) = data.split_first() else {
+        return;
+    };
+    let at = usize::from(head >> 1);
+    let answer = head & 1 == 1;
+    let mut calls: Vec<usize> = rest.iter().map(|&c| usize::from(c >> 1)).collect();
+    calls.sort_unstable();
+    calls.dedup();
+    let mut asked = None;
+    let got = classify(at, &calls, |c| {
+        asked = Some(c);
+        answer
+    });
+    let latest_before = calls.iter().rev().find(|&&c| c < at).copied();
+    let expected = match latest_before {
+        None => match calls.iter().find(|&&c| c >= at) {
+            Some(&call) => Stray::BeforeCall { call },
+            None => Stray::Orphan,
+        },
+        Some(call) if answer => Stray::NotAdjacent { call },
+        Some(call) => Stray::Duplicate { call },
+    };
+    assert_eq!(got, expected);
+    assert_eq!(
+        asked, latest_before,
+        "the claim is asked about the latest earlier call only"
+    );
+}
