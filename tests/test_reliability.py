@@ -408,3 +408,14 @@ def test_a_list_whose_iteration_raises_reaches_the_summarizer_redacted() -> None
     rb.Assembler(cfg, summarizer=summarize).assemble(msgs)
     assert seen, "the summarizer was not called"
     assert "[REDACTED:openai_key]" in json.dumps(seen) and "sk-abc" not in json.dumps(seen)
+
+
+@pytest.mark.parametrize("provider", ["openai_responses", "anthropic", "bedrock_converse"])
+def test_a_tool_whose_mapping_raises_is_an_invalid_message(provider: str) -> None:
+    """An atheris finding: a tool given as a mapping whose get/__getitem__ raises let its
+    RuntimeError out of the openai_responses, anthropic and bedrock_converse adapters."""
+    tools = [RaisingMapping(type="function", name="f")]
+    with pytest.raises(rb.InvalidMessageError, match="tool"):
+        rb.count_tokens(HELLO[provider], provider=provider, tools=tools)
+    with pytest.raises(rb.InvalidMessageError, match="tool"):
+        rb.Assembler(provider=provider).assemble(HELLO[provider], tools=tools)

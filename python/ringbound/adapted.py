@@ -12,7 +12,7 @@ import orjson
 from . import _core
 from .errors import BudgetExceededError, InvalidMessageError, PairingError
 from .payload import dump_messages, dump_tools
-from .providers.base import Adapter, Canonical, Rendered
+from .providers.base import Adapter, Canonical, Rendered, tools_as_openai
 
 __all__ = ["Counting", "NativePlan", "NativeRequest", "native_spans", "plan_native"]
 
@@ -118,7 +118,7 @@ class NativeRequest:
         self.system = system
         self.canonical = adapter.to_canonical(messages, system=system)
         self.payload = dump_messages(self.canonical.messages)
-        self.tools_payload = dump_tools(adapter.tools_to_openai(tools)) if tools else None
+        self.tools_payload = dump_tools(tools_as_openai(adapter, tools)) if tools else None
         self._pins = _canonical_pins(pinned, self.canonical)
         self._groups = self.canonical.groups()
         self._binds = self.canonical.binds_next or [False] * len(self.canonical.messages)

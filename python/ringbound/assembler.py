@@ -30,7 +30,7 @@ from .payload import (
     snapshot,
 )
 from .providers import adapter, check_provider, check_system
-from .providers.base import begin_reading, end_reading
+from .providers.base import begin_reading, end_reading, tools_as_openai
 from .providers.chat_adapter import ADAPTER as CHAT_ADAPTER
 from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord
 from .state import AssemblyState, fingerprint
@@ -850,7 +850,7 @@ class Assembler:
             )
         names = None
         if tools:
-            as_openai = tools if self._adapter is None else self._adapter.tools_to_openai(tools)
+            as_openai = tools if self._adapter is None else tools_as_openai(self._adapter, tools)
             names = [
                 t["function"]["name"]
                 for t in as_openai

@@ -10,6 +10,7 @@ from .config import AssemblyConfig
 from .errors import ConfigError, InvalidMessageError, PairingIssue
 from .payload import check_tools, dump_messages, dump_tools, nesting_guard, snapshot
 from .providers import adapter, check_provider, check_system
+from .providers.base import tools_as_openai
 
 __all__ = ["count_text", "count_tokens", "validate"]
 
@@ -74,7 +75,7 @@ def _count(
     canonical = native.to_canonical(messages, system=system)
     return _core.count_openai_chat(
         dump_messages(canonical.messages),
-        dump_tools(native.tools_to_openai(tools)) if tools else None,
+        dump_tools(tools_as_openai(native, tools)) if tools else None,
         encoding,
         tokenizer_backend,
         _DEFAULTS.max_messages,

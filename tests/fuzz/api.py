@@ -13,7 +13,6 @@ Run: ``python tests/fuzz/api.py -max_total_time=60 tests/fuzz/seeds`` (libFuzzer
 from __future__ import annotations
 
 import copy
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,11 +27,6 @@ with atheris.instrument_imports():
 from sessions import SESSIONS, TOOLS
 
 PROVIDERS = sorted(SESSIONS)
-#: An open finding (docs/security.md): the openai_responses, anthropic and bedrock_converse
-#: adapters read a tool given as a mapping whose ``get``/``__getitem__`` raises without a
-#: guard, so its RuntimeError escapes ``count_tokens`` and ``assemble``. Such tools are left
-#: out of the smoke run until that is fixed; ``RINGBOUND_FUZZ_HOSTILE_TOOLS=1`` puts them in.
-HOSTILE_TOOL_ITEMS = os.environ.get("RINGBOUND_FUZZ_HOSTILE_TOOLS") == "1"
 
 
 class RaisingAttribute:
@@ -171,8 +165,6 @@ def call(fdp: atheris.FuzzedDataProvider, provider: str, messages: list[Any]) ->
     tools = copy.deepcopy(TOOLS[provider]) if fdp.ConsumeBool() else None
     if tools is not None and fdp.ConsumeIntInRange(0, 7) == 0:
         tools = hostile(fdp)
-        if type(tools) is list and not HOSTILE_TOOL_ITEMS:
-            tools = [t for t in tools if type(t) is not RaisingMapping]
     entry = fdp.ConsumeIntInRange(0, 5)
     if entry == 0:
         rb.count_tokens(messages, provider=provider, tools=tools)

@@ -33,6 +33,7 @@ __all__ = [
     "read_once",
     "reading_once",
     "split_system_note",
+    "tools_as_openai",
 ]
 
 #: An element of the core's plan: ``int`` keeps canonical message k; ``("synthesized",
@@ -168,7 +169,13 @@ def read_once(reader: str, messages: Any, read: Callable[[Any], _T]) -> _T:
     return value
 
 
-def _guarded(read: Callable[[Any], _T], messages: Any) -> _T:
+def tools_as_openai(adapter: Adapter, tools: Sequence[Any]) -> list[dict[str, Any]]:
+    """``adapter.tools_to_openai(tools)``; an exception the caller's tool objects raise while
+    they are read becomes InvalidMessageError, as for messages."""
+    return _guarded(adapter.tools_to_openai, tools, what="a tool")
+
+
+def _guarded(read: Callable[[Any], _T], messages: Any, *, what: str = "a message") -> _T:
     """``read(messages)``; an exception that the caller's own objects raise while they are
     read (a mapping whose ``get`` or ``__getitem__`` raises) becomes InvalidMessageError, with
     the original as its cause."""
@@ -179,8 +186,9 @@ def _guarded(read: Callable[[Any], _T], messages: Any) -> _T:
     except RecursionError:
         raise
     except Exception as e:
-        reason = f"a message could not be read ({type(e).__name__}: {e})"
-        raise InvalidMessageError(f"messages: {reason}", index=None, reason=reason) from e
+        reason = f"{what} could not be read ({type(e).__name__}: {e})"
+        where = "tools" if what == "a tool" else "messages"
+        raise InvalidMessageError(f"{where}: {reason}", index=None, reason=reason) from e
 
 
 class UnreadableObject(ValueError):
