@@ -93,7 +93,8 @@ def _object_key(message: Any) -> int | None:
 class CountCache:
     """A bounded cache of parsed, counted messages (see ``Assembler(cache=...)``)."""
 
-    def __init__(self, max_entries: int = ..., max_bytes: int = ...) -> None: ...
+    def __init__(self, max_entries: int | None = ..., max_bytes: int | None = ...) -> None:
+        """None takes the default; anything but an int in [0, 2**40] is a ConfigError."""
     def __len__(self) -> int: ...
     @property
     def bytes(self) -> int: ...
