@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ringbound.errors import ConfigError
-from ringbound.summary.redact import KINDS, Redactor
+from ringbound.summary.redact import KINDS, Redactor, redacted_value
 
 PRIVATE_KEY = (
     "-----BEGIN RSA PRIVATE KEY-----\n"
@@ -244,3 +244,31 @@ def test_redaction_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.DEBUG):
         Redactor([r"x{3}"]).redact(" ".join(SECRETS.values()) + " xxx")
     assert caplog.records == []
+
+
+class _RaisingItems(dict):  # type: ignore[type-arg]
+    def items(self):  # type: ignore[no-untyped-def]
+        raise RuntimeError("hostile items")
+
+
+class _RaisingStr(str):
+    def __str__(self) -> str:
+        raise RuntimeError("hostile __str__")
+
+
+class _Unreadable:
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        raise RuntimeError("hostile __getattr__")
+
+
+def test_redacted_value_reads_hostile_objects_as_stored() -> None:
+    """A summarizer's units are the caller's own objects: a dict subclass whose items()
+    raises reads as its stored pairs, a key whose __str__ raises as the text stored, and an
+    object that cannot be read at all as its type name (an atheris finding)."""
+    value = _RaisingItems({_RaisingStr("k"): "sk-" + "a" * 40, 10**5000: 1, "o": _Unreadable()})
+    counts: dict[str, int] = {}
+    out = redacted_value({"role": "tool", "content": [value]}, Redactor(), counts)
+    part = out["content"][0]
+    assert part["k"] != "sk-" + "a" * 40 and counts
+    assert part["[int]"] == 1
+    assert part["o"] == "[_Unreadable]"

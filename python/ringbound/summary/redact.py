@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
-from ..providers.base import UnreadableObject, as_mapping
+from ..providers.base import as_mapping
 from ..report import LedgerEntry
 
 __all__ = ["KINDS", "Redactor", "redacted_entry", "redacted_value"]
@@ -184,12 +184,34 @@ def redacted_value(value: Any, redactor: Redactor, counts: dict[str, int]) -> An
         return [redacted_value(v, redactor, counts) for v in items]
     try:
         mapping = as_mapping(value)
-    except UnreadableObject:
-        mapping = None
-    if isinstance(mapping, Mapping):
-        return {str(k): redacted_value(v, redactor, counts) for k, v in mapping.items()}
+        # The pairs as stored, as the core read them: a dict subclass's own items() may
+        # raise. Any other mapping is read through its own methods, which may raise too.
+        if isinstance(mapping, dict):
+            pairs = list(dict.items(mapping))
+        elif isinstance(mapping, Mapping):
+            pairs = list(mapping.items())
+        else:
+            pairs = None
+    except RecursionError:
+        raise
+    except Exception:  # an object that cannot be read passes on as its type name only
+        pairs = None
+    if pairs is not None:
+        return {_key(k): redacted_value(v, redactor, counts) for k, v in pairs}
     # Bytes, sets and other values no provider format holds: nothing of them is passed on.
     return f"[{type(value).__name__}]"
+
+
+def _key(key: Any) -> str:
+    """A mapping key as a plain str, without calling a subclass's own ``__str__``."""
+    if isinstance(key, str):
+        return str.__str__(key)
+    if key is None or isinstance(key, (bool, int, float)):
+        try:
+            return repr(key)
+        except ValueError:  # an int past the interpreter's digit limit
+            pass
+    return f"[{type(key).__name__}]"
 
 
 def redacted_entry(entry: LedgerEntry, redactor: Redactor) -> LedgerEntry:
