@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _core, cache_markers, notes, routing
+from . import _core, cache_markers, flow, notes, routing
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
 from .config import AssemblyConfig
 from .counters.gate import count_gate
@@ -267,35 +267,11 @@ class Assembler:
                 ``fail_closed``.
         """
         if session_id is not None:
-            self._check_session()
             return sessions.assemble(
                 self, self.store, session_id, messages, tools, system, pinned, ledger,
                 tighten, state, token_ledger,
             )  # fmt: skip
-        if self._gate is not None:
-            return self._gate.assemble(
-                messages,
-                tools,
-                system=system,
-                pinned=pinned,
-                ledger=ledger,
-                tighten=tighten,
-                state=state,
-                token_ledger=token_ledger,
-            )
         return self._routed(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
-
-    def _check_session(self) -> None:
-        """ConfigError for a ``session_id`` this assembler cannot serve: the count gate plans
-        through inner assemblers of its own, which the session loop does not drive."""
-        if self._gate is not None:
-            raise ConfigError(
-                "session_id together with provider counts or learned figures (counter=, "
-                "token_ratio: auto, safety_margin_tokens: auto) is not supported yet: "
-                "pass the state and ledgers yourself, or drop one of them",
-                key="session_id",
-                reason="not supported with a count gate",
-            )
 
     def _routed(
         self,
@@ -309,24 +285,53 @@ class Assembler:
         token_ledger: TokenLedger | None,
         stateful: bool = False,
     ) -> AssemblyResult:
-        """One assembly: a framework's messages, or notes placed apart from where the core
-        puts them, through ``routing``; the provider's own messages straight to the core."""
+        """One assembly without a session, its summarizer and counter run in this thread."""
+        return flow.run(
+            self._flow(
+                messages, tools, system, pinned, ledger, tighten, state, token_ledger, stateful
+            )
+        )
+
+    def _flow(
+        self,
+        messages: list[Any],
+        tools: list[Any] | None,
+        system: Any,
+        pinned: Iterable[int] | None,
+        ledger: SideEffectLedger | None,
+        tighten: int,
+        state: AssemblyState | None,
+        token_ledger: TokenLedger | None,
+        stateful: bool = False,
+    ) -> flow.Flow[AssemblyResult]:
+        """One assembly as a flow (see ``ringbound.flow``): through the count gate when the
+        config or a counter needs one; a framework's messages, or notes placed apart from
+        where the core puts them, through ``routing``; the provider's own messages straight
+        to the core. ``stateful`` makes it cache-stable."""
+        if self._gate is not None:
+            gate = self._gate
+            args = (system, pinned, ledger, tighten, state, token_ledger, stateful)
+            return (yield from gate.flow(messages, tools, *args))
         native = functools.partial(self._native, stateful=stateful)
         if self._placed or _framework(messages):
-            return routing.assemble(
-                native,
-                messages,
-                tools,
-                system,
-                pinned,
-                ledger,
-                tighten,
-                state,
-                token_ledger,
-                self.config.note_placement,
-                self.provider,
+            return (
+                yield from routing.assemble(
+                    native,
+                    messages,
+                    tools,
+                    system,
+                    pinned,
+                    ledger,
+                    tighten,
+                    state,
+                    token_ledger,
+                    self.config.note_placement,
+                    self.provider,
+                )
             )
-        return native(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+        return (
+            yield from native(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+        )
 
     def _native(
         self,
@@ -339,38 +344,20 @@ class Assembler:
         state: AssemblyState | None,
         token_ledger: TokenLedger | None,
         stateful: bool = False,
-    ) -> AssemblyResult:
+    ) -> flow.Flow[AssemblyResult]:
         """An assembly of messages in the provider's own format, notes where the core puts
-        them: the plain path when the call allows it, else the general one."""
+        them: the plain path when the call allows it, else the general one, which yields the
+        summarizer's run when it compacts."""
         check_system(self.provider, system)
         if not stateful and self._takes_plain(pinned, ledger, tighten, state, token_ledger):
             return self._assemble_plain(messages, tools, system)
-        return self._run(
-            messages, tools, system, pinned, ledger, tighten, state, token_ledger, stateful
-        )
-
-    def _run(
-        self,
-        messages: list[Any],
-        tools: list[Any] | None,
-        system: Any,
-        pinned: Iterable[int] | None,
-        ledger: SideEffectLedger | None,
-        tighten: int,
-        state: AssemblyState | None,
-        token_ledger: TokenLedger | None,
-        stateful: bool = False,
-    ) -> AssemblyResult:
-        """One assembly on the general path; ``stateful`` makes it cache-stable."""
         with self._observed(ledger, token_ledger) as done:
             with nesting_guard():
                 job = self._begin(
                     messages, tools, system, pinned, ledger, tighten, state, token_ledger, stateful
                 )
             if isinstance(job.draft, compaction.Draft):
-                job.outcome = runner.run(
-                    self._summarizer, job.draft.request, **self._run_args(job.draft)
-                )
+                job.outcome = yield _Summarize(self, job.draft)
             return done(*self._finish(job))
 
     def _takes_plain(
@@ -449,22 +436,10 @@ class Assembler:
         a worker thread, so the event loop is never blocked by a summary; the store's async
         methods are awaited. Same arguments, result and errors as ``assemble``."""
         if session_id is not None:
-            self._check_session()
             return await sessions.assemble_async(
                 self, self.store, session_id, messages, tools, system, pinned, ledger,
                 tighten, state, token_ledger,
             )  # fmt: skip
-        if self._gate is not None:
-            return await self._gate.assemble_async(
-                messages,
-                tools,
-                system=system,
-                pinned=pinned,
-                ledger=ledger,
-                tighten=tighten,
-                state=state,
-                token_ledger=token_ledger,
-            )
         return await self._arouted(
             messages, tools, system, pinned, ledger, tighten, state, token_ledger
         )
@@ -479,69 +454,11 @@ class Assembler:
         tighten: int,
         state: AssemblyState | None,
         token_ledger: TokenLedger | None,
-        stateful: bool = False,
     ) -> AssemblyResult:
-        """``_routed`` for ``assemble_async``."""
-        native = functools.partial(self._anative, stateful=stateful)
-        if self._placed or _framework(messages):
-            return await routing.assemble_async(
-                native,
-                messages,
-                tools,
-                system,
-                pinned,
-                ledger,
-                tighten,
-                state,
-                token_ledger,
-                self.config.note_placement,
-                self.provider,
-            )
-        return await native(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
-
-    async def _anative(
-        self,
-        messages: list[Any],
-        tools: list[Any] | None,
-        system: Any,
-        pinned: Iterable[int] | None,
-        ledger: SideEffectLedger | None,
-        tighten: int,
-        state: AssemblyState | None,
-        token_ledger: TokenLedger | None,
-        stateful: bool = False,
-    ) -> AssemblyResult:
-        """``_native`` for ``assemble_async``."""
-        check_system(self.provider, system)
-        if not stateful and self._takes_plain(pinned, ledger, tighten, state, token_ledger):
-            return self._assemble_plain(messages, tools, system)
-        return await self._arun(
-            messages, tools, system, pinned, ledger, tighten, state, token_ledger, stateful
+        """``_routed`` for ``assemble_async``: the summarizer awaited."""
+        return await flow.arun(
+            self._flow(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
         )
-
-    async def _arun(
-        self,
-        messages: list[Any],
-        tools: list[Any] | None,
-        system: Any,
-        pinned: Iterable[int] | None,
-        ledger: SideEffectLedger | None,
-        tighten: int,
-        state: AssemblyState | None,
-        token_ledger: TokenLedger | None,
-        stateful: bool = False,
-    ) -> AssemblyResult:
-        """``_run`` with the summarizer awaited."""
-        with self._observed(ledger, token_ledger) as done:
-            with nesting_guard():
-                job = self._begin(
-                    messages, tools, system, pinned, ledger, tighten, state, token_ledger, stateful
-                )
-            if isinstance(job.draft, compaction.Draft):
-                job.outcome = await runner.arun(
-                    self._summarizer, job.draft.request, **self._run_args(job.draft)
-                )
-            return done(*self._finish(job))
 
     def _observed(
         self, ledger: SideEffectLedger | None, token_ledger: TokenLedger | None = None
@@ -1050,6 +967,22 @@ def _stale_reason(state: AssemblyState, canon: list[Any], budget: int) -> str | 
     if fingerprint(canon[: state.messages]) != state.prefix:
         return "the messages it saw have changed"
     return None
+
+
+@dataclass(frozen=True)
+class _Summarize:
+    """The summarizer run on a draft: the effect an assembly's flow waits on."""
+
+    asm: Assembler
+    draft: compaction.Draft
+
+    def run(self) -> SummaryOutcome:
+        asm = self.asm
+        return runner.run(asm._summarizer, self.draft.request, **asm._run_args(self.draft))
+
+    async def arun(self) -> SummaryOutcome:
+        asm = self.asm
+        return await runner.arun(asm._summarizer, self.draft.request, **asm._run_args(self.draft))
 
 
 @dataclass

@@ -5,14 +5,15 @@ after it (``ringbound.notes``)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from . import notes
 from .errors import ConfigError
+from .flow import Flow
 
-__all__ = ["assemble", "assemble_async", "framework_of"]
+__all__ = ["assemble", "framework_of"]
 
 
 def framework_of(message: Any) -> str | None:
@@ -85,7 +86,7 @@ class _Request:
 
 
 def assemble(
-    run: Callable[..., Any],
+    run: Callable[..., Flow[Any]],
     messages: list[Any],
     tools: Any,
     system: Any,
@@ -96,34 +97,12 @@ def assemble(
     token_ledger: Any,
     placement: str | None,
     provider: str,
-) -> Any:
-    """``Assembler.assemble`` through ``run`` (the assembler's own path), with the steps
+) -> Flow[Any]:
+    """``Assembler.assemble`` through ``run`` (the assembler's own flow), with the steps
     around it."""
     req = _Request.of(messages, tools, system, pinned, placement, provider)
     job = req.job
-    return req.finish(
-        run(req.messages, req.tools, job.system, job.pinned, ledger, tighten, state, token_ledger)
+    result = yield from run(
+        req.messages, req.tools, job.system, job.pinned, ledger, tighten, state, token_ledger
     )
-
-
-async def assemble_async(
-    run: Callable[..., Awaitable[Any]],
-    messages: list[Any],
-    tools: Any,
-    system: Any,
-    pinned: Any,
-    ledger: Any,
-    tighten: Any,
-    state: Any,
-    token_ledger: Any,
-    placement: str | None,
-    provider: str,
-) -> Any:
-    """``assemble`` for ``Assembler.assemble_async``."""
-    req = _Request.of(messages, tools, system, pinned, placement, provider)
-    job = req.job
-    return req.finish(
-        await run(
-            req.messages, req.tools, job.system, job.pinned, ledger, tighten, state, token_ledger
-        )
-    )
+    return req.finish(result)

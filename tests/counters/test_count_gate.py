@@ -221,3 +221,29 @@ def test_configuration_mistakes_are_config_errors() -> None:
     asm = rb.Assembler(config(), provider="anthropic", counter=async_counter)
     with pytest.raises(rb.ConfigError, match="async"):
         run(asm, 1)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_session_id_runs_through_the_gate_and_saves_its_checkpoint(asynchronous: bool) -> None:
+    """With a store, the count gate's assemblies are the session's: the provider counts each
+    one, a tightened plan is what is saved, and the next turn plans from that checkpoint."""
+    # Cache-stable assembly compacts to its low-water mark: a provider counting 3x the raw
+    # tokens still finds that plan over the budget, so the gate tightens it.
+    p = Provider(ratio=3.0)
+    asm = rb.Assembler(
+        config(),
+        provider="anthropic",
+        counter=counter_for("anthropic", p, asynchronous=asynchronous),
+        store=rb.MemoryStore(),
+    )
+    messages, system = session("anthropic", 40)
+    first = assemble(asm, messages, system, asynchronous, session_id="gated")
+    check = first.report.provider_count
+    assert check is not None and check.checked and check.rechecks >= 1
+    assert check.tokens <= first.report.budget and len(p.bodies) == 1 + check.rechecks
+    assert first.report.store.loaded == "new" and first.report.store.saved == "saved"
+    longer, _ = session("anthropic", 41)
+    second = assemble(asm, longer, system, asynchronous, session_id="gated")
+    assert second.report.store.loaded == "loaded"
+    assert second.report.provider_count.checked
+    assert second.report.provider_count.tokens <= second.report.budget

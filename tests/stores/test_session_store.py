@@ -433,16 +433,3 @@ def test_a_refused_request_retried_tighter_saves_the_one_accepted(store: rb.Sess
     assert out.retries == 1 and out.result.report.tokens_after < refused[0]
     assert out.result.report.store.saved == "saved"
     assert record_of(store, "r").state == out.result.state
-
-
-def test_session_id_with_a_count_gate_is_refused_by_name() -> None:
-    """The count gate plans through inner assemblers the session loop does not drive: the
-    two together are a ConfigError naming session_id, not a silently ungated assembly."""
-    asm = rb.Assembler(rb.AssemblyConfig(token_ratio="auto"))
-    msgs = [{"role": "user", "content": "hi"}]
-    assert asm.assemble(msgs).report.tokens_after > 0
-    with pytest.raises(rb.ConfigError, match="session_id") as e:
-        asm.assemble(msgs, session_id="s-1")
-    assert e.value.key == "session_id"
-    with pytest.raises(rb.ConfigError, match="session_id"):
-        asyncio.run(asm.assemble_async(msgs, session_id="s-1"))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import AssemblyConfig
 from ..errors import BudgetExceededError, ConfigError, CounterError
+from ..flow import Flow
 from ..ledgers.calibrator import DEFAULT_MODEL, Calibrator
 from ..ledgers.tokens import TokenLedger
 from ..observability import tracing
@@ -260,66 +261,61 @@ class CountGate:
         )
         return result
 
-    def assemble(self, messages: Any, tools: Any, **kw: Any) -> AssemblyResult:
-        """``Assembler.assemble`` through the gate."""
+    def flow(
+        self,
+        messages: Any,
+        tools: Any,
+        system: Any,
+        pinned: Any,
+        ledger: Any,
+        tighten: int,
+        state: Any,
+        token_ledger: Any,
+        stateful: bool = False,
+    ) -> Flow[AssemblyResult]:
+        """``Assembler.assemble`` through the gate, as a flow (``ringbound.flow``): each
+        assembly nested, each provider count an effect."""
         asm = self.asm
         span = tracing.start_span(asm._tracer, asm.provider)
+        args = (system, pinned, ledger, tighten, state, token_ledger, stateful)
         try:
-            s = self._start(kw.get("token_ledger"))
+            s = self._start(token_ledger)
             inner = self._inner_for(s.ratio, s.margin)
-            s.result = inner.assemble(messages, tools, **kw)
+            s.result = yield from inner._flow(messages, tools, *args)
             if self._wants_count(s):
                 assert self.counter is not None
                 while True:
                     start = time.perf_counter()
                     tokens, error = None, None
                     try:
-                        tokens = self.counter.count(
-                            s.result.messages,
-                            tools=s.result.tools,
-                            system=s.result.system,
-                            format=asm.provider,
-                        )
+                        tokens = yield _Count(self.counter, s.result, asm.provider)
                     except CounterError as e:
                         error = e
                     s.elapsed_s += time.perf_counter() - start
                     if not self._counted(s, tokens, error):
                         break
-                    s.result = self._tighter(s).assemble(messages, tools, **kw)
-            result = self._finish(s, kw.get("token_ledger"))
+                    s.result = yield from self._tighter(s)._flow(messages, tools, *args)
+            result = self._finish(s, token_ledger)
         except BaseException as e:
             tracing.rejected(e, asm.provider, asm._sink, span)
             raise
         return self._report(result, messages, span)
 
-    async def assemble_async(self, messages: Any, tools: Any, **kw: Any) -> AssemblyResult:
-        """``Assembler.assemble_async`` through the gate: the counter is awaited."""
-        asm = self.asm
-        span = tracing.start_span(asm._tracer, asm.provider)
-        try:
-            s = self._start(kw.get("token_ledger"))
-            inner = self._inner_for(s.ratio, s.margin)
-            s.result = await inner.assemble_async(messages, tools, **kw)
-            if self._wants_count(s):
-                assert self.counter is not None
-                while True:
-                    start = time.perf_counter()
-                    tokens, error = None, None
-                    try:
-                        tokens = await self.counter.acount(
-                            s.result.messages,
-                            tools=s.result.tools,
-                            system=s.result.system,
-                            format=asm.provider,
-                        )
-                    except CounterError as e:
-                        error = e
-                    s.elapsed_s += time.perf_counter() - start
-                    if not self._counted(s, tokens, error):
-                        break
-                    s.result = await self._tighter(s).assemble_async(messages, tools, **kw)
-            result = self._finish(s, kw.get("token_ledger"))
-        except BaseException as e:
-            tracing.rejected(e, asm.provider, asm._sink, span)
-            raise
-        return self._report(result, messages, span)
+
+@dataclasses.dataclass(frozen=True)
+class _Count:
+    """The provider's count of an assembled request: the effect the gate waits on."""
+
+    counter: Counter
+    result: AssemblyResult
+    provider: str
+
+    def run(self) -> int:
+        r = self.result
+        return self.counter.count(r.messages, tools=r.tools, system=r.system, format=self.provider)
+
+    async def arun(self) -> int:
+        r = self.result
+        return await self.counter.acount(
+            r.messages, tools=r.tools, system=r.system, format=self.provider
+        )

@@ -4,19 +4,20 @@ record that won, merges its ledger entries into it and plans again from it (or, 
 winner saw a longer history, keeps the winner's checkpoint and only adds its entries), so no
 ledger entry is lost and no older checkpoint replaces a newer one.
 
-The steps are written once, as a generator that yields what it needs done (load, save,
-assemble); a sync and an async driver run them."""
+The steps are written once, as a flow (``ringbound.flow``) that yields the loads and saves
+and nests the assembly's own flow; ``assemble`` runs it, ``assemble_async`` awaits it."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import cache_markers
+from .. import cache_markers, flow
 from ..errors import ConfigError, StaleStateError, StoreError
+from ..flow import Flow
 from ..ledgers.side_effects import SideEffectLedger
 from ..ledgers.tokens import TokenLedger
 from ..observability import tracing
@@ -71,45 +72,66 @@ class StoreOutcome:
 
 @dataclass(frozen=True)
 class _Get:
-    pass
+    """The session's stored record (or None)."""
+
+    store: SessionStore
+    session_id: str
+
+    def run(self) -> Stored | None:
+        return self.store.get(self.session_id)
+
+    async def arun(self) -> Stored | None:
+        return await self.store.aget(self.session_id)
 
 
 @dataclass(frozen=True)
 class _Put:
+    """A compare-and-set of the session's record: the new revision, or None if lost."""
+
+    store: SessionStore
+    session_id: str
     data: bytes
     expected: str | None
 
+    def run(self) -> str | None:
+        return self.store.put(self.session_id, self.data, self.expected)
 
-@dataclass(frozen=True)
-class _Run:
-    state: AssemblyState | None
-    ledger: SideEffectLedger | None
-    token_ledger: TokenLedger | None
-    stateful: bool
+    async def arun(self) -> str | None:
+        return await self.store.aput(self.session_id, self.data, self.expected)
 
 
-_Step = Generator[Any, Any, "tuple[AssemblyResult, StoreOutcome]"]
+#: One assembly's flow: (state, ledger, token ledger, cache-stable) -> the assembly.
+_Assembly = Callable[
+    [AssemblyState | None, SideEffectLedger | None, TokenLedger | None, bool],
+    "Flow[AssemblyResult]",
+]
 
 
 def _steps(
+    asm: Assembler,
+    store: SessionStore,
     session_id: str,
     history: int,
+    assembly: _Assembly,
     ledger: SideEffectLedger | None,
     token_ledger: TokenLedger | None,
-    policy: str,
-) -> _Step:
+) -> Flow[tuple[AssemblyResult, StoreOutcome]]:
+    policy = asm.config.on_store_error
+
     def failed(e: StoreError) -> StoreError:
         if policy == "fail_closed":
             raise e
         return e
 
+    unread: StoreError | None = None
     try:
-        stored: Stored | None = yield _Get()
+        stored: Stored | None = yield _Get(store, session_id)
     except StoreError as e:
-        error = failed(e)
-        result = yield _Run(None, ledger, token_ledger, stateful=False)
+        unread = failed(e)
+    if unread is not None:
+        result = yield from assembly(None, ledger, token_ledger, False)
         return result, StoreOutcome(
-            session_id, "failed", "not saved", stateless=True, error=error.reason
+            session_id, "failed", "not saved", stateless=True, error=unread.reason
         )
     conflicts = replanned = 0
     # Entries this replica holds beyond the stored ones: the caller's, and what its
@@ -127,17 +149,20 @@ def _steps(
             work = record.side_effect_ledger()
             work.extend(carried)
             tokens = token_ledger if token_ledger is not None else record.tokens()
+            stale: StaleStateError | None = None
             try:
-                result = yield _Run(record.state, work, tokens, stateful=True)
+                result = yield from assembly(record.state, work, tokens, True)
             except StaleStateError as e:
                 if record.state is None:
                     raise
+                stale = e
+            if stale is not None:
                 # A checkpoint of another conversation under this id: nothing of it applies.
-                loaded = f"stale: {e.reason}"
+                loaded = f"stale: {stale.reason}"
                 record = SessionRecord()
                 work = SideEffectLedger(carried)
                 tokens = token_ledger
-                result = yield _Run(None, work, tokens, stateful=True)
+                result = yield from assembly(None, work, tokens, True)
             carried = work.entries
         if record.history > history:
             # A replica already saved a longer history: keep its checkpoint, add ours.
@@ -153,8 +178,10 @@ def _steps(
             )
             saved = "saved"
         try:
-            revision = yield _Put(out.to_bytes(), None if stored is None else stored.revision)
+            expected = None if stored is None else stored.revision
+            revision = yield _Put(store, session_id, out.to_bytes(), expected)
             if revision is None:
+                _count(asm, "conflict")
                 conflicts += 1
                 if conflicts >= MAX_CONFLICTS:
                     raise StoreError(
@@ -162,7 +189,7 @@ def _steps(
                         reason="conflict",
                         op="save",
                     )
-                stored = yield _Get()
+                stored = yield _Get(store, session_id)
                 continue
         except StoreError as e:
             error = failed(e)
@@ -258,50 +285,14 @@ def assemble(
 ) -> AssemblyResult:
     """``Assembler.assemble`` with a session id (see the module's docstring)."""
     session_id = _check(session_id, state, ledger, token_ledger)
-    steps = _steps(session_id, _history(messages), ledger, token_ledger, asm.config.on_store_error)
-    reply: Any = None
-    error: BaseException | None = None
+    steps = _session(asm, store, session_id, messages, tools, system, pinned, ledger, tighten,
+                     token_ledger)  # fmt: skip
     try:
-        while True:
-            try:
-                op = steps.send(reply) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return _finish(asm, session_id, stop.value)
-            reply = error = None
-            try:
-                if isinstance(op, _Get):
-                    reply = store.get(session_id)
-                elif isinstance(op, _Put):
-                    reply = store.put(session_id, op.data, op.expected)
-                    if reply is None:
-                        _count(asm, "conflict")
-                elif op.stateful:
-                    reply = asm._routed(
-                        messages,
-                        tools,
-                        system,
-                        pinned,
-                        op.ledger,
-                        tighten,
-                        op.state,
-                        op.token_ledger,
-                        stateful=True,
-                    )
-                else:
-                    reply = asm.assemble(
-                        messages,
-                        tools,
-                        system=system,
-                        pinned=pinned,
-                        ledger=op.ledger,
-                        tighten=tighten,
-                        token_ledger=op.token_ledger,
-                    )
-            except (StoreError, StaleStateError) as e:
-                error = e
+        done = flow.run(steps)
     except StoreError as e:
         _rejected(asm, e)
         raise
+    return _finish(asm, session_id, done)
 
 
 async def assemble_async(
@@ -319,50 +310,39 @@ async def assemble_async(
 ) -> AssemblyResult:
     """``Assembler.assemble_async`` with a session id: the same steps, awaited."""
     session_id = _check(session_id, state, ledger, token_ledger)
-    steps = _steps(session_id, _history(messages), ledger, token_ledger, asm.config.on_store_error)
-    reply: Any = None
-    error: BaseException | None = None
+    steps = _session(asm, store, session_id, messages, tools, system, pinned, ledger, tighten,
+                     token_ledger)  # fmt: skip
     try:
-        while True:
-            try:
-                op = steps.send(reply) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return _finish(asm, session_id, stop.value)
-            reply = error = None
-            try:
-                if isinstance(op, _Get):
-                    reply = await store.aget(session_id)
-                elif isinstance(op, _Put):
-                    reply = await store.aput(session_id, op.data, op.expected)
-                    if reply is None:
-                        _count(asm, "conflict")
-                elif op.stateful:
-                    reply = await asm._arouted(
-                        messages,
-                        tools,
-                        system,
-                        pinned,
-                        op.ledger,
-                        tighten,
-                        op.state,
-                        op.token_ledger,
-                        stateful=True,
-                    )
-                else:
-                    reply = await asm.assemble_async(
-                        messages,
-                        tools,
-                        system=system,
-                        pinned=pinned,
-                        ledger=op.ledger,
-                        tighten=tighten,
-                        token_ledger=op.token_ledger,
-                    )
-            except (StoreError, StaleStateError) as e:
-                error = e
+        done = await flow.arun(steps)
     except StoreError as e:
         _rejected(asm, e)
         raise
+    return _finish(asm, session_id, done)
+
+
+def _session(
+    asm: Assembler,
+    store: SessionStore,
+    session_id: str,
+    messages: Any,
+    tools: Any,
+    system: Any,
+    pinned: Iterable[int] | None,
+    ledger: Any,
+    tighten: int,
+    token_ledger: Any,
+) -> Flow[tuple[AssemblyResult, StoreOutcome]]:
+    """The session's steps around the assembly of ``messages``."""
+
+    def assembly(
+        state: AssemblyState | None,
+        work: SideEffectLedger | None,
+        tokens: TokenLedger | None,
+        stateful: bool,
+    ) -> Flow[AssemblyResult]:
+        return asm._flow(messages, tools, system, pinned, work, tighten, state, tokens, stateful)
+
+    return _steps(asm, store, session_id, _history(messages), assembly, ledger, token_ledger)
 
 
 def _history(messages: Any) -> int:
