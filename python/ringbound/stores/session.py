@@ -285,14 +285,10 @@ def assemble(
 ) -> AssemblyResult:
     """``Assembler.assemble`` with a session id (see the module's docstring)."""
     session_id = _check(session_id, state, ledger, token_ledger)
-    steps = _session(asm, store, session_id, messages, tools, system, pinned, ledger, tighten,
-                     token_ledger)  # fmt: skip
-    try:
-        done = flow.run(steps)
-    except StoreError as e:
-        _rejected(asm, e)
-        raise
-    return _finish(asm, session_id, done)
+    return flow.run(
+        _session(asm, store, session_id, messages, tools, system, pinned, ledger, tighten,
+                 token_ledger)
+    )  # fmt: skip
 
 
 async def assemble_async(
@@ -310,14 +306,10 @@ async def assemble_async(
 ) -> AssemblyResult:
     """``Assembler.assemble_async`` with a session id: the same steps, awaited."""
     session_id = _check(session_id, state, ledger, token_ledger)
-    steps = _session(asm, store, session_id, messages, tools, system, pinned, ledger, tighten,
-                     token_ledger)  # fmt: skip
-    try:
-        done = await flow.arun(steps)
-    except StoreError as e:
-        _rejected(asm, e)
-        raise
-    return _finish(asm, session_id, done)
+    return await flow.arun(
+        _session(asm, store, session_id, messages, tools, system, pinned, ledger, tighten,
+                 token_ledger)
+    )  # fmt: skip
 
 
 def _session(
@@ -332,7 +324,7 @@ def _session(
     tighten: int,
     token_ledger: Any,
 ) -> Flow[tuple[AssemblyResult, StoreOutcome]]:
-    """The session's steps around the assembly of ``messages``."""
+    """The session's steps around the assembly of ``messages``, and its report."""
 
     def assembly(
         state: AssemblyState | None,
@@ -342,7 +334,13 @@ def _session(
     ) -> Flow[AssemblyResult]:
         return asm._flow(messages, tools, system, pinned, work, tighten, state, tokens, stateful)
 
-    return _steps(asm, store, session_id, _history(messages), assembly, ledger, token_ledger)
+    steps = _steps(asm, store, session_id, _history(messages), assembly, ledger, token_ledger)
+    try:
+        done = yield from steps
+    except StoreError as e:
+        _rejected(asm, e)
+        raise
+    return _finish(asm, session_id, done)
 
 
 def _history(messages: Any) -> int:
