@@ -267,9 +267,11 @@ class Assembler:
                 ``fail_closed``.
         """
         if session_id is not None:
-            return sessions.assemble(
-                self, self.store, session_id, messages, tools, system, pinned, ledger,
-                tighten, state, token_ledger,
+            return flow.run(
+                sessions.session_flow(
+                    self, self.store, session_id, messages, tools, system, pinned, ledger,
+                    tighten, state, token_ledger,
+                )
             )  # fmt: skip
         return self._routed(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
 
@@ -436,9 +438,11 @@ class Assembler:
         a worker thread, so the event loop is never blocked by a summary; the store's async
         methods are awaited. Same arguments, result and errors as ``assemble``."""
         if session_id is not None:
-            return await sessions.assemble_async(
-                self, self.store, session_id, messages, tools, system, pinned, ledger,
-                tighten, state, token_ledger,
+            return await flow.arun(
+                sessions.session_flow(
+                    self, self.store, session_id, messages, tools, system, pinned, ledger,
+                    tighten, state, token_ledger,
+                )
             )  # fmt: skip
         return await self._arouted(
             messages, tools, system, pinned, ledger, tighten, state, token_ledger

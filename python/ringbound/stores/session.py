@@ -5,7 +5,8 @@ winner saw a longer history, keeps the winner's checkpoint and only adds its ent
 ledger entry is lost and no older checkpoint replaces a newer one.
 
 The steps are written once, as a flow (``ringbound.flow``) that yields the loads and saves
-and nests the assembly's own flow; ``assemble`` runs it, ``assemble_async`` awaits it."""
+and nests the assembly's own flow; ``Assembler.assemble`` runs it, ``assemble_async`` awaits
+it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import cache_markers, flow
+from .. import cache_markers
 from ..errors import ConfigError, StaleStateError, StoreError
 from ..flow import Flow
 from ..ledgers.side_effects import SideEffectLedger
@@ -29,7 +30,7 @@ from .record import SessionRecord, UnreadableRecord
 if TYPE_CHECKING:
     from ..assembler import Assembler, AssemblyResult
 
-__all__ = ["MAX_CONFLICTS", "StoreOutcome", "assemble", "assemble_async"]
+__all__ = ["MAX_CONFLICTS", "StoreOutcome", "session_flow"]
 
 logger = logging.getLogger("ringbound")
 
@@ -270,7 +271,7 @@ def _rejected(asm: Assembler, e: StoreError) -> None:
     tracing.rejected(e, asm.provider, asm._sink, None)
 
 
-def assemble(
+def session_flow(
     asm: Assembler,
     store: SessionStore,
     session_id: Any,
@@ -282,49 +283,10 @@ def assemble(
     tighten: int,
     state: Any,
     token_ledger: Any,
-) -> AssemblyResult:
-    """``Assembler.assemble`` with a session id (see the module's docstring)."""
+) -> Flow[AssemblyResult]:
+    """``Assembler.assemble`` with a session id, as a flow (see the module's docstring): the
+    session's steps around the assembly of ``messages``, and its report."""
     session_id = _check(session_id, state, ledger, token_ledger)
-    return flow.run(
-        _session(asm, store, session_id, messages, tools, system, pinned, ledger, tighten,
-                 token_ledger)
-    )  # fmt: skip
-
-
-async def assemble_async(
-    asm: Assembler,
-    store: SessionStore,
-    session_id: Any,
-    messages: Any,
-    tools: Any,
-    system: Any,
-    pinned: Iterable[int] | None,
-    ledger: Any,
-    tighten: int,
-    state: Any,
-    token_ledger: Any,
-) -> AssemblyResult:
-    """``Assembler.assemble_async`` with a session id: the same steps, awaited."""
-    session_id = _check(session_id, state, ledger, token_ledger)
-    return await flow.arun(
-        _session(asm, store, session_id, messages, tools, system, pinned, ledger, tighten,
-                 token_ledger)
-    )  # fmt: skip
-
-
-def _session(
-    asm: Assembler,
-    store: SessionStore,
-    session_id: str,
-    messages: Any,
-    tools: Any,
-    system: Any,
-    pinned: Iterable[int] | None,
-    ledger: Any,
-    tighten: int,
-    token_ledger: Any,
-) -> Flow[tuple[AssemblyResult, StoreOutcome]]:
-    """The session's steps around the assembly of ``messages``, and its report."""
 
     def assembly(
         state: AssemblyState | None,
