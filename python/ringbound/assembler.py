@@ -266,16 +266,13 @@ class Assembler:
             StoreError: With ``session_id``: the store failed and ``on_store_error`` is
                 ``fail_closed``.
         """
-        if session_id is not None:
-            return flow.run(
-                sessions.session_flow(
-                    self, self.store, session_id, messages, tools, system, pinned, ledger,
-                    tighten, state, token_ledger,
-                )
-            )  # fmt: skip
-        return self._routed(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+        return flow.run(
+            self._entry(
+                messages, tools, system, pinned, ledger, tighten, state, token_ledger, session_id
+            )
+        )
 
-    def _routed(
+    def _entry(
         self,
         messages: list[Any],
         tools: list[Any] | None,
@@ -285,14 +282,15 @@ class Assembler:
         tighten: int,
         state: AssemblyState | None,
         token_ledger: TokenLedger | None,
-        stateful: bool = False,
-    ) -> AssemblyResult:
-        """One assembly without a session, its summarizer and counter run in this thread."""
-        return flow.run(
-            self._flow(
-                messages, tools, system, pinned, ledger, tighten, state, token_ledger, stateful
-            )
-        )
+        session_id: str | None,
+    ) -> flow.Flow[AssemblyResult]:
+        """The flow of one ``assemble`` call: within its session when it names one."""
+        if session_id is not None:
+            return sessions.session_flow(
+                self, self.store, session_id, messages, tools, system, pinned, ledger,
+                tighten, state, token_ledger,
+            )  # fmt: skip
+        return self._flow(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
 
     def _flow(
         self,
@@ -437,31 +435,10 @@ class Assembler:
         """``assemble`` for async callers: an async summarizer is awaited, a sync one runs in
         a worker thread, so the event loop is never blocked by a summary; the store's async
         methods are awaited. Same arguments, result and errors as ``assemble``."""
-        if session_id is not None:
-            return await flow.arun(
-                sessions.session_flow(
-                    self, self.store, session_id, messages, tools, system, pinned, ledger,
-                    tighten, state, token_ledger,
-                )
-            )  # fmt: skip
-        return await self._arouted(
-            messages, tools, system, pinned, ledger, tighten, state, token_ledger
-        )
-
-    async def _arouted(
-        self,
-        messages: list[Any],
-        tools: list[Any] | None,
-        system: Any,
-        pinned: Iterable[int] | None,
-        ledger: SideEffectLedger | None,
-        tighten: int,
-        state: AssemblyState | None,
-        token_ledger: TokenLedger | None,
-    ) -> AssemblyResult:
-        """``_routed`` for ``assemble_async``: the summarizer awaited."""
         return await flow.arun(
-            self._flow(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+            self._entry(
+                messages, tools, system, pinned, ledger, tighten, state, token_ledger, session_id
+            )
         )
 
     def _observed(
