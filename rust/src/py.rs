@@ -26,6 +26,9 @@ use panic::guard;
 
 /// `ringbound.providers.openai_chat`, which writes the insertions of a chat request.
 static CHAT: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+/// `ringbound.errors`, looked up once: an error raised on every refused request should not
+/// pay an import and five attribute reads each time.
+static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
 /// Serialized messages as Python passes them: one JSON array (`bytes`), or a list of arrays
 /// whose elements follow each other. Holds the objects so their bytes can be lent to the core.
@@ -86,7 +89,9 @@ fn to_py(py: Python<'_>, err: CoreError) -> PyErr {
 }
 
 fn raise(py: Python<'_>, err: &CoreError) -> PyResult<PyErr> {
-    let errors = py.import("ringbound.errors")?;
+    let errors = ERRORS
+        .get_or_try_init(py, || py.import("ringbound.errors").map(Bound::unbind))?
+        .bind(py);
     let text = err.to_string();
     let kwargs = PyDict::new(py);
     let class = match err {
