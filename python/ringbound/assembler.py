@@ -243,7 +243,7 @@ class Assembler:
             ...                      "messages": [{"role": "user", "content": "hi"}]})
             >>> res = asm.assemble_body(body)
             >>> res.model, res.report.budget
-            ('gpt-4o-mini', 127000)
+            ('gpt-4o-mini', 125976)
         """
         base = config if config is not None else AssemblyConfig()
         keep = base.to_dict()
