@@ -141,8 +141,8 @@ def section(repeat: int, clock: Callable[[], float]) -> str:
     sha_one, sha_two = m["control"]
     warm = t["openai_chat body warm"]
     rows = [
-        f"| chat body, 200 turns ({sizes['openai_chat'] // 1000} KB) | `assemble_body` warm (history cached, next ring new) "
-        f"| {ms(warm)} |",
+        f"| chat body, 200 turns ({sizes['openai_chat'] // 1000} KB) | `assemble_body` warm "
+        f"(history cached, next ring new) | {ms(warm)} |",
         f"| | `assemble_body`, every message cached | {ms(t['chat body cached'])} |",
         f"| | `orjson.loads` of the body | {ms(t['chat orjson.loads'])} |",
         f"| | dict path warm (loads + `assemble` + dumps) | {ms(t['chat dict warm'])} |",
