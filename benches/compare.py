@@ -22,6 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import body_path
 import langchain_baseline as lc
 import orjson
 import pure_python
@@ -490,6 +491,7 @@ def main() -> None:
     section("Threads", threads_section(threads))
     size, rss = memory(workload.BUDGET)
     section("Peak memory", memory_section(size, rss))
+    section("Gateway path (`assemble_body`, issue 14)", body_path.section(repeat, clock))
     section("Bars", bars_section(ref, corpus_timings, rates, threads, size, rss))
     print(f"Load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores.")
 

@@ -33,13 +33,17 @@ def test_the_core_works_after_a_panic() -> None:
 
 def test_every_function_of_the_binding_runs_inside_the_guard() -> None:
     """A new ``#[pyfunction]`` or method whose body is not ``guard(py, ...)`` fails here."""
-    source = BINDING.read_text(encoding="utf-8")
+    files = [BINDING, *sorted((BINDING.parent / "py").glob("*.rs"))]
+    source = "\n".join(f.read_text(encoding="utf-8") for f in files)
     exposed = {}
     for marker in ("#[pyfunction]", "#[new]", "#[pymethods]"):
         for chunk in source.split(marker)[1:]:
-            for name, body in re.findall(r"\n\s*(?:pub )?fn (\w+)[^{;]*\{\n\s*(\S+)", chunk)[:1]:
+            for name, body in re.findall(
+                r"\n\s*(?:pub(?:\(\w+\))? )?fn (\w+)[^{;]*\{\n\s*(\S+)", chunk
+            )[:1]:
                 exposed[name] = body
     assert {"plan_openai_chat", "count_openai_chat", "count_text", "cache_clear"} <= set(exposed)
+    assert {"assemble_openai_chat_body", "body_head", "_panic"} <= set(exposed)
     trivial = {"__len__", "bytes", "new"}  # a field read, or CountCache's constructor
     unguarded = [n for n, first in exposed.items() if n not in trivial and first != "guard(py,"]
     assert unguarded == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 from . import counters, models
 from ._core import CountCache, __version__
 from .assembler import Assembler, AssemblyResult
+from .body import BodyResult
 from .cli.calibrate import Calibration, calibrate, load_usage
 from .config import AssemblyConfig
 from .counting import count_text, count_tokens, validate
@@ -16,6 +17,7 @@ from .errors import (
     ConfigError,
     CounterError,
     InternalError,
+    InvalidBodyError,
     InvalidMessageError,
     PairingError,
     PairingIssue,
@@ -73,6 +75,7 @@ __all__ = [
     "AssemblyReport",
     "AssemblyResult",
     "AssemblyState",
+    "BodyResult",
     "BudgetExceededError",
     "Calibration",
     "Calibrator",
@@ -82,6 +85,7 @@ __all__ = [
     "CounterError",
     "InternalError",
     "InvalidAnchorError",
+    "InvalidBodyError",
     "InvalidMessageError",
     "LedgerEntry",
     "MemoryStore",

@@ -53,6 +53,23 @@ def plan_openai_chat(
     recorded: list[tuple[str, str, str, str, str | None, str | None, int | None]] | None = None,
     replay: tuple[list[int], list[tuple[int, str]]] | None = None,
 ) -> tuple[list[Any], dict[str, Any]]: ...
+def assemble_openai_chat_body(
+    body: bytes,
+    config: CoreConfig,
+    limit: int,
+    margin: int,
+    fill: float,
+    default_reserve: int,
+    cache: CountCache | None = None,
+) -> tuple[bytes, dict[str, Any], int, int]:
+    """Assembles an OpenAI Chat body with the GIL released: ``(body, report,
+    messages_before, messages_after)``. The budget is ``floor(fill * (limit - reserve -
+    margin))``, the reserve being the body's ``max_completion_tokens``/``max_tokens`` or
+    ``default_reserve``."""
+
+def body_head(body: bytes, max_request_bytes: int) -> tuple[str | None, int | None]:
+    """A body's ``model`` and output reserve, read without building its values."""
+
 def count_openai_chat(
     messages_json: bytes | list[bytes],
     tools_json: bytes | None,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _core, cache_markers, flow, notes, routing
+from . import body as bodies
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
 from .config import AssemblyConfig
 from .counters.gate import count_gate
@@ -124,7 +125,8 @@ class Assembler:
     Args:
         config: The policy; defaults to ``AssemblyConfig()``.
         provider: Wire format of the messages: ``openai_chat`` (default), ``openai_responses``,
-            ``anthropic``, ``gemini`` or ``bedrock_converse``.
+            ``anthropic``, ``gemini`` or ``bedrock_converse``; None to detect the format of
+            each request (``detect_provider``).
         summarizer: ``callable(SummaryRequest) -> str`` (sync or async) that writes the
             summary of dropped units (``ringbound.summary.summarizers`` has an OpenAI-compatible one
             and a deterministic extractive one); None to drop without summarizing.
@@ -156,7 +158,7 @@ class Assembler:
     def __init__(
         self,
         config: AssemblyConfig | None = None,
-        provider: str = "openai_chat",
+        provider: str | None = "openai_chat",
         summarizer: Any = None,
         sink: MetricsSink | None = None,
         tracer: Any = None,
@@ -164,6 +166,8 @@ class Assembler:
         store: SessionStore | None = None,
         counter: Any = None,
         calibrator: Any = None,
+        *,
+        _model_overrides: dict[str, Any] | None = None,
     ) -> None:
         self.config = config if config is not None else AssemblyConfig()
         if not isinstance(self.config, AssemblyConfig):
@@ -171,7 +175,9 @@ class Assembler:
                 f"config must be an AssemblyConfig, got {type(self.config).__name__}",
                 key="config",
             )
-        self.provider = check_provider(provider)
+        #: Whether each request's format is detected (``provider=None``).
+        self._detect = provider is None
+        self.provider = check_provider("openai_chat" if provider is None else provider)
         if summarizer is not None and not callable(summarizer):
             raise ConfigError(
                 f"summarizer must be callable, got {type(summarizer).__name__}",
@@ -207,6 +213,109 @@ class Assembler:
         #: inner assemblers leave that to the gate).
         self._accounts = True
         self._gate = count_gate(self, counter, calibrator, cache)
+        kwargs = dict(summarizer=summarizer, sink=sink, tracer=tracer, cache=cache)
+        kwargs.update(store=self.store, counter=counter, calibrator=calibrator)
+        self._variants = bodies.Variants(self, kwargs, _model_overrides)
+
+    @classmethod
+    def for_models(
+        cls,
+        provider: str | None = None,
+        config: AssemblyConfig | None = None,
+        **kwargs: Any,
+    ) -> Assembler:
+        """An Assembler that sizes each body by its ``model``: ``assemble_body`` takes the
+        models-table entry the body names (``AssemblyConfig.for_model``, with the body's
+        ``max_tokens`` as the output reserve when it has one), and ``config`` for a model the
+        table does not know.
+
+        Args:
+            provider: The bodies' format; None (the default) detects it per body.
+            config: The policy for unknown models, and the source of every key
+                ``for_model`` does not set (the window, reserve, encoding and ratio come from
+                the table).
+            **kwargs: Any other ``Assembler`` argument (``summarizer``, ``store``, ...).
+
+        Example:
+            >>> import orjson, ringbound as rb
+            >>> asm = rb.Assembler.for_models(provider="openai_chat")
+            >>> body = orjson.dumps({"model": "gpt-4o-mini", "max_tokens": 1000,
+            ...                      "messages": [{"role": "user", "content": "hi"}]})
+            >>> res = asm.assemble_body(body)
+            >>> res.model, res.report.budget
+            ('gpt-4o-mini', 125976)
+        """
+        base = config if config is not None else AssemblyConfig()
+        keep = base.to_dict()
+        for key in ("model_input_limit", "output_reserve_tokens", "encoding", "token_ratio"):
+            keep.pop(key, None)
+        return cls(base, provider, _model_overrides=keep, **kwargs)
+
+    def assemble_body(
+        self,
+        body: bytes,
+        *,
+        state: AssemblyState | None = None,
+        session_id: str | None = None,
+    ) -> bodies.BodyResult:
+        """Assembles a provider's whole request body: the history (with the system and
+        tools) fitted to the budget, every other field kept as it was.
+
+        OpenAI Chat bodies are read and written by the core with the GIL released (kept
+        messages are the input's own bytes); the other formats, and a call that needs Python
+        (a summarizer, ``state``, ``session_id``, provider counts), take the dict path:
+        ``orjson`` parse, ``assemble``, serialize. ``result.path`` says which ran. The
+        body's ``max_tokens`` (``max_completion_tokens``, ``max_output_tokens``,
+        ``generationConfig.maxOutputTokens``, ``inferenceConfig.maxTokens``) is the output
+        reserve when present. See docs/gateway.md.
+
+        Args:
+            body: The JSON request body (bytes, bytearray or memoryview).
+            state: As for ``assemble``.
+            session_id: As for ``assemble``.
+
+        Returns:
+            The body to send, its report and the next state.
+
+        Raises:
+            InvalidBodyError: The body is not a JSON object of its provider's shape (not
+                UTF-8, truncated, over ``max_request_bytes``, a history that is not a list,
+                a ``max_tokens`` that is not a count).
+            InvalidMessageError: A message of the history is malformed (its index named),
+                or the format cannot be detected.
+            PairingError, BudgetExceededError, SummaryError, StaleStateError, StoreError:
+                As for ``assemble``.
+            ConfigError: As for ``assemble``; also when the body's output reserve leaves no
+                budget.
+        """
+        return flow.run(self._body_flow(body, state, session_id))
+
+    async def assemble_body_async(
+        self,
+        body: bytes,
+        *,
+        state: AssemblyState | None = None,
+        session_id: str | None = None,
+    ) -> bodies.BodyResult:
+        """``assemble_body`` for async callers: the native path runs inline (the core holds
+        no GIL and takes about as long as parsing the body), the dict path awaits
+        ``assemble_async``. Same arguments, result and errors as ``assemble_body``."""
+        return await flow.arun(self._body_flow(body, state, session_id))
+
+    def _body_flow(
+        self, body: bytes, state: AssemblyState | None, session_id: str | None
+    ) -> flow.Flow[bodies.BodyResult]:
+        """One ``assemble_body`` call as a flow: the native path at once, or the dict path's
+        assembly nested."""
+        got = bodies.assemble(self, body, state, session_id)
+        if isinstance(got, bodies.BodyResult):
+            return got
+        target, parsed, shape, provider, entry, why = got
+        history, tools, system = bodies.split(parsed, shape)
+        result = yield from target._entry(
+            history, tools, system, (), None, 0, state, None, session_id
+        )
+        return bodies.joined(parsed, shape, result, tools, provider, entry, why)
 
     def assemble(
         self,
@@ -284,7 +393,12 @@ class Assembler:
         token_ledger: TokenLedger | None,
         session_id: str | None,
     ) -> flow.Flow[AssemblyResult]:
-        """The flow of one ``assemble`` call: within its session when it names one."""
+        """The flow of one ``assemble`` call: by the detected provider's assembler when this
+        one detects, within its session when the call names one."""
+        if self._detect:
+            return self._variants.detected(messages)._entry(
+                messages, tools, system, pinned, ledger, tighten, state, token_ledger, session_id
+            )
         if session_id is not None:
             return sessions.session_flow(
                 self, self.store, session_id, messages, tools, system, pinned, ledger,

@@ -11,6 +11,7 @@ __all__ = [
     "ConfigError",
     "CounterError",
     "InternalError",
+    "InvalidBodyError",
     "InvalidMessageError",
     "PairingError",
     "PairingIssue",
@@ -55,6 +56,20 @@ class InvalidMessageError(RingboundError, ValueError):
         super().__init__(message)
         self.index = index
         self.reason = reason or message
+
+
+class InvalidBodyError(InvalidMessageError):
+    """A request body given to ``assemble_body`` is not what its provider sends: not UTF-8,
+    not JSON, not an object, over ``max_request_bytes``, or a field of the wrong type (a
+    history that is not a list, a ``max_tokens`` that is not a count). ``index`` is None;
+    a malformed message inside a well-formed body is an ``InvalidMessageError`` naming it.
+
+    Attributes:
+        reason: What is wrong.
+    """
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message, index=None, reason=reason)
 
 
 class PairingError(RingboundError, ValueError):

@@ -40,6 +40,8 @@ pub enum CoreError {
     },
     /// A configuration value is out of its range.
     Config { key: String, reason: String },
+    /// A request body (the gateway path) is not a JSON object of the provider's shape.
+    InvalidBody { reason: String },
     /// A previous plan to replay does not describe this request (the history changed).
     StaleState { reason: String },
 }
@@ -92,6 +94,7 @@ impl fmt::Display for CoreError {
                 buckets.middle
             ),
             CoreError::StaleState { reason } => write!(f, "the assembly state is stale: {reason}"),
+            CoreError::InvalidBody { reason } => write!(f, "{reason}"),
             CoreError::Config { key, reason } => write!(f, "config `{key}`: {reason}"),
         }
     }

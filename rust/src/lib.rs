@@ -2,6 +2,7 @@
 //! and the stage loop that plans which messages the next request keeps. No Python here; the
 //! binding lives in `py` behind the `python` feature.
 
+pub mod body;
 pub mod cache;
 pub mod count;
 pub mod error;

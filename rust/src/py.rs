@@ -19,6 +19,7 @@ use crate::plan::{self, Item, Layout, PlanConfig, Replay, Stage};
 use crate::request::{load_openai_chat, Limits, Scheme};
 use crate::rewrite::RewriteKind;
 
+mod body;
 mod objects;
 mod panic;
 
@@ -126,6 +127,10 @@ fn raise(py: Python<'_>, err: &CoreError) -> PyResult<PyErr> {
         CoreError::StaleState { reason } => {
             kwargs.set_item("reason", reason)?;
             "StaleStateError"
+        }
+        CoreError::InvalidBody { reason } => {
+            kwargs.set_item("reason", reason)?;
+            "InvalidBodyError"
         }
     };
     let exc = errors.getattr(class)?.call((text,), Some(&kwargs))?;
@@ -519,46 +524,52 @@ fn plan_openai_chat<'py>(
                 }
             }
         }
-        let report = PyDict::new(py);
-        report.set_item("tokens_before", plan.tokens_before)?;
-        report.set_item("tokens_before_exact", plan.tokens_before_exact)?;
-        report.set_item("tokens_after", plan.tokens_after)?;
-        report.set_item("budget", plan.budget)?;
-        let spans = |spans: &[plan::Span]| -> Vec<(usize, usize)> {
-            spans.iter().map(|s| (s.start, s.end)).collect()
-        };
-        report.set_item("dropped_rings", spans(&plan.dropped_rings))?;
-        report.set_item("dropped_turns", spans(&plan.dropped_turns))?;
-        let stages = PyList::empty(py);
-        for s in &plan.stages {
-            stages.append((s.stage, s.units, s.tokens_saved))?;
-        }
-        report.set_item("stages", stages)?;
-        report.set_item("repairs", plan.repairs.clone())?;
-        let added = PyList::empty(py);
-        for e in &plan.ledger_added {
-            added.append((
-                &e.tool,
-                &e.call_id,
-                e.args.to_string(),
-                &e.status,
-                &e.idempotency_key,
-                &e.resource_id,
-                e.turn,
-            ))?;
-        }
-        let rewrites = PyList::empty(py);
-        for r in &plan.rewrites {
-            rewrites.append((r.index, r.kind.name(), r.tokens_saved))?;
-        }
-        report.set_item("rewrites", rewrites)?;
-        report.set_item("summary_notes", plan.summary_notes.clone())?;
-        report.set_item("ledger_added", added)?;
-        report.set_item("ledger_entries", plan.ledger_entries)?;
-        report.set_item("bucket_tokens", bucket_dict(py, &plan.buckets)?)?;
-        report.set_item("tools_dropped", plan.tools_dropped)?;
+        let report = plan_report(py, &plan)?;
         Ok((items, report))
     })
+}
+
+/// The raw report of a plan, as `assembler._report` reads it.
+fn plan_report<'py>(py: Python<'py>, plan: &plan::Plan) -> PyResult<Bound<'py, PyDict>> {
+    let report = PyDict::new(py);
+    report.set_item("tokens_before", plan.tokens_before)?;
+    report.set_item("tokens_before_exact", plan.tokens_before_exact)?;
+    report.set_item("tokens_after", plan.tokens_after)?;
+    report.set_item("budget", plan.budget)?;
+    let spans = |spans: &[plan::Span]| -> Vec<(usize, usize)> {
+        spans.iter().map(|s| (s.start, s.end)).collect()
+    };
+    report.set_item("dropped_rings", spans(&plan.dropped_rings))?;
+    report.set_item("dropped_turns", spans(&plan.dropped_turns))?;
+    let stages = PyList::empty(py);
+    for s in &plan.stages {
+        stages.append((s.stage, s.units, s.tokens_saved))?;
+    }
+    report.set_item("stages", stages)?;
+    report.set_item("repairs", plan.repairs.clone())?;
+    let added = PyList::empty(py);
+    for e in &plan.ledger_added {
+        added.append((
+            &e.tool,
+            &e.call_id,
+            e.args.to_string(),
+            &e.status,
+            &e.idempotency_key,
+            &e.resource_id,
+            e.turn,
+        ))?;
+    }
+    let rewrites = PyList::empty(py);
+    for r in &plan.rewrites {
+        rewrites.append((r.index, r.kind.name(), r.tokens_saved))?;
+    }
+    report.set_item("rewrites", rewrites)?;
+    report.set_item("summary_notes", plan.summary_notes.clone())?;
+    report.set_item("ledger_added", added)?;
+    report.set_item("ledger_entries", plan.ledger_entries)?;
+    report.set_item("bucket_tokens", bucket_dict(py, &plan.buckets)?)?;
+    report.set_item("tools_dropped", plan.tools_dropped)?;
+    Ok(report)
 }
 
 /// Tokens of an OpenAI Chat request: every message with its framing, the reply priming, and
@@ -731,6 +742,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CoreConfig>()?;
     m.add_class::<PyCountCache>()?;
     m.add_function(wrap_pyfunction!(plan_openai_chat, m)?)?;
+    m.add_function(wrap_pyfunction!(body::assemble_openai_chat_body, m)?)?;
+    m.add_function(wrap_pyfunction!(body::body_head, m)?)?;
     m.add_function(wrap_pyfunction!(count_openai_chat, m)?)?;
     m.add_function(wrap_pyfunction!(count_text, m)?)?;
     m.add_function(wrap_pyfunction!(cut_text, m)?)?;

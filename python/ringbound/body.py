@@ -1,0 +1,309 @@
+"""The gateway path: a provider's whole request body in, the body to send out.
+
+OpenAI Chat bodies are assembled by the Rust core from end to end with the GIL released
+(``path == "native"``): kept messages are copied as the input's own bytes and every other
+field keeps its bytes. The other formats, and calls that need Python (a summarizer, a state,
+a session, provider counts), parse the body, run ``assemble`` and serialize it again, keeping
+every field but the history, the system and the tools (``path == "dict"``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from . import _core
+from .config import AssemblyConfig
+from .detect import detect_provider
+from .errors import InvalidBodyError
+from .observability import tracing
+from .report import AssemblyReport
+from .state import AssemblyState
+
+if TYPE_CHECKING:
+    from .assembler import Assembler
+
+__all__ = ["NATIVE_PROVIDERS", "BodyResult"]
+
+#: Providers whose bodies the core assembles without the GIL.
+NATIVE_PROVIDERS = frozenset({"openai_chat"})
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """Where a provider's body keeps its history, system and tools, and which fields go
+    with its tools (dropped with them: a provider refuses a tool choice without tools)."""
+
+    history: str
+    system: str | None
+    tools: tuple[str, ...]
+    with_tools: tuple[str, ...]
+
+
+_SHAPES = {
+    "openai_chat": _Shape("messages", None, ("tools",), ("tool_choice", "parallel_tool_calls")),
+    "openai_responses": _Shape(
+        "input", "instructions", ("tools",), ("tool_choice", "parallel_tool_calls")
+    ),
+    "anthropic": _Shape("messages", "system", ("tools",), ("tool_choice",)),
+    "gemini": _Shape("contents", "systemInstruction", ("tools",), ("toolConfig",)),
+    "bedrock_converse": _Shape("messages", "system", ("toolConfig", "tools"), ("toolConfig",)),
+}
+#: Where each format may name its output reserve, the first present winning (as the core
+#: reads it for the native path).
+_RESERVE_PATHS = (
+    ("max_completion_tokens",),
+    ("max_tokens",),
+    ("max_output_tokens",),
+    ("generationConfig", "maxOutputTokens"),
+    ("inferenceConfig", "maxTokens"),
+)
+#: Assemblers made for a (provider, model, reserve) are kept this many at most.
+_VARIANTS = 256
+
+
+@dataclass(frozen=True)
+class BodyResult:
+    """An assembled request body.
+
+    Attributes:
+        body: The JSON body to send: every field of the input but the history, the system and
+            the tools as it was (and in the native path, as the same bytes).
+        report: What the assembly did.
+        state: The checkpoint for the next turn when a ``state`` was given or the config is
+            ``cache_stable``; None otherwise.
+        provider: The body's format (the assembler's, or the one detected).
+        path: ``native`` (the core read and wrote the body, the GIL released) or ``dict``
+            (parsed in Python, assembled by ``assemble``, serialized again).
+        path_reason: Why the dict path was taken; None on the native path.
+        model: The models-table entry the body's ``model`` picked (``Assembler.for_models``),
+            else None.
+    """
+
+    body: bytes
+    report: AssemblyReport
+    state: AssemblyState | None = None
+    provider: str = "openai_chat"
+    path: str = "native"
+    path_reason: str | None = None
+    model: str | None = None
+
+
+class Variants:
+    """The assemblers one ``Assembler`` uses for bodies of another provider, model or output
+    reserve: same policy, summarizer, store, cache and sinks, built once and shared."""
+
+    def __init__(
+        self, base: Assembler, kwargs: dict[str, Any], overrides: dict[str, Any] | None
+    ) -> None:
+        self._base = base
+        self._kwargs = kwargs
+        #: ``AssemblyConfig.for_model`` overrides when bodies pick their model's entry.
+        self.overrides = overrides
+        self._made: dict[tuple[str, str | None, int | None], Assembler] = {}
+        self._lock = threading.Lock()
+
+    def get(self, provider: str, model: str | None, reserve: int | None) -> Assembler:
+        """The assembler for a body of ``provider`` naming ``model`` (a table name, or None
+        for the base config) and output reserve ``reserve`` (None for the config's)."""
+        base = self._base
+        if model is None and reserve is None and provider == base.provider and not base._detect:
+            return base
+        key = (provider, model, reserve)
+        made = self._made.get(key)
+        if made is not None:
+            return made
+        config = self._config(model, reserve)
+        from .assembler import Assembler
+
+        made = Assembler(config, provider=provider, **self._kwargs)
+        with self._lock:
+            if len(self._made) >= _VARIANTS:
+                self._made.clear()
+            self._made[key] = made
+        return made
+
+    def detected(self, messages: Any) -> Assembler:
+        """The assembler for ``messages`` of the format ``detect_provider`` finds in them."""
+        return self.get(detect_provider(messages), None, None)
+
+    def _config(self, model: str | None, reserve: int | None) -> AssemblyConfig:
+        extra = {} if reserve is None else {"output_reserve_tokens": reserve}
+        if model is not None:
+            return AssemblyConfig.for_model(model, **{**(self.overrides or {}), **extra})
+        if not extra:
+            return self._base.config
+        values = self._base.config.to_dict()
+        values.update(extra)
+        return AssemblyConfig.from_dict(values)
+
+
+def _bytes(body: Any) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, (bytearray, memoryview)):
+        return bytes(body)
+    raise InvalidBodyError(
+        f"a request body must be bytes, got {type(body).__name__}",
+        reason="must be bytes",
+    )
+
+
+def _model_entry(asm: Assembler, model: Any) -> str | None:
+    """The models-table name of a body's ``model`` when the assembler picks entries by model
+    (unknown names use the assembler's own config)."""
+    if asm._variants.overrides is None or not isinstance(model, str):
+        return None
+    from .models import find
+
+    info = find(model)
+    return None if info is None else info.name
+
+
+def _native_reason(asm: Assembler, state: Any, session_id: Any) -> str | None:
+    """Why a chat body cannot take the native path, or None when it can."""
+    if session_id is not None:
+        return "session_id: the session store is read and written in Python"
+    if state is not None or asm.config.cache_stable:
+        return "cache-stable state is planned in Python"
+    if asm._summarizer is not None:
+        return "a summarizer may have to run"
+    if asm._gate is not None:
+        return "provider counts or learned figures check the request in Python"
+    if asm._placed:
+        return f"note_placement {asm.config.note_placement} places notes in Python"
+    return None
+
+
+def assemble(
+    asm: Assembler, body: Any, state: Any = None, session_id: Any = None
+) -> BodyResult | tuple[Assembler, dict[str, Any], _Shape, str, str | None, str]:
+    """``Assembler.assemble_body``: the native result, or what the dict path needs."""
+    data = _bytes(body)
+    limit = asm.config.max_request_bytes
+    if len(data) > limit:
+        reason = f"the request body is {len(data)} bytes, over max_request_bytes = {limit}"
+        raise InvalidBodyError(reason, reason=reason)
+    if not asm._detect and asm.provider in NATIVE_PROVIDERS:
+        model, entry, reserve = None, None, None
+        if asm._variants.overrides is not None:
+            model, reserve = _core.body_head(data, limit)
+            entry = _model_entry(asm, model)
+        target = asm._variants.get(asm.provider, entry, reserve)
+        why = _native_reason(target, state, session_id)
+        if why is None:
+            return _native(target, data, entry)
+    parsed = _parse(data)
+    provider = detect_provider(parsed) if asm._detect else asm.provider
+    entry = _model_entry(asm, parsed.get("model"))
+    target = asm._variants.get(provider, entry, _reserve(parsed))
+    why = _native_reason(target, state, session_id)
+    if provider not in NATIVE_PROVIDERS:
+        why = f"{provider} bodies are not assembled natively yet"
+    elif why is None:
+        # A detected chat body: the format cost a parse, the assembly is still native.
+        return _native(target, data, entry)
+    return target, parsed, _SHAPES[provider], provider, entry, why
+
+
+def _native(asm: Assembler, data: bytes, entry: str | None) -> BodyResult:
+    from .assembler import _report
+
+    cfg = asm.config
+    start = time.perf_counter()
+    span = tracing.start_span(asm._tracer, asm.provider)
+    try:
+        out, raw, before, after = _core.assemble_openai_chat_body(
+            data,
+            asm._core,
+            cfg.model_input_limit,
+            cfg.margin_tokens,
+            cfg.emergency_ratio,
+            cfg.output_reserve_tokens,
+            asm._cache,
+        )
+        report = _report(
+            raw, asm._redactor, messages_before=before, messages_after=after, start=start
+        )
+        tracing.assembled(report, data, asm.provider, asm._sink, span)
+    except BaseException as e:
+        tracing.rejected(e, asm.provider, asm._sink, span)
+        raise
+    return BodyResult(body=out, report=report, provider=asm.provider, model=entry)
+
+
+def _parse(data: bytes) -> dict[str, Any]:
+    try:
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        reason = f"the request body is not valid JSON ({e})"
+        raise InvalidBodyError(reason, reason=reason) from None
+    if not isinstance(parsed, dict):
+        reason = "the request body must be a JSON object"
+        raise InvalidBodyError(reason, reason=reason)
+    return parsed
+
+
+def _reserve(parsed: dict[str, Any]) -> int | None:
+    """The output reserve a parsed body names, as the core reads it from bytes."""
+    for path in _RESERVE_PATHS:
+        value: Any = parsed
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            name = ".".join(path)
+            reason = f"{name} must be a non-negative integer, got {value!r:.40}"
+            raise InvalidBodyError(reason, reason=reason)
+        return value
+    return None
+
+
+def split(parsed: dict[str, Any], shape: _Shape) -> tuple[Any, Any, Any]:
+    """The history, tools and system of a parsed body."""
+    history = parsed.get(shape.history)
+    if not isinstance(history, list):
+        reason = f"{shape.history} must be a list, got {type(history).__name__}"
+        raise InvalidBodyError(reason, reason=reason)
+    tools: Any = parsed
+    for key in shape.tools:
+        tools = tools.get(key) if isinstance(tools, dict) else None
+    if tools is not None and not isinstance(tools, list):
+        reason = f"{'.'.join(shape.tools)} must be a list, got {type(tools).__name__}"
+        raise InvalidBodyError(reason, reason=reason)
+    system = parsed.get(shape.system) if shape.system is not None else None
+    return history, tools, system
+
+
+def joined(
+    parsed: dict[str, Any],
+    shape: _Shape,
+    result: Any,
+    tools: Any,
+    provider: str,
+    entry: str | None,
+    why: str,
+) -> BodyResult:
+    """The dict path's body: the input's fields with the assembled history, system and tools
+    in their places (a dropped tools schema takes its companions with it)."""
+    out = dict(parsed)
+    out[shape.history] = result.messages
+    if shape.system is not None and (result.system is not None or shape.system in out):
+        out[shape.system] = result.system
+    if tools is not None and result.tools is None:
+        for key in (shape.tools[0], *shape.with_tools):
+            out.pop(key, None)
+    return BodyResult(
+        body=orjson.dumps(out),
+        report=result.report,
+        state=result.state,
+        provider=provider,
+        path="dict",
+        path_reason=why,
+        model=entry,
+    )

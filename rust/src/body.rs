@@ -1,0 +1,471 @@
+//! The gateway path: a whole request body in, the body to send out. The top-level object is
+//! split into its fields without building values; the history is planned by the core; the
+//! output keeps every other field's bytes, copies kept messages as the input's own bytes and
+//! renders only the insertions.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::cache::CountCache;
+use crate::error::CoreError;
+use crate::json_array;
+use crate::plan::{self, Item, Plan, PlanConfig, SYNTHESIZED_RESULT_TEXT};
+use crate::request::{check_count, load_given, Given, Limits, Scheme};
+use crate::rewrite::RewriteKind;
+
+/// The fields a body may give its output reserve in, by provider (the first present wins).
+const RESERVE_KEYS: [&[&str]; 5] = [
+    &["max_completion_tokens"],
+    &["max_tokens"],
+    &["max_output_tokens"],
+    &["generationConfig", "maxOutputTokens"],
+    &["inferenceConfig", "maxTokens"],
+];
+
+/// Fields an OpenAI Chat body sends only with its `tools`: dropped with them, since the
+/// provider refuses a `tool_choice` without tools.
+const WITH_TOOLS: [&str; 3] = ["tools", "tool_choice", "parallel_tool_calls"];
+
+fn invalid(reason: impl Into<String>) -> CoreError {
+    CoreError::InvalidBody {
+        reason: reason.into(),
+    }
+}
+
+/// A JSON object's fields in their order, each value as its own bytes.
+pub struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Ordered;
+        impl<'de> Visitor<'de> for Ordered {
+            type Value = Fields<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'de>, M::Error> {
+                let mut out = Vec::new();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    out.push((key, map.next_value::<&'de RawValue>()?));
+                }
+                Ok(Fields(out))
+            }
+        }
+        d.deserialize_map(Ordered)
+    }
+}
+
+impl<'a> Fields<'a> {
+    /// The fields of the object `json`, or why it is not one.
+    fn parse(json: &'a str) -> Result<Fields<'a>, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    /// The value of `key` (the last one when a key repeats, as JSON parsers read it).
+    pub fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+}
+
+/// A request body split into its top-level fields.
+pub struct Body<'a> {
+    fields: Fields<'a>,
+}
+
+impl<'a> Body<'a> {
+    /// Splits `bytes`: InvalidBody when they exceed `max_request_bytes`, are not UTF-8, not
+    /// JSON, or not an object.
+    pub fn parse(bytes: &'a [u8], limits: Limits) -> Result<Body<'a>, CoreError> {
+        if bytes.len() > limits.max_request_bytes {
+            return Err(invalid(format!(
+                "the request body is {} bytes, over max_request_bytes = {}",
+                bytes.len(),
+                limits.max_request_bytes
+            )));
+        }
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            invalid(format!(
+                "the request body is not UTF-8 (invalid byte at {})",
+                e.valid_up_to()
+            ))
+        })?;
+        let fields = Fields::parse(text).map_err(|e| {
+            if e.classify() == serde_json::error::Category::Data {
+                invalid("the request body must be a JSON object")
+            } else {
+                invalid(format!("the request body is not valid JSON ({e})"))
+            }
+        })?;
+        Ok(Body { fields })
+    }
+
+    /// The body's `model`, when it is a string.
+    pub fn model(&self) -> Option<String> {
+        self.fields
+            .get("model")
+            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+    }
+
+    /// The output reserve the body asks for (`max_tokens` and each provider's spelling of
+    /// it), None when it names none. InvalidBody when the field is not a count.
+    pub fn reserve(&self) -> Result<Option<u64>, CoreError> {
+        for path in RESERVE_KEYS {
+            let Some(value) = self.nested(path)? else {
+                continue;
+            };
+            if value.get() == "null" {
+                continue;
+            }
+            return serde_json::from_str::<u64>(value.get())
+                .map(Some)
+                .map_err(|_| {
+                    invalid(format!(
+                        "{} must be a non-negative integer, got {}",
+                        path.join("."),
+                        preview(value.get())
+                    ))
+                });
+        }
+        Ok(None)
+    }
+
+    fn nested(&self, path: &[&str]) -> Result<Option<&'a RawValue>, CoreError> {
+        let Some(mut value) = self.fields.get(path[0]) else {
+            return Ok(None);
+        };
+        for key in &path[1..] {
+            if !value.get().starts_with('{') {
+                return Ok(None);
+            }
+            let inner = Fields::parse(value.get())
+                .map_err(|e| invalid(format!("{} is not an object ({e})", path[0])))?;
+            match inner.get(key) {
+                Some(v) => value = v,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(value))
+    }
+}
+
+/// The first characters of a JSON value, for an error message.
+fn preview(json: &str) -> String {
+    let mut out: String = json.chars().take(40).collect();
+    if out.len() < json.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// How the budget follows the body's output reserve: `limit - reserve - margin`, of which an
+/// assembly without state fills `fill` (`emergency_ratio`), as `AssemblyConfig.budget` does.
+#[derive(Clone, Copy, Debug)]
+pub struct BudgetRule {
+    pub limit: u64,
+    pub margin: u64,
+    pub fill: f64,
+    pub default_reserve: u64,
+}
+
+impl BudgetRule {
+    fn budget(&self, reserve: Option<u64>) -> Result<u64, CoreError> {
+        let reserve = reserve.unwrap_or(self.default_reserve);
+        match self
+            .limit
+            .checked_sub(reserve)
+            .and_then(|b| b.checked_sub(self.margin))
+        {
+            Some(b) if b > 0 => Ok((self.fill * b as f64).floor() as u64),
+            _ => Err(CoreError::Config {
+                key: "output_reserve_tokens".into(),
+                reason: format!(
+                    "the body's output reserve {reserve} leaves no budget in model_input_limit \
+                     {} with safety_margin_tokens {}",
+                    self.limit, self.margin
+                ),
+            }),
+        }
+    }
+}
+
+/// An assembled OpenAI Chat body and what the plan did.
+pub struct Assembled {
+    pub body: Vec<u8>,
+    pub plan: Plan,
+    pub messages_before: usize,
+    pub messages_after: usize,
+}
+
+/// Assembles an OpenAI Chat Completions body: plans its `messages` (and `tools`) under the
+/// budget its output reserve leaves, and writes the body to send.
+pub fn assemble_openai_chat(
+    bytes: &[u8],
+    cfg: &PlanConfig,
+    rule: BudgetRule,
+    scheme: Scheme,
+    limits: Limits,
+    cache: &CountCache,
+) -> Result<Assembled, CoreError> {
+    let body = Body::parse(bytes, limits)?;
+    let messages = body
+        .fields
+        .get("messages")
+        .ok_or_else(|| invalid("an OpenAI Chat body needs `messages`"))?;
+    if !messages.get().starts_with('[') {
+        return Err(invalid(format!(
+            "messages must be a list, got {}",
+            preview(messages.get())
+        )));
+    }
+    let tools = match body.fields.get("tools") {
+        None => None,
+        Some(t) if t.get() == "null" => None,
+        Some(t) if t.get().starts_with('[') => Some(t.get().as_bytes()),
+        Some(t) => {
+            return Err(invalid(format!(
+                "tools must be a list, got {}",
+                preview(t.get())
+            )))
+        }
+    };
+    let budget = rule.budget(body.reserve()?)?;
+    let elements = json_array::split(messages.get().as_bytes())?;
+    check_count(elements.len(), limits)?;
+    let given = elements.iter().map(|raw| Given::Json(raw)).collect();
+    let req = load_given(given, None, tools, scheme, cache)?;
+    let per_call;
+    let cfg = if cfg.budget == budget {
+        cfg
+    } else {
+        per_call = PlanConfig {
+            budget,
+            ..cfg.clone()
+        };
+        &per_call
+    };
+    let plan = plan::plan(&req, cfg, &[], None)?;
+    let out = render(&body.fields, &elements, &plan, bytes.len())?;
+    Ok(Assembled {
+        body: out,
+        messages_before: elements.len(),
+        messages_after: plan.items.len(),
+        plan,
+    })
+}
+
+/// The body to send: the input's fields in order, `messages` rewritten from the plan.
+fn render(
+    fields: &Fields,
+    elements: &[&[u8]],
+    plan: &Plan,
+    size: usize,
+) -> Result<Vec<u8>, CoreError> {
+    let mut out = Vec::with_capacity(size);
+    out.push(b'{');
+    let mut first = true;
+    for (key, value) in &fields.0 {
+        if plan.tools_dropped && WITH_TOOLS.contains(&key.as_ref()) {
+            continue;
+        }
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        write_str(&mut out, key);
+        out.push(b':');
+        if key == "messages" {
+            render_messages(&mut out, elements, plan)?;
+        } else {
+            out.extend_from_slice(value.get().as_bytes());
+        }
+    }
+    out.push(b'}');
+    Ok(out)
+}
+
+fn render_messages(out: &mut Vec<u8>, elements: &[&[u8]], plan: &Plan) -> Result<(), CoreError> {
+    out.push(b'[');
+    for (n, item) in plan.items.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        match item {
+            Item::Keep(i) => out.extend_from_slice(elements[*i]),
+            Item::SynthesizedResult { call_id } => {
+                out.extend_from_slice(br#"{"role":"tool","tool_call_id":"#);
+                write_str(out, call_id);
+                out.extend_from_slice(br#","content":"#);
+                write_str(out, SYNTHESIZED_RESULT_TEXT);
+                out.push(b'}');
+            }
+            Item::LedgerNote { text, role } => {
+                out.extend_from_slice(br#"{"role":"#);
+                write_str(out, role.as_str());
+                out.extend_from_slice(br#","content":"#);
+                write_str(out, text);
+                out.push(b'}');
+            }
+            Item::Rewrite { index, kind, text } => rewrite(out, elements[*index], *kind, text)?,
+            // The native path plans without a summary reserve, so the core asks for no
+            // summary; a summarizer takes the dict path.
+            Item::Summary { .. } => {
+                return Err(invalid(
+                    "a summary was planned on the body path, which runs no summarizer",
+                ))
+            }
+        }
+    }
+    out.push(b']');
+    Ok(())
+}
+
+/// A kept message with its content rewritten, every other field as the input's bytes.
+fn rewrite(out: &mut Vec<u8>, raw: &[u8], kind: RewriteKind, text: &str) -> Result<(), CoreError> {
+    let json = std::str::from_utf8(raw).map_err(|_| invalid("a message is not UTF-8"))?;
+    let fields = Fields::parse(json)
+        .map_err(|e| invalid(format!("a rewritten message is not an object ({e})")))?;
+    out.push(b'{');
+    for (n, (key, value)) in fields.0.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        write_str(out, key);
+        out.push(b':');
+        if key != "content" {
+            out.extend_from_slice(value.get().as_bytes());
+            continue;
+        }
+        match kind {
+            RewriteKind::Truncated | RewriteKind::Deduped => write_str(out, text),
+            RewriteKind::Media => media(out, value, text),
+        }
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// A content list with each image part replaced by the text part `text`.
+fn media(out: &mut Vec<u8>, content: &RawValue, text: &str) {
+    #[derive(Deserialize)]
+    struct Part<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Option<Cow<'a, str>>,
+    }
+    let Ok(parts) = serde_json::from_str::<Vec<&RawValue>>(content.get()) else {
+        out.extend_from_slice(content.get().as_bytes());
+        return;
+    };
+    out.push(b'[');
+    for (n, part) in parts.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        let image = serde_json::from_str::<Part>(part.get())
+            .is_ok_and(|p| p.kind.as_deref() == Some("image_url"));
+        if image {
+            out.extend_from_slice(br#"{"type":"text","text":"#);
+            write_str(out, text);
+            out.push(b'}');
+        } else {
+            out.extend_from_slice(part.get().as_bytes());
+        }
+    }
+    out.push(b']');
+}
+
+/// `s` as a JSON string.
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape: Option<&[u8]> = match b {
+            b'"' => Some(b"\\\""),
+            b'\\' => Some(b"\\\\"),
+            b'\n' => Some(b"\\n"),
+            b'\r' => Some(b"\\r"),
+            b'\t' => Some(b"\\t"),
+            0..=0x1f => None,
+            _ => continue,
+        };
+        out.extend_from_slice(&s.as_bytes()[start..i]);
+        match escape {
+            Some(e) => out.extend_from_slice(e),
+            None => {
+                let mut u = String::new();
+                let _ = write!(u, "\\u{b:04x}");
+                out.extend_from_slice(u.as_bytes());
+            }
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&s.as_bytes()[start..]);
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits {
+            max_messages: 1000,
+            max_request_bytes: 1 << 20,
+        }
+    }
+
+    #[test]
+    fn fields_keep_order_and_bytes() {
+        let body = Body::parse(br#"{"b": [1, 2], "a":{"x" :1}}"#, limits()).unwrap();
+        let keys: Vec<_> = body
+            .fields
+            .0
+            .iter()
+            .map(|(k, v)| (k.as_ref(), v.get()))
+            .collect();
+        assert_eq!(keys, [("b", "[1, 2]"), ("a", r#"{"x" :1}"#)]);
+    }
+
+    #[test]
+    fn malformed_bodies_are_invalid_body() {
+        for bad in [&b"[1]"[..], b"{\"a\":", b"\xff", b"", b"{} x"] {
+            assert!(matches!(
+                Body::parse(bad, limits()),
+                Err(CoreError::InvalidBody { .. })
+            ));
+        }
+        let small = Limits {
+            max_messages: 10,
+            max_request_bytes: 4,
+        };
+        assert!(Body::parse(b"{\"a\":1}", small).is_err());
+    }
+
+    #[test]
+    fn reserve_reads_each_spelling() {
+        let read = |j: &str| Body::parse(j.as_bytes(), limits()).unwrap().reserve();
+        assert_eq!(read(r#"{"max_tokens":5}"#).unwrap(), Some(5));
+        assert_eq!(
+            read(r#"{"generationConfig":{"maxOutputTokens":7}}"#).unwrap(),
+            Some(7)
+        );
+        assert_eq!(
+            read(r#"{"inferenceConfig":{"maxTokens":9}}"#).unwrap(),
+            Some(9)
+        );
+        assert_eq!(read(r#"{"max_tokens":null}"#).unwrap(), None);
+        assert!(read(r#"{"max_tokens":-1}"#).is_err());
+        assert!(read(r#"{"max_tokens":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn strings_escape_as_json() {
+        let mut out = Vec::new();
+        write_str(&mut out, "a\"b\\\n\u{1}é");
+        let back: String = serde_json::from_slice(&out).unwrap();
+        assert_eq!(back, "a\"b\\\n\u{1}é");
+    }
+}

@@ -1,0 +1,75 @@
+//! The gateway path's binding: a request body's bytes in, the body to send out, the GIL
+//! released from the first byte read to the last byte written.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use super::{chosen, guard, plan_report, to_py, CoreConfig, PyCountCache};
+use crate::body::{self, Body, BudgetRule};
+
+/// Assembles an OpenAI Chat Completions body. The budget is `limit - reserve - margin`
+/// filled to `fill`, where the reserve is the body's own (`max_completion_tokens`,
+/// `max_tokens`) or `default_reserve`. Returns `(body, report, messages_before,
+/// messages_after)`; the report is `plan_openai_chat`'s.
+#[pyfunction]
+#[pyo3(signature = (body, config, limit, margin, fill, default_reserve, cache=None))]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn assemble_openai_chat_body<'py>(
+    py: Python<'py>,
+    body: &[u8],
+    config: &CoreConfig,
+    limit: u64,
+    margin: u64,
+    fill: f64,
+    default_reserve: u64,
+    cache: Option<&PyCountCache>,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyDict>, usize, usize)> {
+    guard(py, || {
+        let cache = chosen(cache);
+        let rule = BudgetRule {
+            limit,
+            margin,
+            fill,
+            default_reserve,
+        };
+        let done = py
+            .detach(|| {
+                body::assemble_openai_chat(
+                    body,
+                    &config.plan,
+                    rule,
+                    config.scheme,
+                    config.limits,
+                    cache,
+                )
+            })
+            .map_err(|e| to_py(py, e))?;
+        Ok((
+            PyBytes::new(py, &done.body),
+            plan_report(py, &done.plan)?,
+            done.messages_before,
+            done.messages_after,
+        ))
+    })
+}
+
+/// The body's `model` (None unless a string) and output reserve (None unless given), read
+/// without building the body's values; `InvalidBodyError` for what is not a JSON object.
+#[pyfunction]
+pub(super) fn body_head(
+    py: Python<'_>,
+    body: &[u8],
+    max_request_bytes: usize,
+) -> PyResult<(Option<String>, Option<u64>)> {
+    guard(py, || {
+        let limits = crate::request::Limits {
+            max_messages: usize::MAX,
+            max_request_bytes,
+        };
+        py.detach(|| {
+            let body = Body::parse(body, limits)?;
+            Ok((body.model(), body.reserve()?))
+        })
+        .map_err(|e| to_py(py, e))
+    })
+}

@@ -1,0 +1,399 @@
+"""``Assembler.assemble_body``: a whole request body in, the body to send out. Every field but
+the history, the system and the tools comes back as it was; kept OpenAI Chat messages come back
+as the input's own bytes; the history is what ``assemble`` makes of the same messages."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import budget_for, fractions, policies, sessions, tools_schema
+
+import ringbound as rb
+from ringbound.cli.simulate import SIDE_EFFECT_TOOLS, agent_session
+from ringbound.providers import adapter
+
+#: Fields a gateway sends next to the history, none of which assembly may touch.
+EXTRA = {
+    "temperature": 0.2,
+    "stream": True,
+    "metadata": {"user": "u-1", "nested": [1, 2.5, None, "é"]},
+    "response_format": {"type": "json_object"},
+}
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"Runs {name}.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+    for name in ("read_file", "grep", "list_dir", "run_tests", "http_get", *SIDE_EFFECT_TOOLS)
+]
+
+
+def chat_body(messages: list[Any], **fields: Any) -> tuple[bytes, list[bytes]]:
+    """A body written the way orjson never writes one (indented, spaced), and each message's
+    own bytes in it."""
+    raws = [json.dumps(m, indent=2, ensure_ascii=False).encode() for m in messages]
+    head = {"model": "gpt-4o", **EXTRA, **fields}
+    parts = [f'"{k}" : {json.dumps(v, indent=1)}'.encode() for k, v in head.items()]
+    parts.insert(1, b'"messages":  [\n' + b",\n ".join(raws) + b"\n]")
+    return b"{\n " + b",\n ".join(parts) + b"\n}", raws
+
+
+def config(**kwargs: Any) -> rb.AssemblyConfig:
+    defaults = {"output_reserve_tokens": 0, "safety_margin_tokens": 0}
+    defaults["side_effect_tools"] = SIDE_EFFECT_TOOLS
+    return rb.AssemblyConfig(**{**defaults, **kwargs})
+
+
+def without(body: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in keys}
+
+
+# OpenAI Chat, native -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {},
+        {"stages": ("drop_rings",)},
+    ],
+    ids=["default", "drop-only"],
+)
+def test_chat_body_keeps_every_field_and_the_kept_bytes(policy: dict[str, Any]) -> None:
+    messages = agent_session(turns=30)
+    cfg = config(model_input_limit=rb.count_tokens(messages) // 3, **policy)
+    body, raws = chat_body(messages, tools=TOOLS, tool_choice="auto")
+    res = rb.Assembler(cfg).assemble_body(body)
+    expected = rb.Assembler(cfg).assemble(messages, TOOLS)
+
+    assert res.path == "native" and res.path_reason is None
+    out = orjson.loads(res.body)
+    assert without(out, "messages") == without(orjson.loads(body), "messages")
+    assert list(out) == list(orjson.loads(body))  # the fields' order too
+    assert out["messages"] == expected.messages
+    assert res.report.dropped_rings == expected.report.dropped_rings
+    assert res.report.tokens_after == expected.report.tokens_after <= res.report.budget
+    assert res.report.stages and res.report.messages_before == len(messages)
+    kept = [m for m in expected.messages if any(m is x for x in messages)]
+    for m in kept:
+        assert raws[next(i for i, x in enumerate(messages) if x is m)] in res.body
+    # Values of the other fields are the input's own bytes, spacing included.
+    assert b'"metadata":{\n "user": "u-1"' in res.body
+
+
+def test_chat_insertions_match_the_dict_path() -> None:
+    """A ledger note for dropped side effects and a synthesized result for a call without
+    one, each rendered by the core as the Python adapter writes it (rewritten results are
+    drawn by the property below)."""
+    messages = agent_session(turns=40)
+    last_call = next(i for i in range(len(messages) - 1, 0, -1) if messages[i].get("tool_calls"))
+    broken = [*messages[: last_call + 1], {"role": "user", "content": 'go on "now"\n'}]
+    cfg = config(
+        model_input_limit=rb.count_tokens(messages) // 4,
+        on_pairing_error="synthesize_error_results",
+        max_tool_result_tokens=80,
+        min_result_tokens=16,
+    )
+    body, _ = chat_body(broken)
+    res = rb.Assembler(cfg).assemble_body(body)
+    expected = rb.Assembler(cfg).assemble(broken)
+    assert res.path == "native"
+    assert orjson.loads(res.body)["messages"] == expected.messages
+    assert res.report.repairs and res.report.ledger_entries
+
+
+def test_media_rewrite_matches_the_dict_path() -> None:
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+    messages = [{"role": "user", "content": "goal"}]
+    for k in range(12):
+        messages += [
+            {"role": "user", "content": [{"type": "text", "text": f"look {k}"}, image]},
+            {"role": "assistant", "content": f"seen {k} " * 20},
+        ]
+    stages = ("degrade_media", "drop_plain_turns")
+    cfg = config(model_input_limit=rb.count_tokens(messages) - 400, stages=stages)
+    res = rb.Assembler(cfg).assemble_body(chat_body(messages)[0])
+    expected = rb.Assembler(cfg).assemble(messages)
+    assert [r.kind for r in res.report.rewrites] == [r.kind for r in expected.report.rewrites]
+    assert any(r.kind == "media" for r in res.report.rewrites)
+    assert orjson.loads(res.body)["messages"] == expected.messages
+
+
+def test_a_dropped_tools_schema_takes_tool_choice_with_it() -> None:
+    messages = [{"role": "user", "content": "hi " * 50}]
+    tools = TOOLS * 30
+    cfg = config(
+        model_input_limit=rb.count_tokens(messages) + 40,
+        on_still_over_budget="drop_tools_schema_then_fail",
+    )
+    body, _ = chat_body(messages, tools=tools, tool_choice="auto", parallel_tool_calls=False)
+    res = rb.Assembler(cfg).assemble_body(body)
+    assert res.report.tools_dropped
+    out = orjson.loads(res.body)
+    assert not {"tools", "tool_choice", "parallel_tool_calls"} & set(out)
+    assert without(out, "messages") == without(
+        orjson.loads(body), "messages", "tools", "tool_choice", "parallel_tool_calls"
+    )
+
+
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+def test_the_bodys_max_tokens_is_the_output_reserve(field: str) -> None:
+    messages = agent_session(turns=20)
+    cfg = config(model_input_limit=30_000, output_reserve_tokens=8000, emergency_ratio=0.9)
+    res = rb.Assembler(cfg).assemble_body(chat_body(messages, **{field: 12_000})[0])
+    assert res.report.budget == int(0.9 * (30_000 - 12_000))
+    same = dataclasses.replace(cfg, output_reserve_tokens=12_000)
+    assert orjson.loads(res.body)["messages"] == rb.Assembler(same).assemble(messages).messages
+    plain = rb.Assembler(cfg).assemble_body(chat_body(messages)[0])
+    assert plain.report.budget == int(0.9 * 22_000)
+
+
+def test_a_reserve_that_leaves_no_budget_is_a_config_error() -> None:
+    body = chat_body([{"role": "user", "content": "hi"}], max_tokens=10_000)[0]
+    with pytest.raises(rb.ConfigError) as e:
+        rb.Assembler(config(model_input_limit=5000)).assemble_body(body)
+    assert e.value.key == "output_reserve_tokens"
+
+
+def test_for_models_sizes_each_body_by_its_model() -> None:
+    asm = rb.Assembler.for_models(provider="openai_chat", config=config(model_input_limit=9000))
+    messages = [{"role": "user", "content": "hi"}]
+    mini = asm.assemble_body(chat_body(messages, model="openai/gpt-4o-mini")[0])
+    assert mini.model == "gpt-4o-mini" and mini.path == "native"
+    info = rb.models.lookup("gpt-4o-mini")
+    assert mini.report.budget == info.input_limit(8192) - 8192
+    sized = asm.assemble_body(chat_body(messages, model="gpt-4o-mini", max_tokens=1000)[0])
+    assert sized.report.budget == info.input_limit(1000) - 1000
+    unknown = asm.assemble_body(chat_body(messages, model="my-own-model")[0])
+    assert unknown.model is None and unknown.report.budget == 9000
+
+
+def test_paths_that_need_python_say_why() -> None:
+    messages = agent_session(turns=10)
+    body = chat_body(messages)[0]
+    cfg = config(model_input_limit=rb.count_tokens(messages) // 2)
+    summarized = rb.Assembler(cfg, summarizer=lambda req: "what happened").assemble_body(body)
+    assert summarized.path == "dict" and "summarizer" in (summarized.path_reason or "")
+    assert summarized.report.summarized
+    assert "what happened" in summarized.body.decode()
+    first = rb.Assembler(config(model_input_limit=10**6, cache_stable=True)).assemble_body(body)
+    assert first.path == "dict" and first.state is not None
+    again = rb.Assembler(config(model_input_limit=10**6)).assemble_body(body, state=first.state)
+    assert again.path == "dict" and again.state is not None
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    messages=sessions(cheap=True),
+    policy=policies(cheap=True),
+    fraction=fractions,
+    tools=st.booleans(),
+)
+def test_body_path_equals_the_dict_path(
+    messages: list[dict[str, Any]], policy: dict[str, Any], fraction: float, tools: bool
+) -> None:
+    schema = tools_schema(["search_flights", "send_email"]) if tools else None
+    full = rb.count_tokens(messages, tools=schema)
+    cfg = rb.AssemblyConfig(**policy, model_input_limit=budget_for(full, fraction))
+    fields = {"tools": schema} if tools else {}
+    body = chat_body(messages, **fields)[0]
+    try:
+        expected = rb.Assembler(cfg).assemble(messages, schema)
+    except rb.RingboundError as e:
+        with pytest.raises(type(e)):
+            rb.Assembler(cfg).assemble_body(body)
+        return
+    res = rb.Assembler(cfg).assemble_body(body)
+    out = orjson.loads(res.body)
+    assert out["messages"] == expected.messages
+    assert ("tools" in out) == (expected.tools is not None)
+    assert res.report.tokens_after == expected.report.tokens_after <= cfg.budget
+    rb.validate(out["messages"])  # pairing intact
+
+
+# The other formats ---------------------------------------------------------------------------
+
+TOOLS_BY_PROVIDER = {
+    "anthropic": ("tools", [{"name": "read_file", "input_schema": {"type": "object"}}]),
+    "openai_responses": ("tools", [{"type": "function", "name": "read_file", "parameters": {}}]),
+    "gemini": ("tools", [{"functionDeclarations": [{"name": "read_file"}]}]),
+    "bedrock_converse": (
+        "toolConfig",
+        {"tools": [{"toolSpec": {"name": "read_file", "inputSchema": {"json": {}}}}]},
+    ),
+}
+SHAPES = {
+    "anthropic": ("messages", "system", {"max_tokens": 1000, "top_k": 5}),
+    "openai_responses": ("input", "instructions", {"max_output_tokens": 1000, "store": False}),
+    "gemini": ("contents", "systemInstruction", {"generationConfig": {"maxOutputTokens": 1000}}),
+    "bedrock_converse": ("messages", "system", {"inferenceConfig": {"maxTokens": 1000}}),
+}
+
+
+def provider_body(provider: str, turns: int = 30) -> tuple[dict[str, Any], list[Any], Any, Any]:
+    messages, system = adapter(provider).from_canonical(agent_session(turns=turns))
+    history, system_key, fields = SHAPES[provider]
+    tools_key, tools = TOOLS_BY_PROVIDER[provider]
+    body = {"model": "m-1", history: messages, system_key: system, tools_key: tools, **fields}
+    body.update(EXTRA)
+    listed = tools["tools"] if provider == "bedrock_converse" else tools
+    return body, messages, system, listed
+
+
+@pytest.mark.parametrize("provider", sorted(SHAPES))
+def test_other_formats_keep_every_field(provider: str) -> None:
+    body, messages, system, tools = provider_body(provider)
+    history, system_key, _ = SHAPES[provider]
+    cfg = config(model_input_limit=rb.count_tokens(messages, provider=provider) // 3 + 1000)
+    res = rb.Assembler(cfg, provider=provider).assemble_body(orjson.dumps(body))
+    same = dataclasses.replace(cfg, output_reserve_tokens=1000)
+    expected = rb.Assembler(same, provider=provider).assemble(messages, tools, system=system)
+    out = orjson.loads(res.body)
+    assert res.path == "dict" and res.provider == provider
+    assert "not assembled natively" in (res.path_reason or "")
+    assert out[history] == orjson.loads(orjson.dumps(expected.messages))
+    assert out[system_key] == orjson.loads(orjson.dumps(expected.system))
+    assert without(out, history, system_key) == without(body, history, system_key)
+    assert res.report.dropped_rings and res.report.budget == same.budget
+    detected = rb.Assembler(cfg, provider=None).assemble_body(orjson.dumps(body))
+    assert detected.provider == provider and detected.body == res.body
+
+
+def test_detected_chat_bodies_run_natively() -> None:
+    messages = agent_session(turns=10)
+    body = chat_body(messages, tools=TOOLS)[0]
+    res = rb.Assembler(config(model_input_limit=5000), provider=None).assemble_body(body)
+    assert res.provider == "openai_chat" and res.path == "native"
+    direct = rb.Assembler(config(model_input_limit=5000)).assemble_body(body)
+    assert res.body == direct.body
+
+
+def test_assemble_detects_the_format_of_the_messages() -> None:
+    _, messages, system, _ = provider_body("gemini", turns=5)
+    asm = rb.Assembler(config(model_input_limit=10**5), provider=None)
+    res = asm.assemble(messages, system=system)
+    assert res.messages == messages and res.system == system
+
+
+# Malformed bodies ----------------------------------------------------------------------------
+
+CHAT_BAD = [
+    b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}',  # truncated
+    b"",
+    b"[]",
+    b'"messages"',
+    b'{"messages": {"role": "user"}}',
+    b'{"messages": "hi"}',
+    b'{"model": "x"}',
+    b'{"messages": [], "max_tokens": "many"}',
+    b'{"messages": [], "max_tokens": -3}',
+    b'{"messages": [], "tools": {"a": 1}}',
+    b'{"messages": [{"role": "user", "content": "\xff"}]}',  # invalid UTF-8
+    b'{"messages": []} trailing',
+]
+
+
+@pytest.mark.parametrize("provider", ["openai_chat", "anthropic", "gemini", None])
+@pytest.mark.parametrize("bad", CHAT_BAD)
+def test_malformed_bodies_are_typed_errors(provider: str | None, bad: bytes) -> None:
+    asm = rb.Assembler(config(model_input_limit=10_000), provider=provider)
+    with pytest.raises(rb.InvalidMessageError) as e:
+        asm.assemble_body(bad)
+    if provider == "openai_chat":
+        assert isinstance(e.value, rb.InvalidBodyError)
+
+
+def test_a_malformed_message_names_its_index() -> None:
+    body = b'{"messages": [{"role": "user", "content": "hi"}, {"role": 7}]}'
+    with pytest.raises(rb.InvalidMessageError) as e:
+        rb.Assembler().assemble_body(body)
+    assert e.value.index == 1 and not isinstance(e.value, rb.InvalidBodyError)
+
+
+def test_bodies_over_max_request_bytes_are_refused_before_parsing() -> None:
+    big = b'{"messages": [{"role": "user", "content": "' + b"a" * (64 * 1024 * 1024) + b'"}]}'
+    for provider in ("openai_chat", "anthropic"):
+        with pytest.raises(rb.InvalidBodyError, match="max_request_bytes"):
+            rb.Assembler(provider=provider).assemble_body(big)
+    small = rb.Assembler(config(max_request_bytes=100))
+    with pytest.raises(rb.InvalidBodyError, match="max_request_bytes"):
+        small.assemble_body(chat_body([{"role": "user", "content": "x" * 200}])[0])
+
+
+def test_bodies_must_be_bytes_and_are_not_modified() -> None:
+    body = bytearray(chat_body([{"role": "user", "content": "hi"}])[0])
+    copy = bytes(body)
+    rb.Assembler().assemble_body(body)
+    rb.Assembler().assemble_body(memoryview(body))
+    assert bytes(body) == copy
+    with pytest.raises(rb.InvalidBodyError):
+        rb.Assembler().assemble_body(copy.decode())  # type: ignore[arg-type]
+
+
+# Async and threads ---------------------------------------------------------------------------
+
+
+def test_async_variant_gives_the_same_body() -> None:
+    messages = agent_session(turns=20)
+    cfg = config(model_input_limit=rb.count_tokens(messages) // 2)
+    body = chat_body(messages)[0]
+
+    async def summarize(req: Any) -> str:
+        return "async summary"
+
+    async def run() -> tuple[rb.BodyResult, rb.BodyResult]:
+        native = await rb.Assembler(cfg).assemble_body_async(body)
+        summarized = await rb.Assembler(cfg, summarizer=summarize).assemble_body_async(body)
+        return native, summarized
+
+    native, summarized = asyncio.run(run())
+    assert native.body == rb.Assembler(cfg).assemble_body(body).body
+    assert summarized.path == "dict" and b"async summary" in summarized.body
+
+
+def test_the_native_path_releases_the_gil() -> None:
+    """With a switch interval of minutes, a thread waiting for the GIL runs during another's
+    call only if that call lets the GIL go: the second thread's step must land inside the
+    first one's call."""
+    messages = agent_session(turns=400)
+    body = chat_body(messages)[0]
+    asm = rb.Assembler(config(model_input_limit=20_000), cache=False)
+    asm.assemble_body(body)  # tables built, imports done
+    entered = threading.Event()
+    seen: list[float] = []
+    span: list[float] = []
+
+    def other() -> None:
+        entered.wait()
+        seen.append(time.perf_counter())
+
+    def call() -> None:
+        start = time.perf_counter()
+        entered.set()
+        asm.assemble_body(body)
+        span.extend((start, time.perf_counter()))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(300)
+    try:
+        t = threading.Thread(target=other)
+        t.start()
+        call()
+        t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert span[0] < seen[0] < span[1]
