@@ -339,3 +339,114 @@ proptest! {
         prop_assert!(found.iter().all(|i| i.index < items.len()));
     }
 }
+
+/// A field that is usually well formed, sometimes absent, null or of another type.
+fn field(usual: Vec<Value>) -> impl Strategy<Value = Option<Value>> {
+    let odd = vec![
+        Value::Null,
+        json!(7),
+        json!(["x"]),
+        json!({"a": 1}),
+        json!(""),
+    ];
+    prop_oneof![
+        6 => prop::sample::select(usual).prop_map(Some),
+        1 => prop::sample::select(odd).prop_map(Some),
+        1 => Just(None),
+    ]
+}
+
+/// Items of the shapes the direct reading takes, and near misses of them.
+fn near_items() -> impl Strategy<Value = Value> {
+    let kinds = vec![
+        json!("message"),
+        json!("function_call"),
+        json!("function_call_output"),
+        json!("reasoning"),
+        json!("compaction"),
+    ];
+    let texts = vec![json!("hi"), json!("a \"quoted\" \\ line\n"), json!("")];
+    let parts = vec![
+        json!([{"type": "input_text", "text": "x"}]),
+        json!([{"type": "output_text", "text": "y", "annotations": []}]),
+        json!([{"type": "refusal", "refusal": "no"}]),
+        json!([{"type": "input_image", "image_url": "u"}]),
+        json!([{"type": "input_text"}]),
+        json!([{"text": "x"}]),
+        json!("plain"),
+    ];
+    let summaries = vec![
+        json!([{"type": "summary_text", "text": "s"}]),
+        json!([]),
+        json!([{"type": "reasoning_text", "text": "s"}]),
+    ];
+    (
+        field(kinds),
+        field(vec![
+            json!("user"),
+            json!("assistant"),
+            json!("system"),
+            json!("developer"),
+            json!("tool"),
+        ]),
+        field(parts),
+        field(vec![json!("id_1"), json!("id_2")]),
+        field(vec![json!("call_1"), json!("c\u{e9}")]),
+        (
+            field(texts.clone()),
+            field(texts.clone()),
+            field(texts),
+            field(summaries),
+        ),
+        field(vec![json!("gAAAA"), json!("")]),
+    )
+        .prop_map(
+            |(kind, role, content, id, call_id, (name, arguments, output, summary), sealed)| {
+                let mut obj = serde_json::Map::new();
+                for (key, value) in [
+                    ("type", kind),
+                    ("role", role),
+                    ("content", content),
+                    ("id", id),
+                    ("call_id", call_id),
+                    ("name", name),
+                    ("arguments", arguments),
+                    ("output", output),
+                    ("summary", summary),
+                    ("encrypted_content", sealed),
+                ] {
+                    if let Some(v) = value {
+                        obj.insert(key.to_owned(), v);
+                    }
+                }
+                Value::Object(obj)
+            },
+        )
+}
+
+proptest! {
+    /// The direct reading takes an item only when it reads it exactly as the general one.
+    #[test]
+    fn the_direct_reading_agrees_with_the_general_one(value in near_items()) {
+        let raw = serde_json::to_vec(&value).unwrap();
+        if let Some(direct) = parse::fast::item(&raw) {
+            prop_assert_eq!(Ok(direct), parse::general(0, &raw));
+        }
+    }
+}
+
+#[test]
+fn common_items_take_the_direct_reading() {
+    for value in [
+        user("go"),
+        json!({"type": "message", "role": "assistant", "id": "msg_1",
+               "content": [{"type": "output_text", "text": "x", "annotations": []}]}),
+        call("call_a"),
+        output("call_a"),
+        json!({"type": "reasoning", "id": "rs_1", "encrypted_content": "gAAA",
+               "summary": [{"type": "summary_text", "text": "s"}]}),
+    ] {
+        let raw = serde_json::to_vec(&value).unwrap();
+        assert!(parse::fast::item(&raw).is_some(), "{value}");
+    }
+}

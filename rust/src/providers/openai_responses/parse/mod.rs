@@ -3,6 +3,8 @@
 
 use serde_json::{Map, Value};
 
+pub(super) mod fast;
+
 use super::{Family, Item, Kind};
 use crate::count::image::image_size_from_data_url;
 use crate::error::CoreError;
@@ -476,6 +478,14 @@ fn file_tokens(part: &Obj) -> u32 {
 
 /// Reads input item `i`.
 pub fn item(i: usize, raw: &[u8]) -> Result<Item, CoreError> {
+    match fast::item(raw) {
+        Some(item) => Ok(item),
+        None => general(i, raw),
+    }
+}
+
+/// Reads any item, or names what is wrong with it.
+pub(super) fn general(i: usize, raw: &[u8]) -> Result<Item, CoreError> {
     let at = At { i };
     let value: Value =
         serde_json::from_slice(raw).map_err(|e| at.err(format!("not valid JSON ({e})")))?;
