@@ -6,6 +6,7 @@
 use ringbound::pairing::stray::{classify, Stray};
 use ringbound::providers::anthropic::Anthropic;
 use ringbound::providers::openai_chat::{self, OpenAIChat};
+use ringbound::providers::openai_responses::OpenAIResponses;
 use ringbound::providers::Provider;
 use ringbound::{json_array, pairing};
 use serde_json::value::RawValue;
@@ -78,6 +79,21 @@ pub fn anthropic(data: &[u8]) {
     assert!(canonical.layout.groups.is_empty() || canonical.layout.groups.len() == n);
     assert!(canonical.layout.binds_next.is_empty() || canonical.layout.binds_next.len() == n);
     assert!(canonical.first_counted <= items.len());
+}
+
+/// The OpenAI Responses parser and validator, bytes in: no panic, issues at items that exist,
+/// and a canonical view whose layout covers every message it makes, in item order.
+pub fn openai_responses(data: &[u8]) {
+    let Ok(items) = OpenAIResponses.parse_all(&[data]) else {
+        return;
+    };
+    check_issues(&OpenAIResponses.validate(&items), items.len());
+    let canonical = OpenAIResponses.canonical(&items);
+    let n = canonical.messages.len();
+    assert_eq!(canonical.layout.groups.len(), n);
+    assert_eq!(canonical.layout.binds_next.len(), n);
+    assert!(canonical.layout.groups.windows(2).all(|w| w[0] <= w[1]));
+    assert!(canonical.layout.groups.iter().all(|&g| g < items.len()));
 }
 
 fn check_issues(issues: &[pairing::PairingIssue], len: usize) {

@@ -66,6 +66,11 @@ fn anthropic() {
 }
 
 #[test]
+fn openai_responses() {
+    replay("openai_responses", ringbound_fuzz::openai_responses);
+}
+
+#[test]
 fn stray() {
     replay("stray", ringbound_fuzz::stray);
 }

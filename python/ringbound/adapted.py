@@ -31,7 +31,7 @@ def _canonical_pins(pinned: Sequence[int], canonical: Canonical) -> list[int]:
     return [
         k
         for k, (start, end) in enumerate(canonical.spans)
-        if any(i in wanted for i in range(start, end))
+        if any(i in wanted for i in range(start, end)) or k in canonical.pinned
     ]
 
 

@@ -54,11 +54,14 @@ class Canonical:
             ``(-1, -1)`` for text outside the message list (a top-level system).
         binds_next: For each canonical message, whether it must stay in one unit with the
             next (a reasoning item with its call).
+        pinned: Canonical messages the provider's rules keep whatever the budget (the latest
+            OpenAI Responses ``compaction`` item).
     """
 
     messages: list[dict[str, Any]]
     spans: list[tuple[int, int]]
     binds_next: list[bool] = field(default_factory=list)
+    pinned: list[int] = field(default_factory=list)
 
     def groups(self) -> list[int]:
         """Non-decreasing group ids: canonical messages of one native item share one."""

@@ -1,7 +1,9 @@
 """OpenAI Responses API: the ``input`` items of ``responses.create`` mapped onto the canonical
 view. Calls pair with their outputs by ``call_id`` anywhere later in the list, so the items
 from a call run to its last output become one tool ring; a ``reasoning`` item and the items of
-its model turn become one canonical message, so neither ever travels without the other."""
+its model turn become one canonical message, so neither ever travels without the other.
+Pairing is checked in the core (``rust/src/providers/openai_responses``); a ``compaction`` item
+is kept verbatim and the latest one pinned (docs/providers/openai_responses.md)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _core
 from .._core import SYNTHESIZED_RESULT_TEXT
-from ..errors import InvalidMessageError, PairingIssue
+from ..errors import InvalidMessageError, PairingError, PairingIssue
+from ..payload import dump_messages
 from .base import Canonical, PlanItem, Rendered, UnreadableObject, as_mapping, read_once
 
 __all__ = ["ADAPTER", "OpenAIResponses"]
@@ -22,18 +26,10 @@ __all__ = ["ADAPTER", "OpenAIResponses"]
 # message is ringbound's own and says so.
 NO_FUNCTION_OUTPUT = "No tool output found for function call {id}."
 NO_CUSTOM_OUTPUT = "No tool output found for custom tool call {id}."
+NO_LOCAL_SHELL_OUTPUT = "No tool output found for local shell call {id}."
+NO_COMPUTER_OUTPUT = "ringbound: computer_call {id} has no computer_call_output."
 NO_FUNCTION_CALL = "No tool call found for function call output with call_id {id}."
 NO_CUSTOM_CALL = "No tool call found for custom tool call output with call_id {id}."
-DUPLICATE_ITEM = (
-    "Duplicate item found with id {id}. Remove duplicate items from your input and try again."
-)
-DUPLICATE_OUTPUT = (
-    "Duplicate function_call_output for call_id '{id}'. Each function_call must have exactly "
-    "one matching function_call_output"
-)
-REASONING_ALONE = (
-    "Item '{id}' of type 'reasoning' was provided without its required following item."
-)
 
 
 @dataclass(frozen=True)
@@ -47,6 +43,24 @@ class _Family:
     output_key: str
     no_output: str
     no_call: str
+    #: A built-in tool's call: its name, and the keys of what it is asked to do (the first
+    #: one present is the call's arguments).
+    builtin: tuple[str, tuple[str, ...]] | None = None
+
+
+def _builtin(name: str, call: str, no_output: str | None, actions: tuple[str, ...]) -> _Family:
+    """A built-in tool's call and output pair, keyed by ``call_id``."""
+    output = f"{call}_output"
+    return _Family(
+        name,
+        call,
+        output,
+        "call_id",
+        "call_id",
+        no_output or f"ringbound: {call} {{id}} has no {output}.",
+        f"ringbound: {output} answers no {call} {{id}}.",
+        (name, actions),
+    )
 
 
 _FUNCTION = _Family(
@@ -76,7 +90,11 @@ _MCP_APPROVAL = _Family(
     "ringbound: mcp_approval_request {id} has no mcp_approval_response.",
     "ringbound: mcp_approval_response answers no mcp_approval_request {id}.",
 )
-_FAMILIES = (_FUNCTION, _CUSTOM, _MCP_APPROVAL)
+_COMPUTER = _builtin("computer", "computer_call", NO_COMPUTER_OUTPUT, ("action", "actions"))
+_SHELL = _builtin("shell", "shell_call", None, ("action",))
+_LOCAL_SHELL = _builtin("local_shell", "local_shell_call", NO_LOCAL_SHELL_OUTPUT, ("action",))
+_APPLY_PATCH = _builtin("apply_patch", "apply_patch_call", None, ("operation",))
+_FAMILIES = (_FUNCTION, _CUSTOM, _MCP_APPROVAL, _COMPUTER, _SHELL, _LOCAL_SHELL, _APPLY_PATCH)
 _BY_CALL = {f.call: f for f in _FAMILIES}
 _BY_OUTPUT = {f.output: f for f in _FAMILIES}
 #: Items the model produced that carry their own result (hosted tools): counted as the JSON
@@ -89,7 +107,15 @@ _HOSTED = (
     "mcp_call",
     "mcp_list_tools",
 )
-_SUPPORTED = ("message", "reasoning", *_BY_CALL, *_BY_OUTPUT, *_HOSTED)
+_SUPPORTED = (
+    "message",
+    "reasoning",
+    *_BY_CALL,
+    *_BY_OUTPUT,
+    *_HOSTED,
+    "compaction",
+    "compaction_trigger",
+)
 _ROLES = ("user", "assistant", "system", "developer")
 _DETAILS = ("low", "high", "auto")
 
@@ -314,8 +340,20 @@ def _paired_call(i: int, obj: dict[str, Any], family: _Family) -> _Item:
     key = _string(i, obj, family.call_key)
     if not key:
         raise _invalid(i, f"`{family.call_key}` is empty")
-    name = _string(i, obj, "name")
     item = _Item(i, family.call, "model", family=family, key=key)
+    if family.builtin is not None:
+        # A built-in tool: its name, and what it is asked to do as compact JSON.
+        tool, keys = family.builtin
+        action = next((obj[k] for k in keys if _get(obj, k) is not None), None)
+        if action is None:
+            raise _invalid(i, f"missing `{keys[0]}`")
+        item.call = {
+            "id": key,
+            "type": "function",
+            "function": {"name": tool, "arguments": _compact(action)},
+        }
+        return item
+    name = _string(i, obj, "name")
     if family is _CUSTOM:
         body = _string(i, obj, "input")
         item.call = {"id": key, "type": "custom", "custom": {"name": name, "input": body}}
@@ -331,12 +369,38 @@ def _paired_call(i: int, obj: dict[str, Any], family: _Family) -> _Item:
     return item
 
 
+def _output_key(obj: dict[str, Any], family: _Family) -> str:
+    """The key an output names its call by: the API reads a local shell output's ``call_id``,
+    which the SDK's type calls ``id``, so that one stands in when ``call_id`` is absent."""
+    if family is _LOCAL_SHELL and _get(obj, "call_id") is None:
+        return "id"
+    return family.output_key
+
+
 def _paired_output(i: int, obj: dict[str, Any], family: _Family) -> _Item:
-    key = _string(i, obj, family.output_key)
+    key_name = _output_key(obj, family)
+    key = _string(i, obj, key_name)
     if not key:
-        raise _invalid(i, f"`{family.output_key}` is empty")
+        raise _invalid(i, f"`{key_name}` is empty")
     item = _Item(i, family.output, "output", family=family, key=key)
-    if family is _MCP_APPROVAL:
+    if family is _COMPUTER:
+        shot = _get(obj, "output")
+        if not isinstance(shot, dict):
+            raise _invalid(
+                i, f"`output` must be a computer_screenshot object, got {_type_name(shot)}"
+            )
+        _, detail = _image_part(i, 0, shot, "output")
+        item.texts.append(_reserve(_IMAGE_TOKENS[detail]))
+        checks = _get(obj, "acknowledged_safety_checks")
+        if checks is not None:
+            item.texts.append(_compact(checks))
+    elif family is _SHELL:
+        item.texts.extend(_shell_output(i, _get(obj, "output")))
+    elif family is _APPLY_PATCH:
+        status = _string(i, obj, "status")
+        text = _string(i, obj, "output", required=False)
+        item.texts.append(status if text is None else text)
+    elif family is _MCP_APPROVAL:
         approve = _get(obj, "approve")
         if not isinstance(approve, bool):
             raise _invalid(i, f"`approve` must be a boolean, got {_type_name(approve)}")
@@ -350,6 +414,21 @@ def _paired_output(i: int, obj: dict[str, Any], family: _Family) -> _Item:
             raise _invalid(i, "missing `output`")
         item.texts.extend(_output_texts(i, output, "output"))
     return item
+
+
+def _shell_output(i: int, chunks: Any) -> list[str]:
+    """The stdout and stderr of a shell call's output chunks."""
+    if not isinstance(chunks, list):
+        raise _invalid(i, f"`output` must be a list of output chunks, got {_type_name(chunks)}")
+    texts = []
+    for c, chunk in enumerate(chunks):
+        if not isinstance(chunk, dict):
+            raise _invalid(i, f"output[{c}] must be an object, got {_type_name(chunk)}")
+        for key in ("stdout", "stderr"):
+            text = _string(i, chunk, key, where=f"output[{c}].")
+            if text:
+                texts.append(text)
+    return texts
 
 
 def _hosted(i: int, obj: dict[str, Any], kind: str) -> _Item:
@@ -388,6 +467,12 @@ def _parse(i: int, raw: Any) -> _Item:
         kind = "message"
     if not isinstance(kind, str):
         raise _invalid(i, f"`type` must be a string, got {_type_name(kind)}")
+    if kind == "item_reference":
+        raise _invalid(
+            i,
+            "item type 'item_reference' is not supported: it names a stored item whose content "
+            "and pairing ringbound cannot see; send the item itself",
+        )
     if kind not in _SUPPORTED:
         raise _invalid(
             i,
@@ -402,9 +487,15 @@ def _parse(i: int, raw: Any) -> _Item:
         item = _paired_call(i, obj, _BY_CALL[kind])
     elif kind in _BY_OUTPUT:
         item = _paired_output(i, obj, _BY_OUTPUT[kind])
+    elif kind == "compaction":
+        # Opaque: counted as the sealed text it is, kept verbatim.
+        item = _Item(i, kind, "compaction", texts=[_string(i, obj, "encrypted_content")])
+    elif kind == "compaction_trigger":
+        item = _Item(i, kind, "trigger")
     else:
         item = _hosted(i, obj, kind)
-    item.item_id = _string(i, obj, "id", required=False)
+    if item.family is not _LOCAL_SHELL or _output_key(obj, item.family) != "id":
+        item.item_id = _string(i, obj, "id", required=False)
     return item
 
 
@@ -412,14 +503,22 @@ def _parse_all(messages: Sequence[Any]) -> list[_Item]:
     return read_once("openai_responses", messages, _parse_all_uncached)
 
 
-def _parse_all_uncached(messages: Sequence[Any]) -> list[_Item]:
+def _check_list(messages: Any) -> None:
     if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
         raise InvalidMessageError(
             f"input must be a list of items, got {type(messages).__name__}",
             index=None,
             reason=f"must be a list, got {type(messages).__name__}",
         )
-    return [_parse(i, m) for i, m in enumerate(messages)]
+
+
+def _parse_all_uncached(messages: Sequence[Any]) -> list[_Item]:
+    _check_list(messages)
+    items = [_parse(i, m) for i, m in enumerate(messages)]
+    trigger = next((it.index for it in items if it.kind == "trigger"), None)
+    if trigger is not None and trigger != len(items) - 1:
+        raise _invalid(trigger, "a compaction_trigger must be the final input item")
+    return items
 
 
 def _instructions(system: Any) -> str | None:
@@ -433,48 +532,32 @@ def _instructions(system: Any) -> str | None:
 
 
 class _Walk:
-    """One pass over the items building the canonical view and the pairing issues together, so
-    that what the validator accepts is exactly what the canonical view pairs.
+    """One pass over the items building the canonical view, ring by ring, as the core's
+    Responses rules pair them (``_core.validate_native`` checks them).
 
     A model turn (consecutive items the model produced) is one canonical assistant message. When
     it makes calls, the ring runs until each call has its output: outputs become tool messages,
     and model items met on the way (a late reasoning item, another call) fold into the ring. A
-    user or instruction message ends a ring; calls still open there have no adjacent output."""
+    user, instruction or compaction item ends a ring. A compaction item is a message of its own,
+    and the latest one is pinned: it carries the context of every item before it."""
 
     def __init__(self, items: list[_Item], system: str | None) -> None:
         self.items = items
         self.messages: list[dict[str, Any]] = []
         self.spans: list[tuple[int, int]] = []
         self.folded: list[int] = []
-        #: (index, rank, issue): sorted by index, then by rank within one item.
-        self.found: list[tuple[int, int, PairingIssue]] = []
-        self.called: dict[str, int] = {}
-        self.answered: dict[str, int] = {}
-        self.family: dict[str, _Family] = {}
-        #: Calls whose ring ended without their output: call id -> call index.
-        self.unanswered: dict[str, int] = {}
-        self.later: dict[str, list[int]] = {}
-        for it in items:
-            if it.family is not None and it.kind == "model" and it.key is not None:
-                self.later.setdefault(it.key, []).append(it.index)
+        self.called: set[str] = set()
+        self.pinned: list[int] = []
         if system is not None:
             self._add({"role": "system", "content": system}, (-1, -1))
-        self._check_ids()
-        self._check_reasoning()
         i = 0
         while i < len(items):
             i = self._step(i)
-        for key, at in self.unanswered.items():
-            family = self.family[key]
-            self._issue(
-                "missing_result",
-                key,
-                at,
-                family.no_output.format(id=key)
-                + f" ringbound: input[{at}] ({family.call}) has no {family.output} after it.",
-                rank=1,
-            )
-        self.found.sort(key=lambda t: (t[0], t[1]))
+        compactions = [k for k, m in enumerate(self.messages) if m.get("compaction")]
+        for k in compactions:
+            del self.messages[k]["compaction"]
+        if compactions:
+            self.pinned.append(compactions[-1])
 
     # -- building
 
@@ -499,55 +582,9 @@ class _Walk:
             if folded > 1:
                 content = message.setdefault("content", [])
                 content.append({"type": "text", "text": _reserve(_ITEM_FRAMING * (folded - 1))})
-        return Canonical(self.messages, self.spans, [False] * len(self.messages))
-
-    def issues(self) -> list[PairingIssue]:
-        return [issue for _, _, issue in self.found]
-
-    # -- checks
-
-    def _issue(self, kind: str, key: str | None, at: int, message: str, rank: int = 0) -> None:
-        self.found.append((at, rank, PairingIssue(kind, key, at, message)))
-
-    def _check_ids(self) -> None:
-        seen: dict[str, int] = {}
-        for it in self.items:
-            if it.item_id is None:
-                continue
-            if it.item_id in seen:
-                self._issue(
-                    "duplicate_id",
-                    it.item_id,
-                    it.index,
-                    DUPLICATE_ITEM.format(id=it.item_id)
-                    + f" ringbound: input[{seen[it.item_id]}] and input[{it.index}] share it.",
-                )
-            else:
-                seen[it.item_id] = it.index
-
-    def _check_reasoning(self) -> None:
-        items = self.items
-        for it in items:
-            if it.type != "reasoning":
-                continue
-            j = it.index + 1
-            while j < len(items) and items[j].type == "reasoning":
-                j += 1
-            if j < len(items) and items[j].kind == "model":
-                continue
-            after = (
-                "it is the last item"
-                if j >= len(items)
-                else f"input[{j}] ({items[j].type}) follows it, not an item of its model turn"
-            )
-            self._issue(
-                "reasoning_without_call",
-                it.item_id,
-                it.index,
-                REASONING_ALONE.format(id=it.item_id or "")
-                + f" ringbound: {after}; a reasoning item is kept or dropped with the item it"
-                " precedes.",
-            )
+        return Canonical(
+            self.messages, self.spans, [False] * len(self.messages), pinned=self.pinned
+        )
 
     # -- the walk
 
@@ -555,14 +592,21 @@ class _Walk:
         it = self.items[i]
         if it.kind == "user":
             self._add({"role": "user", "content": it.parts}, (i, i + 1))
-            return i + 1
-        if it.kind == "instruction":
+        elif it.kind == "instruction":
             self._add({"role": it.role, "content": it.parts}, (i, i + 1))
-            return i + 1
-        if it.kind == "output":
-            self._output(it, {})
-            return i + 1
-        return self._turn(i)
+        elif it.kind == "compaction":
+            content = [{"type": "text", "text": t} for t in it.texts]
+            self._add({"role": "assistant", "content": content, "compaction": True}, (i, i + 1))
+        elif it.kind == "trigger":
+            if self.messages and self.spans[-1][0] >= 0:
+                self._fold(it)
+            else:
+                self._add({"role": "user", "content": []}, (i, i + 1))
+        elif it.kind == "output":
+            self._output(it)
+        else:
+            return self._turn(i)
+        return i + 1
 
     def _turn(self, i: int) -> int:
         items = self.items
@@ -581,31 +625,31 @@ class _Walk:
         if not calls:
             return j
         message["tool_calls"] = []
-        open_calls: dict[str, int] = {}
+        #: Call id -> family of the calls the ring waits for.
+        open_calls: dict[str, _Family] = {}
         for it in calls:
             self._call(it, message, open_calls, (i, j))
         k = j
         while open_calls and k < len(items):
             it = items[k]
             if it.kind == "output":
-                self._output(it, open_calls)
-            elif it.kind == "model":
-                if it.call is not None:
-                    self._call(it, message, open_calls, (k, k + 1), fold=it)
-                else:
-                    self._fold(it)
+                self._output(it)
+                if open_calls.get(it.key) is it.family:  # type: ignore[arg-type]
+                    del open_calls[it.key]  # type: ignore[arg-type]
+            elif it.kind == "model" and it.call is not None:
+                self._call(it, message, open_calls, (k, k + 1), fold=it)
+            elif it.kind in ("model", "trigger"):
+                self._fold(it)
             else:
                 break
             k += 1
-        for key, at in open_calls.items():
-            self.unanswered[key] = at
         return k
 
     def _call(
         self,
         it: _Item,
         message: dict[str, Any],
-        open_calls: dict[str, int],
+        open_calls: dict[str, _Family],
         span: tuple[int, int],
         fold: _Item | None = None,
     ) -> None:
@@ -627,78 +671,24 @@ class _Walk:
             self._fold(fold)
         key = it.key
         assert key is not None
-        if key in self.called:
-            if it.family is _MCP_APPROVAL:  # its id is an item id: reported as a duplicate item
-                return
-            self._issue(
-                "duplicate_id",
-                key,
-                it.index,
-                f"ringbound: call id '{key}' of input[{it.index}] is already the id of "
-                f"input[{self.called[key]}]; the Responses API pairs outputs by call id, so "
-                "ids must be unique in a request.",
-            )
-            return
-        self.called[key] = it.index
-        self.family[key] = it.family
-        open_calls[key] = it.index
+        # A call id already made is a pairing issue the validator reports; it opens nothing.
+        if key not in self.called:
+            self.called.add(key)
+            open_calls[key] = it.family
 
-    def _output(self, it: _Item, open_calls: dict[str, int]) -> None:
-        key = it.key
-        assert key is not None and it.family is not None
+    def _output(self, it: _Item) -> None:
         self._add(
             {
                 "role": "tool",
-                "tool_call_id": key,
+                "tool_call_id": it.key,
                 "content": [{"type": "text", "text": t} for t in it.texts],
             },
             (it.index, it.index + 1),
         )
-        family = self.family.get(key)
-        if key in open_calls and family is it.family:
-            del open_calls[key]
-            self.answered[key] = it.index
-            return
-        i = it.index
-        if key in self.answered and family is it.family:
-            self._issue(
-                "duplicate_id",
-                key,
-                i,
-                DUPLICATE_OUTPUT.format(id=key)
-                + f" ringbound: input[{self.answered[key]}] already answers it.",
-            )
-        elif key in self.unanswered and family is it.family:
-            at = self.unanswered.pop(key)
-            self.answered[key] = i
-            self._issue(
-                "result_not_adjacent",
-                key,
-                i,
-                f"ringbound: input[{i}] answers {it.family.call} input[{at}], but a user or "
-                "instruction message stands between them; ringbound keeps a call and its output "
-                "in one ring, so only model items and other outputs may come between.",
-            )
-        elif any(c > i for c in self.later.get(key, ())):
-            self._issue(
-                "result_before_call",
-                key,
-                i,
-                it.family.no_call.format(id=key)
-                + f" ringbound: the {it.family.call} comes later, at input"
-                f"[{min(c for c in self.later[key] if c > i)}].",
-            )
-        else:
-            self._issue(
-                "orphan_result",
-                key,
-                i,
-                it.family.no_call.format(id=key)
-                + f" ringbound: no {it.family.call} before input[{i}] has this id.",
-            )
 
 
-def _synthesized(family: _Family, key: str) -> dict[str, Any]:
+def _synthesized(family: _Family, key: str, at: int) -> dict[str, Any]:
+    """The output ringbound writes for call ``key`` (item ``at``), which had none."""
     if family is _MCP_APPROVAL:
         # An unanswered approval is declined: the one answer that executes nothing.
         return {
@@ -707,7 +697,34 @@ def _synthesized(family: _Family, key: str) -> dict[str, Any]:
             "approve": False,
             "reason": SYNTHESIZED_RESULT_TEXT,
         }
+    if family is _COMPUTER:
+        # A computer call's output is a screenshot: there is none to write for it.
+        raise PairingError(
+            f"computer_call {key} has no computer_call_output, and none can be synthesized: "
+            "its output is a screenshot only the caller's computer can take",
+            issues=[PairingIssue("missing_result", key, at, NO_COMPUTER_OUTPUT.format(id=key))],
+        )
+    if family is _SHELL:
+        return {"type": family.output, "call_id": key, "output": _shell_chunks(None, "")}
+    if family is _APPLY_PATCH:
+        return {
+            "type": family.output,
+            "call_id": key,
+            "status": "failed",
+            "output": SYNTHESIZED_RESULT_TEXT,
+        }
     return {"type": family.output, "call_id": key, "output": SYNTHESIZED_RESULT_TEXT}
+
+
+def _shell_chunks(original: Any, stdout: str) -> list[dict[str, Any]]:
+    """A shell output of one chunk: ``stdout`` (a cut text), or with no text the synthesized
+    failure; the outcome of the original's last chunk when there is one."""
+    outcome: Any = {"type": "exit", "exit_code": 1}
+    if isinstance(original, list) and original and isinstance(original[-1], dict):
+        outcome = original[-1].get("outcome", outcome)
+    if not stdout:
+        return [{"stdout": "", "stderr": SYNTHESIZED_RESULT_TEXT, "outcome": outcome}]
+    return [{"stdout": stdout, "stderr": "", "outcome": outcome}]
 
 
 def _chat_texts(content: Any) -> list[str]:
@@ -727,8 +744,23 @@ class OpenAIResponses:
     default_token_ratio = 1.0
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
-        """Pairing issues by the Responses API's rules, quoting OpenAI's wording."""
-        return _Walk(_parse_all(messages), _instructions(system)).issues()
+        """Pairing issues by the Responses API's rules, in item order, quoting OpenAI's wording:
+        checked in the core (``_core.validate_native``).
+
+        Raises:
+            InvalidMessageError: An item (or ``instructions``) is malformed.
+        """
+        _instructions(system)
+        _check_list(messages)
+        try:
+            parts = dump_messages(messages)
+        except InvalidMessageError:
+            # Mappings other than dicts (orjson writes dicts and SDK objects only): refused
+            # naming the item when the adapter cannot read them, else sent as it reads them.
+            _parse_all(messages)
+            parts = dump_messages([_as_dict(i, m) for i, m in enumerate(messages)])
+        issues = _core.validate_native(self.key, parts)
+        return [PairingIssue(*issue) for issue in issues]
 
     def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
         """The canonical view; InvalidMessageError naming the input index on bad input."""
@@ -748,7 +780,7 @@ class OpenAIResponses:
         replaced = _rewrites(messages, items, canonical)
         out: list[Any] = []
         last = -1
-        families: dict[str, _Family] | None = None
+        families: dict[str, tuple[_Family, int]] | None = None
         for item in items:
             if isinstance(item, int) or item[0] == "rewrite":
                 k = item if isinstance(item, int) else item[1]
@@ -759,7 +791,8 @@ class OpenAIResponses:
             elif item[0] == "synthesized":
                 if families is None:
                     families = _call_families(messages)
-                out.append(_synthesized(families.get(item[1], _FUNCTION), item[1]))
+                family, at = families.get(item[1], (_FUNCTION, -1))
+                out.append(_synthesized(family, item[1], at))
             else:
                 out.append({"type": "message", "role": item[2], "content": item[1]})
         return Rendered(messages=out, system=system)
@@ -909,9 +942,15 @@ def _rewrites(
             obj = out.get(i) or _as_dict(i, messages[i])
             kind_of = obj.get("type")
             family = _BY_OUTPUT.get(kind_of)  # type: ignore[arg-type]
-            if family is not None and obj.get(family.output_key) == key:
+            if family is _COMPUTER:
+                # A screenshot has no text to cut: kept as it is (the recount prices it).
+                continue
+            if family is not None and obj.get(_output_key(obj, family)) == key:
                 obj = dict(obj)
-                obj["reason" if family is _MCP_APPROVAL else "output"] = text
+                if family is _SHELL:
+                    obj["output"] = _shell_chunks(obj.get("output"), text)
+                else:
+                    obj["reason" if family is _MCP_APPROVAL else "output"] = text
             elif kind_of == "mcp_call" and obj.get("id") == key:
                 # The text already opens with the error an errored call reported.
                 obj = {k2: v for k2, v in obj.items() if k2 != "error"}
@@ -923,14 +962,14 @@ def _rewrites(
     return out
 
 
-def _call_families(messages: Sequence[Any]) -> dict[str, _Family]:
-    """Call id -> family, for writing a synthesized output of the right type."""
-    out: dict[str, _Family] = {}
+def _call_families(messages: Sequence[Any]) -> dict[str, tuple[_Family, int]]:
+    """Call id -> family and item, for writing a synthesized output of the right type."""
+    out: dict[str, tuple[_Family, int]] = {}
     for i, raw in enumerate(messages):
         obj = _as_dict(i, raw)
         family = _BY_CALL.get(obj.get("type"))  # type: ignore[arg-type]
         if family is not None and isinstance(obj.get(family.call_key), str):
-            out.setdefault(obj[family.call_key], family)
+            out.setdefault(obj[family.call_key], (family, i))
     return out
 
 

@@ -40,6 +40,8 @@ pub enum IssueKind {
     ResultBeforeCall,
     /// A result separated from its call by another message.
     ResultNotAdjacent,
+    /// A reasoning item not followed by an item of its model turn (OpenAI Responses).
+    ReasoningWithoutCall,
 }
 
 impl IssueKind {
@@ -50,6 +52,7 @@ impl IssueKind {
             IssueKind::OrphanResult => "orphan_result",
             IssueKind::ResultBeforeCall => "result_before_call",
             IssueKind::ResultNotAdjacent => "result_not_adjacent",
+            IssueKind::ReasoningWithoutCall => "reasoning_without_call",
         }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod anthropic;
 pub mod openai_chat;
+pub mod openai_responses;
 
 use crate::error::CoreError;
 use crate::json_array;
@@ -62,12 +63,14 @@ pub fn validate_json(provider: &str, parts: &[&[u8]]) -> Result<Vec<PairingIssue
     match provider {
         openai_chat::OpenAIChat::KEY => run(openai_chat::OpenAIChat, parts),
         anthropic::Anthropic::KEY => run(anthropic::Anthropic, parts),
+        openai_responses::OpenAIResponses::KEY => run(openai_responses::OpenAIResponses, parts),
         other => Err(CoreError::Config {
             key: "provider".to_owned(),
             reason: format!(
-                "no Rust validator for provider '{other}' (have: {}, {})",
+                "no Rust validator for provider '{other}' (have: {}, {}, {})",
                 openai_chat::OpenAIChat::KEY,
-                anthropic::Anthropic::KEY
+                anthropic::Anthropic::KEY,
+                openai_responses::OpenAIResponses::KEY
             ),
         }),
     }

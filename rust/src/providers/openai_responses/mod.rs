@@ -1,0 +1,232 @@
+//! The OpenAI Responses API (`responses.create`'s `input` list): items read strictly (`parse`),
+//! paired by `call_id` by the API's rules in its 400 wording (`rules`), and mapped onto the
+//! canonical view with real costs (`canonical`). A model turn (consecutive items the model
+//! produced) and the outputs answering its calls make one tool ring.
+//!
+//! Opaque items are kept verbatim and priced by their size: `encrypted_content` of reasoning
+//! and `compaction` items. The latest `compaction` item carries the context of every item
+//! before it, so it is the one item of the history ringbound always keeps (sources in
+//! docs/providers/openai_responses.md).
+
+mod canonical;
+mod parse;
+mod rules;
+
+use super::{Canonical, Provider};
+use crate::error::CoreError;
+use crate::pairing::PairingIssue;
+use crate::view::{Image, Role, ToolCall};
+
+/// Where an item sits in a conversation, which decides how it pairs and groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A user message.
+    User,
+    /// A system or developer message.
+    Instruction,
+    /// An item the model produced: its messages, reasoning, calls, hosted tool calls.
+    Model,
+    /// The output of a call, written by the caller.
+    Output,
+    /// A `compaction` item: opaque, standing for everything before it.
+    Compaction,
+    /// A `compaction_trigger`: asks the API to compact; always the final item.
+    Trigger,
+}
+
+/// A call type and the output type answering it: the pair of item types and their wording.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    Function,
+    Custom,
+    McpApproval,
+    Computer,
+    Shell,
+    LocalShell,
+    ApplyPatch,
+}
+
+impl Family {
+    pub const ALL: [Family; 7] = [
+        Family::Function,
+        Family::Custom,
+        Family::McpApproval,
+        Family::Computer,
+        Family::Shell,
+        Family::LocalShell,
+        Family::ApplyPatch,
+    ];
+
+    /// The call item's type.
+    pub fn call(self) -> &'static str {
+        match self {
+            Family::Function => "function_call",
+            Family::Custom => "custom_tool_call",
+            Family::McpApproval => "mcp_approval_request",
+            Family::Computer => "computer_call",
+            Family::Shell => "shell_call",
+            Family::LocalShell => "local_shell_call",
+            Family::ApplyPatch => "apply_patch_call",
+        }
+    }
+
+    /// The output item's type.
+    pub fn output(self) -> &'static str {
+        match self {
+            Family::Function => "function_call_output",
+            Family::Custom => "custom_tool_call_output",
+            Family::McpApproval => "mcp_approval_response",
+            Family::Computer => "computer_call_output",
+            Family::Shell => "shell_call_output",
+            Family::LocalShell => "local_shell_call_output",
+            Family::ApplyPatch => "apply_patch_call_output",
+        }
+    }
+
+    /// The key of the call its output names: `call_id`, but an approval request is answered
+    /// by its own `id`.
+    pub fn call_key(self) -> &'static str {
+        match self {
+            Family::McpApproval => "id",
+            _ => "call_id",
+        }
+    }
+
+    pub fn output_key(self) -> &'static str {
+        match self {
+            Family::McpApproval => "approval_request_id",
+            _ => "call_id",
+        }
+    }
+
+    /// What the API says of a call without its output. OpenAI's wording where it is on record
+    /// (function, custom and local shell calls); ringbound's own, saying so, elsewhere.
+    pub fn no_output(self, id: &str) -> String {
+        match self {
+            Family::Function => format!("No tool output found for function call {id}."),
+            Family::Custom => format!("No tool output found for custom tool call {id}."),
+            Family::LocalShell => format!("No tool output found for local shell call {id}."),
+            other => format!(
+                "ringbound: {} {id} has no {}.",
+                other.call(),
+                other.output()
+            ),
+        }
+    }
+
+    /// What the API says of an output that answers no call.
+    pub fn no_call(self, id: &str) -> String {
+        match self {
+            Family::Function => {
+                format!("No tool call found for function call output with call_id {id}.")
+            }
+            Family::Custom => {
+                format!("No tool call found for custom tool call output with call_id {id}.")
+            }
+            other => format!(
+                "ringbound: {} answers no {} {id}.",
+                other.output(),
+                other.call()
+            ),
+        }
+    }
+
+    fn by_call(kind: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.call() == kind)
+    }
+
+    fn by_output(kind: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.output() == kind)
+    }
+}
+
+/// What an item costs beyond its texts: images, and payloads priced by their size.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cost {
+    pub images: Vec<Image>,
+    /// Tokens of opaque payloads (`encrypted_content`, files), from their byte size.
+    pub opaque_tokens: u32,
+}
+
+/// One input item, as much of it as pairing and counting need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    /// The item's `type` (`message` for an untyped one).
+    pub ty: &'static str,
+    pub kind: Kind,
+    /// A message's role.
+    pub role: Option<Role>,
+    /// Texts the model reads, in order.
+    pub texts: Vec<String>,
+    pub cost: Cost,
+    /// The canonical call of a call item (paired or hosted `mcp_call`).
+    pub call: Option<ToolCall>,
+    /// The pair of types a call or output item belongs to; `None` for a hosted call.
+    pub family: Option<Family>,
+    /// The pairing key of a call or output item (an `mcp_call`'s own id).
+    pub key: Option<String>,
+    /// The result an `mcp_call` carries itself.
+    pub result: Option<String>,
+    /// Whether an output (or an `mcp_call`'s result) reports a failure.
+    pub is_error: bool,
+    /// The item's own `id`, unique across a request.
+    pub item_id: Option<String>,
+}
+
+impl Item {
+    fn new(ty: &'static str, kind: Kind) -> Self {
+        Item {
+            ty,
+            kind,
+            role: None,
+            texts: Vec::new(),
+            cost: Cost::default(),
+            call: None,
+            family: None,
+            key: None,
+            result: None,
+            is_error: false,
+            item_id: None,
+        }
+    }
+}
+
+/// The latest `compaction` item, if any: the API reads everything it needs from before it
+/// out of that one item.
+pub fn latest_compaction(items: &[Item]) -> Option<usize> {
+    items.iter().rposition(|it| it.kind == Kind::Compaction)
+}
+
+/// The OpenAI Responses API.
+pub struct OpenAIResponses;
+
+impl Provider for OpenAIResponses {
+    const KEY: &'static str = "openai_responses";
+    type Item = Item;
+
+    fn parse(&self, i: usize, raw: &[u8]) -> Result<Item, CoreError> {
+        parse::item(i, raw)
+    }
+
+    fn validate(&self, items: &[Item]) -> Vec<PairingIssue> {
+        rules::Walk::new(items).issues()
+    }
+
+    fn canonical(&self, items: &[Item]) -> Canonical {
+        canonical::canonical(items)
+    }
+
+    fn parse_all(&self, parts: &[&[u8]]) -> Result<Vec<Item>, CoreError> {
+        let mut items = Vec::new();
+        for part in parts {
+            for raw in crate::json_array::split(part)? {
+                items.push(self.parse(items.len(), raw)?);
+            }
+        }
+        parse::check_trigger_last(&items)?;
+        Ok(items)
+    }
+}
+
+#[cfg(test)]
+mod tests;
