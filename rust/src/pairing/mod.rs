@@ -40,6 +40,22 @@ pub enum IssueKind {
     ResultBeforeCall,
     /// A result separated from its call by another message.
     ResultNotAdjacent,
+    /// Gemini: a model turn with calls that follows neither a user turn nor a response turn.
+    CallTurnMisplaced,
+    /// Gemini: the history opens with a model turn.
+    FirstTurnNotUser,
+    /// Gemini 3: a call step of the current turn without the `thoughtSignature` it was given.
+    MissingSignature,
+    /// Bedrock: the conversation opens with an assistant message.
+    FirstMessageNotUser,
+    /// Bedrock: two messages of one role in a row.
+    RolesNotAlternating,
+    /// Bedrock: a call whose result could only go into a user turn holding other content.
+    UnrepairableMissingResult,
+    /// Bedrock: tool results and other content in one user turn.
+    ResultsMixedWithContent,
+    /// Bedrock: an error result without content.
+    EmptyErrorResult,
 }
 
 impl IssueKind {
@@ -50,6 +66,14 @@ impl IssueKind {
             IssueKind::OrphanResult => "orphan_result",
             IssueKind::ResultBeforeCall => "result_before_call",
             IssueKind::ResultNotAdjacent => "result_not_adjacent",
+            IssueKind::CallTurnMisplaced => "call_turn_misplaced",
+            IssueKind::FirstTurnNotUser => "first_turn_not_user",
+            IssueKind::MissingSignature => "missing_signature",
+            IssueKind::FirstMessageNotUser => "first_message_not_user",
+            IssueKind::RolesNotAlternating => "roles_not_alternating",
+            IssueKind::UnrepairableMissingResult => "unrepairable_missing_result",
+            IssueKind::ResultsMixedWithContent => "results_mixed_with_content",
+            IssueKind::EmptyErrorResult => "empty_error_result",
         }
     }
 }

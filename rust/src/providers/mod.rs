@@ -3,7 +3,10 @@
 //! maps the items onto the canonical view the core counts and plans, with real costs.
 
 pub mod anthropic;
+pub mod bedrock_converse;
+pub mod gemini;
 pub mod openai_chat;
+pub mod pynames;
 
 use crate::error::CoreError;
 use crate::json_array;
@@ -62,12 +65,16 @@ pub fn validate_json(provider: &str, parts: &[&[u8]]) -> Result<Vec<PairingIssue
     match provider {
         openai_chat::OpenAIChat::KEY => run(openai_chat::OpenAIChat, parts),
         anthropic::Anthropic::KEY => run(anthropic::Anthropic, parts),
+        gemini::Gemini::KEY => run(gemini::Gemini, parts),
+        bedrock_converse::BedrockConverse::KEY => run(bedrock_converse::BedrockConverse, parts),
         other => Err(CoreError::Config {
             key: "provider".to_owned(),
             reason: format!(
-                "no Rust validator for provider '{other}' (have: {}, {})",
+                "no Rust validator for provider '{other}' (have: {}, {}, {}, {})",
                 openai_chat::OpenAIChat::KEY,
-                anthropic::Anthropic::KEY
+                anthropic::Anthropic::KEY,
+                gemini::Gemini::KEY,
+                bedrock_converse::BedrockConverse::KEY
             ),
         }),
     }
