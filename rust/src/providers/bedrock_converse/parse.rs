@@ -36,8 +36,8 @@ const RESULT_BLOCKS: [&str; 6] = ["text", "json", "image", "document", "video", 
 /// Document formats whose bytes are text the model reads as such.
 const TEXT_FORMATS: [&str; 4] = ["txt", "md", "csv", "html"];
 /// Base64 characters per token of media with no published price here (video, audio, office
-/// documents): the size of their payload.
-const BASE64_CHARS_PER_TOKEN: usize = 4;
+/// documents): the size of their payload, as the core prices an opaque part.
+const BASE64_CHARS_PER_TOKEN: usize = 3;
 
 /// Python's name for the type of a value (Python's adapter said `NoneType` for null).
 fn kind_of(v: &Value) -> &'static str {

@@ -238,7 +238,7 @@ fn canonical_view_prices_documents_by_what_they_hold() {
         "the image and the PDF's two page images"
     );
     assert_eq!(first.images[0].size, Some((1, 1)));
-    assert_eq!(first.other_part_tokens, 2 * 3000 + 100);
+    assert_eq!(first.other_part_tokens, 2 * 3000 + 134);
     let result = &view.messages[2];
     assert!(result.is_error);
     assert_eq!(result.texts, ["boom"]);

@@ -37,9 +37,9 @@ const META_FIELDS: [&str; 9] = [
 ];
 
 /// Base64 characters per token of media other than images (audio, video, PDF): their payload
-/// size, as the core prices opaque parts (Gemini prices them by duration or page, which the
+/// size, as the core prices an opaque part (Gemini prices them by duration or page, which the
 /// request does not state).
-const BASE64_CHARS_PER_TOKEN: usize = 4;
+const BASE64_CHARS_PER_TOKEN: usize = 3;
 
 /// The error text of a result ringbound synthesized, which reads as an error as it is.
 const ERROR_HEADS: [&str; 3] = ["error", "exception", "traceback (most recent call last)"];

@@ -310,7 +310,7 @@ fn malformed_contents_name_their_index() {
 fn canonical_view_prices_media_and_pairs_by_id() {
     // A 1x1 PNG.
     let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
-    let audio = "A".repeat(4000);
+    let audio = "A".repeat(3000);
     let contents = [
         json!({"role": "user", "parts": [
             {"text": "look"},
@@ -324,7 +324,7 @@ fn canonical_view_prices_media_and_pairs_by_id() {
     assert_eq!(view.layout.groups, [0, 1, 2, 2]);
     let first = &view.messages[0];
     assert_eq!(first.images[0].size, Some((1, 1)));
-    assert_eq!(first.other_part_tokens, 1000, "4,000 base64 characters");
+    assert_eq!(first.other_part_tokens, 1000, "3,000 base64 characters");
     let model = &view.messages[1];
     assert_eq!(
         model.tool_calls.len(),
