@@ -362,7 +362,13 @@ fn classify_stray<M: Borrow<Message>>(
     }
 }
 
-fn issue(kind: IssueKind, id: Option<&str>, index: usize, message: String) -> PairingIssue {
+/// An issue of `kind` about call `id` at message `index`.
+pub(crate) fn issue(
+    kind: IssueKind,
+    id: Option<&str>,
+    index: usize,
+    message: String,
+) -> PairingIssue {
     PairingIssue {
         kind,
         call_id: id.map(str::to_owned),

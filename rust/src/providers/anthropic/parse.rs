@@ -309,7 +309,7 @@ pub(super) fn text(s: &str) -> Block {
 }
 
 /// Adds `n` PDF pages: each a text layer and a page image.
-fn pages(parts: &mut Parts, n: u32) {
+pub(crate) fn pages(parts: &mut Parts, n: u32) {
     parts.other_tokens = parts
         .other_tokens
         .saturating_add(PDF_PAGE_TOKENS.saturating_mul(n));

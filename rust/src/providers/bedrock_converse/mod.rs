@@ -11,7 +11,7 @@ mod rules;
 use super::{Canonical, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
-use crate::view::{Image, Role};
+use crate::view::Role;
 
 /// Bedrock's ValidationException texts, verbatim (sources in docs/providers/bedrock_converse.md).
 pub const START_WITH_USER: &str = "A conversation must start with a user message. Try again \
@@ -35,14 +35,9 @@ pub const EMPTY_ERROR_RESULT: &str = "The content field at messages.{n}.content.
      cannot be empty when status value is error.";
 pub const EMPTY_CONTENT: &str = "The content field in the Message object at messages.{n} is empty.";
 
-/// What the model reads of a block or a tool result: texts, images, and costs known only as a
-/// number.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Parts {
-    pub texts: Vec<String>,
-    pub images: Vec<Image>,
-    pub other_tokens: u32,
-}
+/// What the model reads of a block or a tool result: counted as the Anthropic provider counts
+/// it, since Converse mostly serves Claude.
+pub use super::anthropic::Parts;
 
 /// One `toolUse` block.
 #[derive(Clone, Debug, PartialEq, Eq)]

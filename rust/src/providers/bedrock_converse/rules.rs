@@ -11,22 +11,13 @@ use super::{
     EXPECTED_RESULTS, MIXED_TURN, START_WITH_USER, TOO_MANY_RESULTS,
 };
 use crate::pairing::stray::{self, Stray};
-use crate::pairing::{IssueKind, PairingIssue};
+use crate::pairing::{issue, IssueKind, PairingIssue};
 use crate::view::Role;
 
 fn fill(template: &str, n: usize, ids: &str) -> String {
     template
         .replace("{n}", &n.to_string())
         .replace("{ids}", ids)
-}
-
-fn issue(kind: IssueKind, id: Option<&str>, index: usize, message: String) -> PairingIssue {
-    PairingIssue {
-        kind,
-        call_id: id.map(str::to_owned),
-        index,
-        message,
-    }
 }
 
 fn role_name(role: Role) -> &'static str {

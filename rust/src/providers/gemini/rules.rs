@@ -11,7 +11,7 @@ use super::{
     MISSING_SIGNATURE, RESPONSE_TURN_POSITION,
 };
 use crate::pairing::stray::{self, Stray};
-use crate::pairing::{IssueKind, PairingIssue};
+use crate::pairing::{issue, IssueKind, PairingIssue};
 use crate::providers::pynames::repr_str;
 use crate::view::Role;
 
@@ -34,16 +34,8 @@ struct Found {
 
 impl Found {
     fn add(&mut self, kind: IssueKind, id: Option<&str>, index: usize, rank: usize, text: String) {
-        self.issues.push((
-            index,
-            rank,
-            PairingIssue {
-                kind,
-                call_id: id.map(str::to_owned),
-                index,
-                message: text,
-            },
-        ));
+        self.issues
+            .push((index, rank, issue(kind, id, index, text)));
     }
 }
 
