@@ -51,13 +51,16 @@ def _native_default(obj: Any) -> Any:
 
 def dump_native(messages: Sequence[Any]) -> list[bytes]:
     """JSON arrays of native items the provider's adapter has already read, for the core's
-    parser of that provider: as ``dump_messages``, with bytes as base64 text and any mapping or
-    sequence as JSON's own, so every item the adapter accepts is written."""
+    parser of that provider: as ``dump_messages``, with bytes as base64 text, any mapping or
+    sequence as JSON's own and keys that are not strings as strings (the adapters' own JSON
+    writes them so), so every item the adapter accepts is written."""
     step = DUMP_PART_MESSAGES
     items = list(messages)
     try:
         return [
-            orjson.dumps(items[i : i + step], default=_native_default)
+            orjson.dumps(
+                items[i : i + step], default=_native_default, option=orjson.OPT_NON_STR_KEYS
+            )
             for i in range(0, max(len(items), 1), step)
         ]
     except (TypeError, orjson.JSONEncodeError) as e:

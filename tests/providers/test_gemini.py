@@ -1205,7 +1205,7 @@ def test_vertex_function_role_and_bytes_are_read() -> None:
             "role": "user",
             "parts": [{"text": "look"}, {"inlineData": {"mimeType": "image/png", "data": png}}],
         },
-        model(call("read_log", cid="c1")),
+        model(call("read_log", {1: "keys the adapter writes as strings"}, cid="c1")),
         {"role": "function", "parts": [response(cid="c1")]},
     ]
     assert ADAPTER.validate(contents) == []
