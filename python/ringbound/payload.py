@@ -49,21 +49,22 @@ def _native_default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
-def dump_native(messages: Sequence[Any]) -> list[bytes]:
-    """JSON arrays of native items the provider's adapter has already read, for the core's
-    parser of that provider: as ``dump_messages``, with bytes as base64 text, any mapping or
-    sequence as JSON's own and keys that are not strings as strings (the adapters' own JSON
-    writes them so), so every item the adapter accepts is written."""
+def dump_native(messages: Any) -> list[bytes]:
+    """JSON arrays of native items for the core's parser of their provider: as
+    ``dump_messages``, with bytes as base64 text, any mapping or sequence as JSON's own and keys
+    that are not strings as strings (the adapters' own JSON writes them so), so every item an
+    adapter accepts is written; InvalidMessageError (no index) if impossible."""
+    check_message_list(messages)
     step = DUMP_PART_MESSAGES
-    items = list(messages)
     try:
+        items = list(messages)
         return [
             orjson.dumps(
                 items[i : i + step], default=_native_default, option=orjson.OPT_NON_STR_KEYS
             )
             for i in range(0, max(len(items), 1), step)
         ]
-    except (TypeError, orjson.JSONEncodeError) as e:
+    except Exception as e:  # not JSON, or the caller's own object raised while read
         raise InvalidMessageError(
             f"messages cannot be serialized as JSON ({e})", index=None, reason=str(e)
         ) from None
