@@ -93,8 +93,8 @@ def validate_native(
     provider: str, messages_json: bytes | list[bytes]
 ) -> list[tuple[str, str | None, int, str]]:
     """Pairing issues of native messages by ``provider``'s own rules (``openai_chat``,
-    ``anthropic``, ``openai_responses``); ConfigError for a provider the core does not read,
-    InvalidMessageError naming a malformed message."""
+    ``anthropic``, ``openai_responses``, ``gemini``, ``bedrock_converse``); ConfigError for a
+    provider the core does not read, InvalidMessageError naming a malformed message."""
 
 def cache_len() -> int: ...
 def _panic(message: str) -> None:

@@ -6,7 +6,8 @@ message."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import base64
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,6 +19,7 @@ __all__ = [
     "check_message_list",
     "check_tools",
     "dump_messages",
+    "dump_native",
     "dump_tools",
     "nesting_guard",
     "snapshot",
@@ -29,6 +31,43 @@ def _default(obj: Any) -> Any:
     if callable(dump):
         return dump(mode="json", exclude_none=True)
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def _native_default(obj: Any) -> Any:
+    """What JSON cannot hold, as the providers' JSON bodies carry it: bytes as base64 text (a
+    boto3 image, a Gemini SDK blob), SDK objects as they dump, other mappings and sequences as
+    dicts and lists."""
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(obj)).decode()
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    if isinstance(obj, Sequence) and not isinstance(obj, str):
+        return list(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def dump_native(messages: Any) -> list[bytes]:
+    """JSON arrays of native items for the core's parser of their provider: as
+    ``dump_messages``, with bytes as base64 text, any mapping or sequence as JSON's own and keys
+    that are not strings as strings (the adapters' own JSON writes them so), so every item an
+    adapter accepts is written; InvalidMessageError (no index) if impossible."""
+    check_message_list(messages)
+    step = DUMP_PART_MESSAGES
+    try:
+        items = list(messages)
+        return [
+            orjson.dumps(
+                items[i : i + step], default=_native_default, option=orjson.OPT_NON_STR_KEYS
+            )
+            for i in range(0, max(len(items), 1), step)
+        ]
+    except Exception as e:  # not JSON, or the caller's own object raised while read
+        raise InvalidMessageError(
+            f"messages cannot be serialized as JSON ({e})", index=None, reason=str(e)
+        ) from None
 
 
 def snapshot(messages: Any) -> list[Any]:

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import bedrock_converse_oracle
 import pytest
 import strategies as gen
 from hypothesis import HealthCheck, given, settings
@@ -951,3 +952,136 @@ def test_real_tau_bench_sessions_assemble_valid_for_bedrock(corpus: Any) -> None
             note = res.system[-1]["text"] if dropped else ""
             assert all(f'call_id="{c}"' in note for c in dropped)
     assert fitted > 50
+
+
+# The core's validator against the Python oracle ------------------------------------------------
+
+
+def _both(messages: list[Any], system: Any = None) -> tuple[Any, Any]:
+    """What the core's validator and the Python oracle make of a request: the issues, or the
+    type and index of the error."""
+
+    def run(validate: Any) -> Any:
+        try:
+            found = validate(messages, system=system)
+        except rb.InvalidMessageError as e:
+            return ("InvalidMessageError", e.index)
+        return [(i.kind, i.call_id, i.index, i.message) for i in found]
+
+    return run(ADAPTER.validate), run(bedrock_converse_oracle.validate)
+
+
+@st.composite
+def edited(draw: st.DrawFn) -> tuple[list[Any], Any]:
+    """A converted session with one to three edits that break pairing in every way Bedrock
+    names: messages deleted or swapped, blocks deleted, copied, moved or emptied."""
+    native, system = ADAPTER.from_canonical(draw(gen.sessions(images=False, max_units=8)))
+    msgs = copy.deepcopy(native)
+    for _ in range(draw(st.integers(1, 3))):
+        if not msgs:
+            break
+        k = draw(st.integers(0, len(msgs) - 1))
+        blocks = msgs[k]["content"]
+        op = draw(st.sampled_from(("delete", "swap", "drop", "copy", "move", "empty_error")))
+        b = draw(st.integers(0, len(blocks) - 1))
+        if op == "delete":
+            del msgs[k]
+        elif op == "swap":
+            j = draw(st.integers(0, len(msgs) - 1))
+            msgs[k], msgs[j] = msgs[j], msgs[k]
+        elif op == "drop" and len(blocks) > 1:
+            del blocks[b]
+        elif op == "copy":
+            target = msgs[draw(st.integers(0, len(msgs) - 1))]["content"]
+            target.insert(draw(st.integers(0, len(target))), copy.deepcopy(blocks[b]))
+        elif op == "move":
+            blocks.append(blocks.pop(b))
+        elif op == "empty_error" and "toolResult" in blocks[b]:
+            blocks[b]["toolResult"].update(status="error", content=[])
+    return msgs, system
+
+
+@properties
+@given(edited())
+def test_the_core_validator_agrees_with_the_python_oracle(session: tuple[Any, Any]) -> None:
+    messages, system = session
+    core, oracle = _both(messages, system)
+    assert core == oracle
+
+
+def test_the_oracle_is_not_blind() -> None:
+    """The comparison means something: both find every kind of issue of a broken session."""
+    messages = [
+        reply("hi"),
+        reply("again"),
+        calls(use("t1"), use("t1"), use("t2")),
+        {"role": "user", "content": [result("t1"), result("t1"), result("zz"), {"text": "x"}]},
+        calls(use("t3")),
+        user("no result"),
+        results(
+            result("t2"), {"toolResult": {"toolUseId": "t4", "status": "error", "content": []}}
+        ),
+        calls(use("t4")),
+    ]
+    core, oracle = _both(messages)
+    assert core == oracle
+    assert {kind for kind, *_ in core} == {
+        "first_message_not_user",
+        "roles_not_alternating",
+        "duplicate_id",
+        "missing_result",
+        "results_mixed_with_content",
+        "orphan_result",
+        "unrepairable_missing_result",
+        "result_not_adjacent",
+        "result_before_call",
+        "empty_error_result",
+    }
+
+
+def test_a_result_called_before_and_after_is_late_for_the_earlier_call() -> None:
+    """One stray classification for every provider: the latest earlier call of the id first."""
+    messages = [
+        user("go"),
+        calls(use("t1")),
+        user("wait"),
+        reply("ok"),
+        results(result("t1")),
+        calls(use("t1")),
+        results(result("t1")),
+    ]
+    assert ("result_not_adjacent", 4) in issues(messages)
+    stray = next(i for i in ADAPTER.validate(messages) if i.index == 4)
+    assert stray.message.endswith(
+        "ringbound: messages[4] answers `t1` of messages[1], but results belong in the user "
+        "turn right after the call"
+    )
+
+
+def test_boto3_bytes_are_read_by_the_core() -> None:
+    doc = {"document": {"format": "txt", "name": "notes", "source": {"bytes": b"hello " * 50}}}
+    messages = [
+        {"role": "user", "content": [image(png(40, 40)), doc, {"text": "read these"}]},
+        calls(use("t1")),
+    ]
+    assert [i.kind for i in ADAPTER.validate(messages)] == ["missing_result"]
+
+
+def test_a_text_document_counts_as_its_text() -> None:
+    text = "The quarterly figures rose by four percent. " * 40
+    as_doc = [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "document": {
+                        "format": "txt",
+                        "name": "q",
+                        "source": {"bytes": base64.b64encode(text.encode()).decode()},
+                    }
+                }
+            ],
+        }
+    ]
+    as_text = [{"role": "user", "content": [{"text": "q"}, {"text": text}]}]
+    assert count(as_doc) == count(as_text)

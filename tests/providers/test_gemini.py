@@ -5,12 +5,14 @@ sessions converted from OpenAI Chat."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import gemini_oracle
 import orjson
 import pydantic
 import pytest
@@ -541,7 +543,9 @@ def test_thought_signatures_stay_on_their_parts() -> None:
         call("list_dir", cid="c2"),
     )
     contents = [user(), thinking, answer(response(cid="c1"), response("list_dir", cid="c2"))]
-    contents += [*ring(), *ring(), *ring(), say("ok")]
+    # Every later step of the turn is signed too, as Gemini 3 signs them.
+    contents += [*ring(signature="c2ln"), *ring(signature="c2ln"), *ring(signature="c2ln")]
+    contents += [say("ok")]
     full = count(contents)
     unsigned = copy.deepcopy(contents)
     del unsigned[1]["parts"][1]["thoughtSignature"]
@@ -1075,3 +1079,136 @@ def test_what_the_adapter_accepts_pairs_in_the_canonical_view(session: tuple[Any
         )
         assert ADAPTER.validate(res.messages, system=res.system) == []
         assert canonical_issues(res.messages, res.system) == []
+
+
+# --- the core's validator against the Python oracle ------------------------------------------
+
+
+def _both(contents: list[Any], system: Any = None) -> tuple[Any, Any]:
+    """What the core's validator and the Python oracle make of a request: the issues, or the
+    type and index of the error."""
+
+    def run(validate: Any) -> Any:
+        try:
+            found = validate(contents, system=system)
+        except rb.InvalidMessageError as e:
+            return ("InvalidMessageError", e.index)
+        return [(i.kind, i.call_id, i.index, i.message) for i in found]
+
+    return run(ADAPTER.validate), run(gemini_oracle.validate)
+
+
+@properties
+@given(edited())
+def test_the_core_validator_agrees_with_the_python_oracle(session: tuple[Any, Any]) -> None:
+    contents, system = session
+    core, oracle = _both(contents, system)
+    assert core == oracle
+
+
+def test_the_oracle_is_not_blind() -> None:
+    """The comparison means something: both find every kind of issue in one broken session."""
+    contents = [
+        say("hello"),
+        model(call("a", cid="c1"), call("b", cid="c2")),
+        answer(response("a", cid="c1"), response("a", cid="c1"), response("z", cid="c9")),
+        user("wait"),
+        answer(response("b", cid="c2")),
+        answer(response("q", cid="later")),
+        model(call("q", cid="later")),
+    ]
+    core, oracle = _both(contents)
+    assert core == oracle
+    assert {kind for kind, *_ in core} == {
+        "first_turn_not_user",
+        "call_turn_misplaced",
+        "duplicate_id",
+        "orphan_result",
+        "result_not_adjacent",
+        "result_before_call",
+        "missing_result",
+    }
+
+
+# --- thought signatures ----------------------------------------------------------------------
+
+
+def parallel_ring(k: int, signature: str | None = "c2lnbmF0dXJl" * 8) -> list[dict[str, Any]]:
+    """A call step of three parallel calls, only the first signed (as Gemini 3 sends them),
+    and its response turn."""
+    return [
+        model(
+            call("read_log", {"k": k}, cid=f"r{k}", signature=signature),
+            call("list_dir", {"k": k}, cid=f"l{k}"),
+            call("stat", {"k": k}, cid=f"s{k}"),
+        ),
+        answer(
+            response("read_log", cid=f"r{k}"),
+            response("list_dir", cid=f"l{k}"),
+            response("stat", cid=f"s{k}"),
+        ),
+    ]
+
+
+@properties
+@given(st.integers(4, 9), st.floats(0.45, 1.0))
+def test_parallel_calls_with_one_signature_are_kept_or_dropped_together(
+    rings: int, share: float
+) -> None:
+    contents = [user()] + [c for k in range(rings) for c in parallel_ring(k)] + [say("done")]
+    res = assemble(contents, config(budget_dropping(contents, share), recent_tool_rings=1))
+    for c in contents:
+        calls = [p for p in c["parts"] if "functionCall" in p]
+        if len(calls) < 2:
+            continue
+        # The step is in the request whole, as the caller's object, signature first, or not
+        # at all: no part of it travels without the others.
+        parts = [p for m in res.messages for p in m["parts"]]
+        present = [any(p is q for q in parts) for p in calls]
+        assert all(present) or not any(present)
+        if all(present):
+            assert any(m is c for m in res.messages)
+            assert "thoughtSignature" in c["parts"][0]
+    assert ADAPTER.validate(res.messages, system=res.system) == []
+
+
+def test_a_call_step_that_lost_its_signature_is_reported_in_geminis_words() -> None:
+    contents = [user(), *parallel_ring(0), *parallel_ring(1)]
+    moved = copy.deepcopy(contents)
+    step = moved[3]["parts"]
+    step.append(step.pop(0))  # the signed part is no longer the first functionCall part
+    issues = ADAPTER.validate(moved)
+    assert [(i.kind, i.index, i.call_id) for i in issues] == [("missing_signature", 3, "l1")]
+    assert issues[0].message.startswith(
+        "Function call `list_dir` in the `3.` content block is missing a `thought_signature`."
+    )
+    assert "parts[2] carries this step's signature" in issues[0].message
+    stripped = copy.deepcopy(contents)
+    del stripped[3]["parts"][0]["thoughtSignature"]
+    issues = ADAPTER.validate(stripped)
+    assert [(i.kind, i.index) for i in issues] == [("missing_signature", 3)]
+    with pytest.raises(rb.PairingError) as err:
+        assemble(stripped, config())
+    assert err.value.issues[0].kind == "missing_signature"
+    # Earlier turns are not checked (Gemini validates the current turn), nor unsigned sessions.
+    assert ADAPTER.validate([*stripped, say("ok"), user("again")]) == []
+    unsigned = [user(), *parallel_ring(0, signature=None), *parallel_ring(1, signature=None)]
+    assert ADAPTER.validate(unsigned) == []
+
+
+def test_vertex_function_role_and_bytes_are_read() -> None:
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+    )
+    contents = [
+        {
+            "role": "user",
+            "parts": [{"text": "look"}, {"inlineData": {"mimeType": "image/png", "data": png}}],
+        },
+        model(call("read_log", {1: "keys the adapter writes as strings"}, cid="c1")),
+        {"role": "function", "parts": [response(cid="c1")]},
+    ]
+    assert ADAPTER.validate(contents) == []
+    assert ADAPTER.validate(contents[:2])[0].kind == "missing_result"
+    res = assemble(contents, config())
+    assert res.messages == contents

@@ -13,36 +13,16 @@ from typing import Any
 
 import orjson
 
+from .. import _core
 from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
 from ..errors import InvalidMessageError, PairingError, PairingIssue
+from ..payload import dump_native
 from .base import Canonical, PlanItem, Rendered, is_summary_note, plan_rewrites, read_once
 
 __all__ = ["ADAPTER", "BRIDGE_TEXT", "OPENING_TEXT", "BedrockConverseAdapter", "synthesized_result"]
 
 # Bedrock's ValidationException texts, verbatim (sources in docs/providers/bedrock_converse.md).
-START_WITH_USER = (
-    "A conversation must start with a user message. Try again with a conversation that starts "
-    "with a user message."
-)
-ALTERNATE = (
-    "A conversation must alternate between user and assistant roles. Make sure the conversation "
-    "alternates between user and assistant roles and try again."
-)
-MIXED_TURN = (
-    "messages.{n}.content: Conversation blocks and tool result blocks cannot be provided in the "
-    "same turn."
-)
 EXPECTED_RESULTS = "Expected toolResult blocks at messages.{n}.content for the following Ids: {ids}"
-TOO_MANY_RESULTS = (
-    "The number of toolResult blocks at messages.{n}.content exceeds the number of toolUse "
-    "blocks of previous turn."
-)
-DUPLICATE_USES = "The toolUse blocks at messages.{n}.content contain duplicate Ids: {ids}"
-DUPLICATE_RESULTS = "The toolResult blocks at messages.{n}.content contain duplicate Ids: {ids}"
-EMPTY_ERROR_RESULT = (
-    "The content field at messages.{n}.content.{b}.toolResult cannot be empty when status value "
-    "is error."
-)
 EMPTY_CONTENT = "The content field in the Message object at messages.{n} is empty."
 
 #: The core reads at most this much of an image to learn its pixel size; only that prefix of an
@@ -65,6 +45,8 @@ _USER_BLOCKS = frozenset(
 _ASSISTANT_BLOCKS = frozenset(
     {"text", "reasoningContent", "toolUse", "citationsContent", "cachePoint"}
 )
+#: Document formats whose bytes are text the model reads as such.
+_TEXT_FORMATS = frozenset({"txt", "md", "csv", "html"})
 _RESULT_BLOCKS = frozenset({"text", "json", "image", "document", "video", "searchResult"})
 
 
@@ -180,9 +162,20 @@ def _image_part(i: int | None, image: Any, where: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
-def _opaque_part(i: int | None, block: Any, where: str) -> list[dict[str, Any]]:
-    """A document, video or audio block: its name and inline texts as text, its bytes as a file
-    part the core counts at one token per three base64 characters (no published formula)."""
+def _document_text(data: str | bytes) -> str | None:
+    """The text a text document's bytes hold (raw, or base64 text), or None if they hold none."""
+    try:
+        raw = data if isinstance(data, bytes) else base64.b64decode(data)
+        return raw.decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _opaque_part(i: int | None, kind_of: str, block: Any, where: str) -> list[dict[str, Any]]:
+    """A document, video or audio block: its name and inline texts as text; the bytes of a text
+    document (txt, md, csv, html) as the text they hold, any other bytes as a file part of the
+    payload itself, which the core counts at one token per three base64 characters (no
+    published formula)."""
     block = _obj(i, block, where)
     parts: list[dict[str, Any]] = []
     for key in ("name", "context"):
@@ -191,9 +184,16 @@ def _opaque_part(i: int | None, block: Any, where: str) -> list[dict[str, Any]]:
     kind, source = _member(i, block.get("source"), f"{where}.source")
     if kind == "bytes":
         data = _payload(i, block["source"], where)
-        size = -(-len(data) // 3) * 4 if isinstance(data, bytes) else len(data)
-        # Only the length is counted; a placeholder of the base64 length stands for the bytes.
-        parts.append({"type": "file", "file": {"file_data": "A" * size}})
+        text = (
+            _document_text(data)
+            if kind_of == "document" and block.get("format") in _TEXT_FORMATS
+            else None
+        )
+        if text is not None:
+            parts.append({"type": "text", "text": text})
+        else:
+            encoded = base64.b64encode(data).decode() if isinstance(data, bytes) else data
+            parts.append({"type": "file", "file": {"file_data": encoded}})
     elif kind == "s3Location":
         uri = _obj(i, source, f"{where}.source.s3Location").get("uri")
         parts.append({"type": "text", "text": _str(i, uri, f"{where}.source.s3Location.uri")})
@@ -217,7 +217,7 @@ def _media(i: int | None, kind: str, value: Any, where: str) -> list[dict[str, A
     if kind == "image":
         return [_image_part(i, value, where)]
     if kind in ("document", "video", "audio"):
-        return _opaque_part(i, value, where)
+        return _opaque_part(i, kind, value, where)
     if kind == "guardContent":
         g_kind, g_value = _member(i, value, where)
         if g_kind == "text":
@@ -387,143 +387,16 @@ class BedrockConverseAdapter:
     default_token_ratio = 1.3
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
-        """Issues by Bedrock's rules, in message order, each quoting its ValidationException."""
-        turns = _turns(messages)
+        """Issues by Bedrock's rules, in message order, each quoting its ValidationException:
+        checked in the core (``_core.validate_native``).
+
+        Raises:
+            InvalidMessageError: A message (or ``system``) is malformed.
+        """
+        _turns(messages)
         _system(system)
-        callers: dict[str, list[int]] = {}
-        for i, turn in enumerate(turns):
-            for call in turn.calls:
-                callers.setdefault(call.id, []).append(i)
-        issues: list[PairingIssue] = []
-        for i, turn in enumerate(turns):
-            if i == 0 and turn.role != "user":
-                issues.append(
-                    PairingIssue(
-                        "first_message_not_user",
-                        None,
-                        0,
-                        f"{START_WITH_USER} ringbound: messages[0] is an {turn.role} message",
-                    )
-                )
-            if i > 0 and turn.role == turns[i - 1].role:
-                issues.append(
-                    PairingIssue(
-                        "roles_not_alternating",
-                        None,
-                        i,
-                        f"{ALTERNATE} ringbound: messages[{i - 1}] and messages[{i}] are both "
-                        f"{turn.role} messages",
-                    )
-                )
-            if turn.role == "assistant":
-                issues.extend(self._call_issues(turns, i))
-            else:
-                issues.extend(self._result_issues(turns, i, callers))
-        return issues
-
-    @staticmethod
-    def _call_issues(turns: list[_Turn], i: int) -> list[PairingIssue]:
-        turn = turns[i]
-        issues: list[PairingIssue] = []
-        seen: set[str] = set()
-        unique: list[_Call] = []
-        for call in turn.calls:
-            if call.id in seen:
-                issues.append(
-                    PairingIssue(
-                        "duplicate_id",
-                        call.id,
-                        i,
-                        f"{DUPLICATE_USES.format(n=i, ids=call.id)} ringbound: messages[{i}] "
-                        f"calls `{call.id}` more than once",
-                    )
-                )
-            else:
-                seen.add(call.id)
-                unique.append(call)
-        following = turns[i + 1] if i + 1 < len(turns) and turns[i + 1].role == "user" else None
-        answered = {r.id for r in following.results} if following else set()
-        missing = [c for c in unique if c.id not in answered]
-        ids = ", ".join(c.id for c in missing)
-        for call in missing:
-            where = (
-                f"messages[{i + 1}] has no toolResult for it"
-                if following
-                else "no user message follows"
-                if i + 1 == len(turns)
-                else f"messages[{i + 1}] is not a user message"
-            )
-            issues.append(
-                PairingIssue(
-                    "missing_result",
-                    call.id,
-                    i,
-                    f"{EXPECTED_RESULTS.format(n=i + 1, ids=ids)} ringbound: messages[{i}] "
-                    f"calls `{call.id}` ({call.name}) and {where}",
-                )
-            )
-        if missing and following and not following.results:
-            # The results could only go into messages[i + 1], which holds other content: a
-            # synthesized result cannot be sent there, so this is not a repairable gap.
-            issues.append(
-                PairingIssue(
-                    "unrepairable_missing_result",
-                    missing[0].id,
-                    i + 1,
-                    f"{EXPECTED_RESULTS.format(n=i + 1, ids=ids)} ringbound: messages[{i + 1}] "
-                    "holds other content, and conversation blocks and tool result blocks "
-                    "cannot be provided in the same turn, so no result can be synthesized "
-                    "there; add a tool-result turn (and a reply) before it",
-                )
-            )
-        return issues
-
-    @staticmethod
-    def _result_issues(
-        turns: list[_Turn], i: int, callers: dict[str, list[int]]
-    ) -> list[PairingIssue]:
-        turn = turns[i]
-        issues: list[PairingIssue] = []
-        if turn.results and turn.conversation:
-            issues.append(
-                PairingIssue(
-                    "results_mixed_with_content",
-                    None,
-                    i,
-                    f"{MIXED_TURN.format(n=i)} ringbound: messages[{i}] holds toolResult blocks "
-                    "and other content; send the other content in a later user turn",
-                )
-            )
-        previous = turns[i - 1] if i > 0 and turns[i - 1].role == "assistant" else None
-        expected = [c.id for c in previous.calls] if previous else []
-        too_many = len(turn.results) > len(expected)
-        seen: set[str] = set()
-        for result in turn.results:
-            if result.id in seen:
-                issues.append(
-                    PairingIssue(
-                        "duplicate_id",
-                        result.id,
-                        i,
-                        f"{DUPLICATE_RESULTS.format(n=i, ids=result.id)} ringbound: "
-                        f"messages[{i}] answers `{result.id}` more than once",
-                    )
-                )
-                continue
-            seen.add(result.id)
-            if result.id not in expected:
-                issues.append(_stray(turn, i, result, expected, too_many, callers))
-            if result.error and result.empty:
-                issues.append(
-                    PairingIssue(
-                        "empty_error_result",
-                        result.id,
-                        i,
-                        f"{EMPTY_ERROR_RESULT.format(n=i, b=result.block)} ringbound: the "
-                        f"error result for `{result.id}` has no content",
-                    )
-                )
-        return issues
+        issues = _core.validate_native(self.key, dump_native(messages))
+        return [PairingIssue(*issue) for issue in issues]
 
     def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
         """OpenAI Chat messages for the core. The system (one message, empty when there is
@@ -702,52 +575,6 @@ def _user_canonical(turn: _Turn) -> list[dict[str, Any]]:
     if media or not turn.results:
         out.append({"role": "user", "content": media or ""})
     return out
-
-
-def _stray(
-    turn: _Turn,
-    i: int,
-    result: _Result,
-    expected: list[str],
-    too_many: bool,
-    callers: dict[str, list[int]],
-) -> PairingIssue:
-    """The issue of a result its previous turn did not call for."""
-    if too_many:
-        wording = TOO_MANY_RESULTS.format(n=i)
-    else:
-        found = ", ".join(r.id for r in turn.results if r.id not in expected)
-        wording = (
-            EXPECTED_RESULTS.format(
-                n=i, ids=", ".join(e for e in expected if e not in {r.id for r in turn.results})
-            )
-            + f", but found: {found}"
-        )
-    later = [a for a in callers.get(result.id, ()) if a > i]
-    earlier = [a for a in callers.get(result.id, ()) if a < i - 1]
-    if later:
-        return PairingIssue(
-            "result_before_call",
-            result.id,
-            i,
-            f"{wording} ringbound: messages[{i}] answers `{result.id}`, which is only called "
-            f"later, by messages[{later[0]}]",
-        )
-    if earlier:
-        return PairingIssue(
-            "result_not_adjacent",
-            result.id,
-            i,
-            f"{wording} ringbound: messages[{i}] answers `{result.id}` of "
-            f"messages[{earlier[-1]}], but results belong in the user turn right after the call",
-        )
-    return PairingIssue(
-        "orphan_result",
-        result.id,
-        i,
-        f"{wording} ringbound: messages[{i}] answers `{result.id}`, which no assistant message "
-        "calls",
-    )
 
 
 def synthesized_result(call_id: str) -> dict[str, Any]:

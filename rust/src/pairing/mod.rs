@@ -42,6 +42,22 @@ pub enum IssueKind {
     ResultNotAdjacent,
     /// A reasoning item not followed by an item of its model turn (OpenAI Responses).
     ReasoningWithoutCall,
+    /// Gemini: a model turn with calls that follows neither a user turn nor a response turn.
+    CallTurnMisplaced,
+    /// Gemini: the history opens with a model turn.
+    FirstTurnNotUser,
+    /// Gemini 3: a call step of the current turn without the `thoughtSignature` it was given.
+    MissingSignature,
+    /// Bedrock: the conversation opens with an assistant message.
+    FirstMessageNotUser,
+    /// Bedrock: two messages of one role in a row.
+    RolesNotAlternating,
+    /// Bedrock: a call whose result could only go into a user turn holding other content.
+    UnrepairableMissingResult,
+    /// Bedrock: tool results and other content in one user turn.
+    ResultsMixedWithContent,
+    /// Bedrock: an error result without content.
+    EmptyErrorResult,
 }
 
 impl IssueKind {
@@ -53,6 +69,14 @@ impl IssueKind {
             IssueKind::ResultBeforeCall => "result_before_call",
             IssueKind::ResultNotAdjacent => "result_not_adjacent",
             IssueKind::ReasoningWithoutCall => "reasoning_without_call",
+            IssueKind::CallTurnMisplaced => "call_turn_misplaced",
+            IssueKind::FirstTurnNotUser => "first_turn_not_user",
+            IssueKind::MissingSignature => "missing_signature",
+            IssueKind::FirstMessageNotUser => "first_message_not_user",
+            IssueKind::RolesNotAlternating => "roles_not_alternating",
+            IssueKind::UnrepairableMissingResult => "unrepairable_missing_result",
+            IssueKind::ResultsMixedWithContent => "results_mixed_with_content",
+            IssueKind::EmptyErrorResult => "empty_error_result",
         }
     }
 }
@@ -341,7 +365,13 @@ fn classify_stray<M: Borrow<Message>>(
     }
 }
 
-fn issue(kind: IssueKind, id: Option<&str>, index: usize, message: String) -> PairingIssue {
+/// An issue of `kind` about call `id` at message `index`.
+pub(crate) fn issue(
+    kind: IssueKind,
+    id: Option<&str>,
+    index: usize,
+    message: String,
+) -> PairingIssue {
     PairingIssue {
         kind,
         call_id: id.map(str::to_owned),

@@ -3,8 +3,11 @@
 //! maps the items onto the canonical view the core counts and plans, with real costs.
 
 pub mod anthropic;
+pub mod bedrock_converse;
+pub mod gemini;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod pynames;
 
 use crate::error::CoreError;
 use crate::json_array;
@@ -64,13 +67,17 @@ pub fn validate_json(provider: &str, parts: &[&[u8]]) -> Result<Vec<PairingIssue
         openai_chat::OpenAIChat::KEY => run(openai_chat::OpenAIChat, parts),
         anthropic::Anthropic::KEY => run(anthropic::Anthropic, parts),
         openai_responses::OpenAIResponses::KEY => run(openai_responses::OpenAIResponses, parts),
+        gemini::Gemini::KEY => run(gemini::Gemini, parts),
+        bedrock_converse::BedrockConverse::KEY => run(bedrock_converse::BedrockConverse, parts),
         other => Err(CoreError::Config {
             key: "provider".to_owned(),
             reason: format!(
-                "no Rust validator for provider '{other}' (have: {}, {}, {})",
+                "no Rust validator for provider '{other}' (have: {}, {}, {}, {}, {})",
                 openai_chat::OpenAIChat::KEY,
                 anthropic::Anthropic::KEY,
-                openai_responses::OpenAIResponses::KEY
+                openai_responses::OpenAIResponses::KEY,
+                gemini::Gemini::KEY,
+                bedrock_converse::BedrockConverse::KEY
             ),
         }),
     }

@@ -715,7 +715,7 @@ mod tests {
         assert_eq!(canonical.messages, items);
         assert_eq!(canonical.layout.groups, [0, 1, 2, 3]);
         assert!(matches!(
-            super::super::validate_json("gemini", &[json]),
+            super::super::validate_json("cohere", &[json]),
             Err(CoreError::Config { .. })
         ));
     }

@@ -8,7 +8,7 @@
 //! refused, so such blocks are stripped, never counted (sources in docs/providers/anthropic.md).
 
 mod canonical;
-mod parse;
+pub(crate) mod parse;
 mod rules;
 
 use super::{Canonical, Provider};

@@ -11,6 +11,7 @@ pub(super) mod fast;
 use super::{AnthropicMessage, Block, Parts};
 use crate::count::image::image_size_from_base64;
 use crate::error::CoreError;
+use crate::providers::pynames::{repr, type_name};
 use crate::view::{Detail, Image, Role};
 
 /// Text tokens of one PDF page at most ("1,500-3,000 tokens per page", Anthropic PDF
@@ -20,36 +21,12 @@ pub const PDF_PAGE_TOKENS: u32 = 3000;
 type Obj = Map<String, Value>;
 
 /// Reads a payload with or without its final padding.
-const BASE64: GeneralPurpose = GeneralPurpose::new(
+pub(crate) const BASE64: GeneralPurpose = GeneralPurpose::new(
     &alphabet::STANDARD,
     GeneralPurposeConfig::new()
         .with_decode_padding_mode(DecodePaddingMode::Indifferent)
         .with_decode_allow_trailing_bits(true),
 );
-
-/// The type names Python gives JSON values, as the adapter's messages have always said them.
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float",
-        Value::Number(_) => "int",
-        Value::String(_) => "str",
-        Value::Array(_) => "list",
-        Value::Object(_) => "dict",
-    }
-}
-
-/// Python's `repr` of a JSON value, for the role a message names.
-fn repr(v: &Value) -> String {
-    match v {
-        Value::String(s) => format!("'{s}'"),
-        Value::Null => "None".to_owned(),
-        Value::Bool(true) => "True".to_owned(),
-        Value::Bool(false) => "False".to_owned(),
-        other => other.to_string(),
-    }
-}
 
 struct At {
     i: usize,
@@ -332,7 +309,7 @@ pub(super) fn text(s: &str) -> Block {
 }
 
 /// Adds `n` PDF pages: each a text layer and a page image.
-fn pages(parts: &mut Parts, n: u32) {
+pub(crate) fn pages(parts: &mut Parts, n: u32) {
     parts.other_tokens = parts
         .other_tokens
         .saturating_add(PDF_PAGE_TOKENS.saturating_mul(n));
@@ -343,7 +320,7 @@ fn pages(parts: &mut Parts, n: u32) {
 }
 
 /// Pages of a base64 PDF (its `/Type /Page` objects, at least 1); 1 when it cannot be read.
-fn pdf_pages(data: &str) -> u32 {
+pub(crate) fn pdf_pages(data: &str) -> u32 {
     let Ok(raw) = BASE64.decode(data) else {
         return 1;
     };

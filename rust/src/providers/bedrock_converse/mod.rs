@@ -1,0 +1,99 @@
+//! Amazon Bedrock Converse: messages of `{role, content: [blocks]}`, each block an object
+//! setting one member (text, image, document, video, toolUse, toolResult, reasoningContent,
+//! cachePoint, guardContent, ...), read from JSON (`parse`), paired by Bedrock's rules in its
+//! ValidationException wording (`rules`: results in the very next user turn, roles alternating,
+//! a user turn first), and mapped onto the canonical view with real costs (`canonical`).
+
+mod canonical;
+mod parse;
+mod rules;
+
+use super::{Canonical, Provider};
+use crate::error::CoreError;
+use crate::pairing::PairingIssue;
+use crate::view::Role;
+
+/// Bedrock's ValidationException texts, verbatim (sources in docs/providers/bedrock_converse.md).
+pub const START_WITH_USER: &str = "A conversation must start with a user message. Try again \
+     with a conversation that starts with a user message.";
+pub const ALTERNATE: &str = "A conversation must alternate between user and assistant roles. \
+     Make sure the conversation alternates between user and assistant roles and try again.";
+/// `{n}` is the message index.
+pub const MIXED_TURN: &str = "messages.{n}.content: Conversation blocks and tool result blocks \
+     cannot be provided in the same turn.";
+/// `{n}` is the message index, `{ids}` the ids.
+pub const EXPECTED_RESULTS: &str =
+    "Expected toolResult blocks at messages.{n}.content for the following Ids: {ids}";
+pub const TOO_MANY_RESULTS: &str = "The number of toolResult blocks at messages.{n}.content \
+     exceeds the number of toolUse blocks of previous turn.";
+pub const DUPLICATE_USES: &str =
+    "The toolUse blocks at messages.{n}.content contain duplicate Ids: {ids}";
+pub const DUPLICATE_RESULTS: &str =
+    "The toolResult blocks at messages.{n}.content contain duplicate Ids: {ids}";
+/// `{b}` is the block index.
+pub const EMPTY_ERROR_RESULT: &str = "The content field at messages.{n}.content.{b}.toolResult \
+     cannot be empty when status value is error.";
+pub const EMPTY_CONTENT: &str = "The content field in the Message object at messages.{n} is empty.";
+
+/// What the model reads of a block or a tool result: counted as the Anthropic provider counts
+/// it, since Converse mostly serves Claude.
+pub use super::anthropic::Parts;
+
+/// One `toolUse` block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolUse {
+    pub id: String,
+    pub name: String,
+    /// The input as compact JSON.
+    pub input: String,
+}
+
+/// One `toolResult` block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolResult {
+    pub id: String,
+    /// `status` is "error".
+    pub is_error: bool,
+    /// Index of the block in its message.
+    pub block: usize,
+    /// Its `content` list is empty.
+    pub empty: bool,
+    pub parts: Parts,
+}
+
+/// One message, as much of it as pairing and counting need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BedrockMessage {
+    /// `User` or `Assistant`.
+    pub role: Role,
+    /// Everything but the tool blocks.
+    pub parts: Parts,
+    pub uses: Vec<ToolUse>,
+    pub results: Vec<ToolResult>,
+    /// Holds a conversation block (text, media, guard content), which Bedrock refuses next to
+    /// tool results.
+    pub conversation: bool,
+}
+
+/// Amazon Bedrock Converse.
+pub struct BedrockConverse;
+
+impl Provider for BedrockConverse {
+    const KEY: &'static str = "bedrock_converse";
+    type Item = BedrockMessage;
+
+    fn parse(&self, i: usize, raw: &[u8]) -> Result<BedrockMessage, CoreError> {
+        parse::message(i, raw)
+    }
+
+    fn validate(&self, items: &[BedrockMessage]) -> Vec<PairingIssue> {
+        rules::validate(items)
+    }
+
+    fn canonical(&self, items: &[BedrockMessage]) -> Canonical {
+        canonical::canonical(items)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,100 @@
+//! Gemini contents as canonical messages, each part at its real cost: a model content is one
+//! assistant message (after a user message of its media, which an assistant message cannot
+//! carry); a user content is one tool message per functionResponse (first, as the canonical
+//! view pairs by adjacency) and one user message with everything else.
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::rules::answers;
+use super::GeminiContent;
+use crate::providers::Canonical;
+use crate::view::{Message, Role, ToolCall};
+
+fn empty(role: Role) -> Message {
+    let mut msg = Message::text(role, "");
+    msg.texts.clear();
+    msg.bytes = 0;
+    msg
+}
+
+/// Canonical call ids: the native id (a repeat within one content gets `#k`), else one made
+/// from the call's name and its occurrence, so responses pair with their calls by id.
+fn call_ids(cs: &[GeminiContent]) -> Vec<Vec<String>> {
+    let mut seen: HashMap<&str, usize> = HashMap::default();
+    cs.iter()
+        .map(|c| {
+            let mut in_content: HashMap<&str, usize> = HashMap::default();
+            c.calls
+                .iter()
+                .map(|call| match &call.id {
+                    Some(id) => {
+                        let k = in_content.entry(id).or_default();
+                        *k += 1;
+                        if *k == 1 {
+                            id.clone()
+                        } else {
+                            format!("{id}#{}", *k - 1)
+                        }
+                    }
+                    None => {
+                        let k = seen.entry(&call.name).or_default();
+                        *k += 1;
+                        format!("gemini_{}_{}", call.name, *k - 1)
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The canonical view of the contents.
+pub fn canonical(cs: &[GeminiContent]) -> Canonical {
+    let ids = call_ids(cs);
+    let answered = answers(cs);
+    let mut out = Canonical::default();
+    let push = |out: &mut Canonical, msg: Message, k: usize| {
+        out.messages.push(msg);
+        out.layout.groups.push(k);
+        out.layout.binds_next.push(false);
+    };
+    for (k, c) in cs.iter().enumerate() {
+        let mut rest = empty(Role::User);
+        rest.texts.clone_from(&c.texts);
+        rest.images.clone_from(&c.images);
+        rest.other_part_tokens = c.other_tokens;
+        if c.role == Role::Assistant {
+            let mut msg = empty(Role::Assistant);
+            msg.texts = std::mem::take(&mut rest.texts);
+            msg.tool_calls = c
+                .calls
+                .iter()
+                .zip(&ids[k])
+                .map(|(call, id)| ToolCall {
+                    id: id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.args.clone(),
+                })
+                .collect();
+            if !rest.images.is_empty() || rest.other_part_tokens > 0 {
+                push(&mut out, rest, k);
+            }
+            push(&mut out, msg, k);
+            continue;
+        }
+        for (ri, r) in c.responses.iter().enumerate() {
+            let id = match answered.get(&(k, ri)) {
+                Some(&(t, m)) => ids[t][m].clone(),
+                None => format!("gemini_orphan_{k}_{}", r.pos),
+            };
+            let mut result = Message::tool_result(&id, &r.text, r.is_error);
+            result.name = Some(r.name.clone());
+            push(&mut out, result, k);
+        }
+        let has_rest =
+            !rest.texts.is_empty() || !rest.images.is_empty() || rest.other_part_tokens > 0;
+        if has_rest || c.responses.is_empty() {
+            push(&mut out, rest, k);
+        }
+    }
+    out
+}

@@ -1,0 +1,111 @@
+//! The Gemini API (`generateContent`): `contents` of user and model turns whose parts carry
+//! text, media, `functionCall` and `functionResponse`, read from REST (camelCase) or Python SDK
+//! (snake_case) JSON (`parse`), paired by Gemini's turn rules in its 400 wording (`rules`), and
+//! mapped onto the canonical view with real costs (`canonical`).
+//!
+//! Gemini 3 signs function calls: the first `functionCall` part of each model step carries a
+//! `thoughtSignature` (with parallel calls only the first one does), and a request whose current
+//! turn lacks one is refused. A model content is one native item, so its parallel calls are
+//! kept or dropped together; a step whose signature went missing is a pairing issue (sources in
+//! docs/providers/gemini.md).
+
+mod canonical;
+mod parse;
+mod rules;
+
+pub use rules::{answers, Answer};
+
+use super::{Canonical, Provider};
+use crate::error::CoreError;
+use crate::pairing::PairingIssue;
+use crate::view::{Image, Role};
+
+/// Gemini's 400 when a response turn does not answer every call of the call turn before it
+/// (google-gemini/gemini-cli#4217, microsoft/vscode#299295).
+pub const COUNT_MISMATCH: &str = "Please ensure that the number of function response parts is \
+     equal to the number of function call parts of the function call turn.";
+/// Gemini's 400 for a call turn that follows neither a user turn nor a response turn
+/// (google-gemini/gemini-cli#11814, continuedev/continue#11164).
+pub const CALL_TURN_POSITION: &str = "Please ensure that function call turn comes immediately \
+     after a user turn or after a function response turn.";
+/// Gemini's 400 for function responses that do not follow their call turn
+/// (langchain-ai/langchain#27799, GoogleCloudPlatform/generative-ai#368).
+pub const RESPONSE_TURN_POSITION: &str =
+    "Please ensure that function response turn comes immediately after a function call turn.";
+/// Gemini's 400 for a history that opens with a model turn (NousResearch/hermes-agent#55427).
+pub const ALTERNATE: &str =
+    "Please ensure that multiturn requests alternate between user and model.";
+/// Gemini 3's 400 for a call step of the current turn sent back without its signature (Vertex
+/// AI's wording; the Gemini API says "Function call is missing a thought_signature in
+/// functionCall parts"). `{name}` and `{k}` are filled in.
+pub const MISSING_SIGNATURE: &str =
+    "Function call `{name}` in the `{k}.` content block is missing a `thought_signature`.";
+
+/// One `functionCall` part.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// Position of the part in its content.
+    pub pos: usize,
+    pub name: String,
+    /// The native id, when the call has a non-empty one.
+    pub id: Option<String>,
+    /// The arguments as compact JSON.
+    pub args: String,
+    /// Whether this part carries a `thoughtSignature`.
+    pub signed: bool,
+}
+
+/// One `functionResponse` part.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    pub pos: usize,
+    pub name: String,
+    pub id: Option<String>,
+    /// What the model reads of the response: its JSON, or the error text of `{"error": ...}`.
+    pub text: String,
+    /// A response that is `{"error": ...}` alone (Gemini: "use 'output' for the function output
+    /// and 'error' for error details").
+    pub is_error: bool,
+}
+
+/// One content of `contents`, as much of it as pairing and counting need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GeminiContent {
+    /// `User` for 'user' (and Vertex AI's 'function') contents, `Assistant` for 'model'.
+    pub role: Role,
+    /// Texts the model reads: text parts, code, code results, signatures, unknown fields.
+    pub texts: Vec<String>,
+    pub images: Vec<Image>,
+    /// Tokens of media other than images, by their payload size.
+    pub other_tokens: u32,
+    pub calls: Vec<Call>,
+    pub responses: Vec<Response>,
+    /// Whether a part other than a `functionResponse` opens or continues this content: a user
+    /// content with one is a new prompt, which starts a new turn.
+    pub prompt: bool,
+    /// Parts carrying a `thoughtSignature`.
+    pub signatures: usize,
+}
+
+/// The Gemini API.
+pub struct Gemini;
+
+impl Provider for Gemini {
+    const KEY: &'static str = "gemini";
+    type Item = GeminiContent;
+
+    fn parse(&self, i: usize, raw: &[u8]) -> Result<GeminiContent, CoreError> {
+        parse::content(i, raw)
+    }
+
+    fn validate(&self, items: &[GeminiContent]) -> Vec<PairingIssue> {
+        rules::validate(items)
+    }
+
+    fn canonical(&self, items: &[GeminiContent]) -> Canonical {
+        canonical::canonical(items)
+    }
+}
+
+#[cfg(test)]
+mod tests;
