@@ -419,3 +419,48 @@ def test_a_tool_whose_mapping_raises_is_an_invalid_message(provider: str) -> Non
         rb.count_tokens(HELLO[provider], provider=provider, tools=tools)
     with pytest.raises(rb.InvalidMessageError, match="tool"):
         rb.Assembler(provider=provider).assemble(HELLO[provider], tools=tools)
+
+
+class HostileStr(str):
+    """A str subclass whose own conversions raise (an atheris finding)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("hostile __str__")
+
+    def __format__(self, spec: str) -> str:
+        raise RuntimeError("hostile __format__")
+
+
+def stray_results(provider: str, call_id: str) -> list[dict[str, Any]]:
+    """A request whose tool result answers ``call_id``, which no call made: validation quotes
+    the id in the issue it reports."""
+    if provider == "openai_chat":
+        return [
+            {"role": "user", "content": "go"},
+            {"role": "tool", "tool_call_id": call_id, "content": "ok"},
+        ]
+    if provider == "openai_responses":
+        return [
+            {"role": "user", "content": "go"},
+            {"type": "function_call_output", "call_id": call_id, "output": "ok"},
+        ]
+    if provider == "anthropic":
+        result = {"type": "tool_result", "tool_use_id": call_id, "content": "ok"}
+        return [{"role": "user", "content": [result]}]
+    if provider == "gemini":
+        response = {"functionResponse": {"id": call_id, "name": call_id, "response": {}}}
+        return [{"role": "user", "parts": [response]}]
+    result = {"toolResult": {"toolUseId": call_id, "content": [{"text": "ok"}]}}
+    return [{"role": "user", "content": [{"text": "go"}]}, {"role": "user", "content": [result]}]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_finding_str_subclass_id_quoted_in_a_pairing_issue(provider: str) -> None:
+    """An atheris finding: a toolUseId given as a str subclass whose __str__ raises was quoted
+    in Bedrock's pairing issue with an f-string, and its RuntimeError left ``validate``. An id
+    is read as its characters in every adapter."""
+    msgs = stray_results(provider, HostileStr("t1"))
+    issues = rb.validate(msgs, provider=provider)
+    assert any("t1" in i.message for i in issues), issues
+    with pytest.raises(rb.PairingError):
+        rb.Assembler(provider=provider).assemble(msgs)
