@@ -463,3 +463,16 @@ def test_finding_str_subclass_id_quoted_in_a_pairing_issue(provider: str) -> Non
     assert any("t1" in i.message for i in issues), issues
     with pytest.raises(rb.PairingError):
         rb.Assembler(provider=provider).assemble(msgs)
+
+
+@pytest.mark.parametrize("part", ["plain", "raising mapping"])
+def test_finding_recover_reads_a_content_list_whose_iteration_raises_as_stored(part: str) -> None:
+    """An atheris finding: ``recover`` iterated a tool result's content list through the list's
+    own ``__iter__``, and a subclass's RuntimeError left it. The parts are read as stored, as
+    the core reads them, so the anchor still finds the original text."""
+    text = "the original result " * 10
+    block = {"type": "text", "text": text}
+    content = RaisingList([block if part == "plain" else RaisingMapping(block)])
+    history = [{"role": "tool", "tool_call_id": "c1", "content": content}]
+    found = rb.recover(history, rb._core.content_id(text))
+    assert found.text == text and found.index == 0
