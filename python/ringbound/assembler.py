@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _core, cache_markers, flow, notes, routing
+from . import _core, cache_markers, flow, low_water, notes, routing
 from . import body as bodies
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
 from .config import AssemblyConfig
@@ -801,21 +801,21 @@ class Assembler:
             first = native.plan(self._core_for(budget), self._cache, budget, recorded=recorded)
         start = budget
         raw = first[1]
+        job.core_for = self._core_for
         if raw["tokens_after"] > trigger or raw["dropped_rings"] or raw["dropped_turns"]:
             job.compacted = True
             target = max(
                 1, min(math.floor(cfg.compact_target_ratio * cfg.budget), budget - job.tail)
             )
-            try:
-                first = native.plan(self._core_for(target), self._cache, budget, recorded=recorded)
-                start = target
-            except BudgetExceededError as e:
-                # The protected part is above the low-water mark: go as low as it allows.
-                if e.tokens < budget:
-                    first = native.plan(
-                        self._core_for(e.tokens), self._cache, budget, recorded=recorded
-                    )
-                    start = e.tokens
+            # Down to the low-water mark with the middle's stages, as low as they go when
+            # the protected part is above it (see ``ringbound.low_water``).
+            first, start, job.core_for = low_water.lowest(
+                lambda core: native.plan(core, self._cache, budget, recorded=recorded),
+                target,
+                budget,
+                self._low_for,
+                self._core_for,
+            )
         if self._summarizer is not None and job.compacted:
             previous = None
             if state is not None and state.summary is not None and state.summary_span:
@@ -830,7 +830,8 @@ class Assembler:
                 goal=start,
                 previous=previous,
                 cfg=cfg,
-                core_for=self._core_for,
+                core_for=job.core_for,
+                low_for=self._low_for,
                 cache=self._cache,
                 recorded=recorded,
                 ledger=list(ledger or ()),
@@ -838,10 +839,42 @@ class Assembler:
                 token_ratio=self._ratio,
                 redactor=self._redactor,
             )
-        if not isinstance(job.draft, compaction.Draft):
+            kept = None
+            if job.draft is None and previous is not None and _within(first[1], None):
+                # A cut planned afresh may drop only units the state's summary stands for
+                # (the same units again): that note is then sent again as it was.
+                reserve = compaction.note_reserve(previous[0], self._count, self._ratio)
+                with contextlib.suppress(BudgetExceededError):
+                    kept = low_water.lowest(
+                        lambda core: native.plan(
+                            core, self._cache, budget, reserve=reserve, recorded=recorded
+                        ),
+                        start,
+                        budget,
+                        self._low_for,
+                        job.core_for,
+                    )
+            if kept is not None and previous is not None and _within(kept[0][1], previous[1]):
+                first, start, job.core_for = kept
+                job.note, job.kept_summary = previous
+                job.native_plan = plan_native(
+                    native,
+                    job.core_for,
+                    budget,
+                    self._counting(),
+                    start_budget=start,
+                    reserve=reserve,
+                    recorded=recorded,
+                    fill=compaction.filler(previous[0]),
+                    first=first,
+                )
+                return job
+        if isinstance(job.draft, compaction.Draft):
+            job.core_for = job.draft.core_for
+        else:
             job.native_plan = plan_native(
                 native,
-                self._core_for,
+                job.core_for,
                 budget,
                 self._counting(),
                 start_budget=start,
@@ -849,6 +882,21 @@ class Assembler:
                 first=first,
             )
         return job
+
+    def _low_for(self, budget: int) -> _core.CoreConfig:
+        """The core config of a compaction's low-water plan: the middle's stages only."""
+        return _core_config(
+            low_water.middle_only(
+                dataclasses.replace(
+                    self.config,
+                    model_input_limit=budget,
+                    output_reserve_tokens=0,
+                    safety_margin_tokens=0,
+                )
+            ),
+            self._image_formula,
+            self._ratio,
+        )
 
     def _tail_reserve(self, token_ledger: TokenLedger | None, tools: list[Any] | None) -> int:
         """Room a compaction leaves free for the next tool return (0 without a ledger)."""
@@ -879,6 +927,8 @@ class Assembler:
             summary, span = job.note, d.canonical_span
         elif job.state_status == "reused" and job.state_in is not None:
             summary, span = job.state_in.summary, job.state_in.summary_span
+        elif job.kept_summary is not None:
+            summary, span = job.note, job.kept_summary
         else:
             summary, span = None, None
         previous = job.state_in.compactions if job.state_in is not None else 0
@@ -912,7 +962,7 @@ class Assembler:
             note = job.note = compaction.note_for(d, job.outcome)
             job.native_plan = plan_native(
                 job.native,
-                self._core_for,
+                job.core_for or self._core_for,
                 job.budget,
                 self._counting(),
                 start_budget=d.start_budget,
@@ -1053,6 +1103,14 @@ def _report(
     )
 
 
+def _within(raw: dict[str, Any], span: tuple[int, int] | None) -> bool:
+    """Whether a plan drops units, every one of them in ``span`` (canonical) if one is given."""
+    dropped = raw["dropped_rings"] + raw["dropped_turns"]
+    return bool(dropped) and (
+        span is None or all(span[0] <= s and e <= span[1] for s, e in dropped)
+    )
+
+
 def _stale_reason(state: AssemblyState, canon: list[Any], budget: int) -> str | None:
     """Why a state no longer describes this history, or None when it does."""
     if state.budget != budget:
@@ -1106,8 +1164,13 @@ class _Job:
     state_status: str | None = None
     compacted: bool = False
     note: str | None = None
+    #: The span of the state's summary when a compaction sends that note again.
+    kept_summary: tuple[int, int] | None = None
     #: Tokens a compaction leaves free for the next tool return (``TokenLedger``).
     tail: int = 0
+    #: Core configs by budget for planning again: a cache-stable compaction's are the
+    #: middle's stages only when it planned below the budget (``ringbound.low_water``).
+    core_for: Callable[[int], Any] | None = None
 
 
 def _framework(messages: Any) -> bool:

@@ -111,7 +111,9 @@ def _str(i: int | None, value: Any, where: str, *, empty: bool = True) -> str:
         raise _invalid(i, f"{where} must be a string, got {_type(value)}")
     if not empty and not value:
         raise _invalid(i, f"{where} is empty")
-    return value
+    # A str subclass is read as its characters: its own __str__ or __format__ may raise
+    # where an id is quoted in an issue.
+    return str.__str__(value)
 
 
 def _obj(i: int | None, value: Any, where: str) -> Mapping[str, Any]:

@@ -166,7 +166,8 @@ def _string(value: Any, where: str, index: int | None) -> str:
     if not isinstance(value, str):
         got = "nothing" if value is None else type(value).__name__
         raise _invalid(index, f"{where} must be a string, got {got}")
-    return value
+    # A str subclass is read as its characters: its own __str__ may raise where it is quoted.
+    return str.__str__(value)
 
 
 #: ``json.dumps`` with any option builds a new encoder per call; one made once writes the same.
@@ -296,7 +297,7 @@ def _name(body: Mapping[str, Any], where: str, index: int) -> str:
     name = body.get("name")
     if not isinstance(name, str) or not name:
         raise _invalid(index, f"{where}.name must be a non-empty string (Name cannot be empty.)")
-    return name
+    return str.__str__(name)
 
 
 def _native_id(body: Mapping[str, Any], where: str, index: int) -> str | None:

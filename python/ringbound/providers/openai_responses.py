@@ -177,7 +177,8 @@ def _string(
         return None
     if not isinstance(value, str):
         raise _invalid(i, f"`{where}{key}` must be a string, got {_type_name(value)}")
-    return value
+    # A str subclass is read as its characters: its own __str__ may raise where it is quoted.
+    return str.__str__(value)
 
 
 #: ``json.dumps`` with any option builds a new encoder per call; one made once writes the same.

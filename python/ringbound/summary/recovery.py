@@ -264,13 +264,23 @@ def _full_text(content: Any) -> str:
         return content
     if not isinstance(content, (list, tuple)):
         return ""
-    return "".join(
-        part["text"]
-        for part in content
-        if isinstance(part, Mapping)
-        and part.get("type") == "text"
-        and isinstance(part.get("text"), str)
-    )
+    # The parts as stored, as the core read them: a subclass's own __iter__ or get may raise.
+    parts = list.copy(content) if isinstance(content, list) else tuple.__iter__(content)
+    texts = []
+    for part in parts:
+        get = dict.get if isinstance(part, dict) else _get if isinstance(part, Mapping) else None
+        if get is not None and get(part, "type") == "text" and isinstance(get(part, "text"), str):
+            texts.append(get(part, "text"))
+    return "".join(texts)
+
+
+def _get(part: Mapping[str, Any], key: str) -> Any:
+    """A mapping's value read through its own methods: raising there is a malformed message."""
+    try:
+        return part.get(key)
+    except Exception as e:
+        reason = f"a content part cannot be read ({type(e).__name__}: {e})"
+        raise InvalidMessageError(reason, reason=reason) from None
 
 
 def _field(obj: Any, *names: str) -> Any:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _core
+from .. import _core, low_water
 from ..adapted import NativeRequest
 from ..config import AssemblyConfig
 from ..errors import BudgetExceededError
@@ -60,6 +60,8 @@ class Draft:
     span: tuple[int, int]
     replaced_previous: bool
     redactions: dict[str, int] = field(default_factory=dict)
+    #: Core configs by budget for planning the request again once the note is written.
+    core_for: Callable[[int], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ def draft(
     redactor: Redactor,
     goal: int | None = None,
     previous: tuple[str, tuple[int, int]] | None = None,
+    low_for: Callable[[int], Any] | None = None,
 ) -> Draft | Skipped | None:
     """The summary plan, or None when there is nothing to summarize.
 
@@ -121,6 +124,10 @@ def draft(
     low-water mark (default ``summarize_trigger_ratio`` of the budget). ``previous`` is an
     earlier note that the request itself does not hold (a cache-stable state's) and the span
     of canonical messages it covers: those units are dropped again but not summarized again.
+    ``low_for`` (a cache-stable compaction) gives core configs with the middle's stages only:
+    the note's room is then made at ``goal``, else as low as the middle goes, and at the full
+    budget only when that is over it (``ringbound.low_water``), so the request with its
+    summary sits at the low-water mark whenever the protected part allows.
     """
     if goal is None:
         goal = trigger_goal(cfg, budget)
@@ -136,12 +143,26 @@ def draft(
         (upper + _NOTE_SLACK + count(note_text("", units=0, messages=0))) * token_ratio
     )
     plan = None
-    for start in dict.fromkeys((goal, budget)):
+    if low_for is not None:
         try:
-            plan = native.plan(core_for(start), cache, budget, reserve=reserve, recorded=recorded)
-            break
+            plan, start, core_for = low_water.lowest(
+                lambda core: native.plan(core, cache, budget, reserve=reserve, recorded=recorded),
+                goal,
+                budget,
+                low_for,
+                core_for,
+            )
         except BudgetExceededError:
-            continue
+            plan = None
+    else:
+        for start in dict.fromkeys((goal, budget)):
+            try:
+                plan = native.plan(
+                    core_for(start), cache, budget, reserve=reserve, recorded=recorded
+                )
+                break
+            except BudgetExceededError:
+                continue
     canon = native.canonical.messages
     if plan is None:
         spans = first_raw.get("canonical_dropped") or []
@@ -218,6 +239,7 @@ def draft(
         span=_hull(native_spans),
         replaced_previous=earlier_note is not None,
         redactions=counts,
+        core_for=core_for,
     )
 
 

@@ -113,6 +113,11 @@ impl Buckets {
         self.pinned[w]
     }
 
+    /// Whether unit `k` is a short error ring of the middle held back until `DropErrorRings`.
+    pub fn is_held(&self, k: usize) -> bool {
+        self.held.contains(&k)
+    }
+
     /// The protection with `rings` recent tool rings and `turns` recent user turns: where the
     /// suffix starts, and per unit whether it is protected.
     pub fn protection(&self, rings: usize, turns: usize) -> (usize, Vec<bool>) {

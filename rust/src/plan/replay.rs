@@ -5,14 +5,19 @@
 use rustc_hash::FxHashSet as HashSet;
 
 use super::stages::Rewritten;
-use super::{record_side_effects, Outcome, Planning, Replay, Source, StageReport, Valuation};
+use super::{
+    record_side_effects, Outcome, Planning, Replay, Source, Stage, StageReport, Valuation,
+};
 
 const REUSED: &str = "reuse_previous_cut";
 use crate::error::CoreError;
 
 /// The outcome of making a previous plan's decisions again, or `StaleState` when they no
 /// longer fit this request: a dropped message outside the middle or not a whole unit, a
-/// rewrite that cannot be made.
+/// rewrite that cannot be made. A unit `ShrinkRecent` released (protected as recent, not at
+/// the floors, not pinned) may be dropped or rewritten again: a compaction that had to
+/// degrade the suffix to fit is made again by the same history. Side effects enter the ledger
+/// in the order the stage loop drops their units, so the note reads as the cut first made it.
 pub(super) fn replay(
     r: &Replay,
     p: &Planning<'_, '_, '_>,
@@ -32,6 +37,15 @@ pub(super) fn replay(
         stages: Vec::new(),
         least: 0,
     };
+    let cfg = p.cfg;
+    let floors = cfg.stages.contains(&Stage::ShrinkRecent).then(|| {
+        b.protection(
+            cfg.min_recent_tool_rings.min(cfg.recent_tool_rings),
+            cfg.min_recent_user_turns.min(cfg.recent_user_turns),
+        )
+        .1
+    });
+    let released = |k: usize| floors.as_ref().is_some_and(|f| !f[k]);
     for &i in &r.dropped {
         let w = *b
             .original_to_work
@@ -39,7 +53,7 @@ pub(super) fn replay(
             .ok_or_else(|| stale(format!("message {i} it dropped is not in the request")))?;
         let k = b.unit_of[w];
         let u = &b.all_units[k];
-        if b.protected[k] {
+        if b.protected[k] && !released(k) {
             return Err(stale(format!("message {i} it dropped is protected now")));
         }
         let whole = (u.start..u.end).all(|v| match work.source[v] {
@@ -51,10 +65,14 @@ pub(super) fn replay(
                 "message {i} it dropped is part of a unit now"
             )));
         }
-        if !out.dropped[k] {
-            out.dropped[k] = true;
-            record_side_effects(u, work, p.cfg, &b.users, &mut out.ledger);
-        }
+        out.dropped[k] = true;
+    }
+    // The stage loop's order: the middle's rings and turns, its held error rings, then the
+    // units the suffix released.
+    let mut order: Vec<usize> = (0..b.all_units.len()).filter(|&k| out.dropped[k]).collect();
+    order.sort_by_key(|&k| (b.protected[k], b.is_held(k), k));
+    for k in order {
+        record_side_effects(&b.all_units[k], work, cfg, &b.users, &mut out.ledger);
     }
     for &(i, kind) in &r.rewrites {
         let w = *b
@@ -65,19 +83,19 @@ pub(super) fn replay(
         if out.dropped[k] {
             continue;
         }
-        if b.protected[k] {
+        if b.protected[k] && !released(k) {
             return Err(stale(format!("message {i} it rewrote is protected now")));
         }
         let act = p
             .cheap
-            .rewrite(kind, w, work, p.cfg)
+            .rewrite(kind, w, work, cfg)
             .ok_or_else(|| stale(format!("message {i} cannot be rewritten as before")))?;
         let saved = work.tokens(w) - act.tokens;
         out.rewritten[w] = Some(Rewritten {
             stage: REUSED,
             kind,
             saved,
-            cap: p.cfg.max_tool_result_tokens,
+            cap: cfg.max_tool_result_tokens,
         });
         out.unit_now[k] -= saved;
     }
