@@ -577,15 +577,12 @@ class Assembler:
         """The core config, with another budget when a rendering has to be tightened."""
         if budget == self.config.budget:
             return self._core
-        return _core_config(
-            dataclasses.replace(
-                self.config,
-                model_input_limit=budget,
-                output_reserve_tokens=0,
-                safety_margin_tokens=0,
-            ),
-            self._image_formula,
-            self._ratio,
+        return _core_config(self._config_at(budget), self._image_formula, self._ratio)
+
+    def _config_at(self, budget: int) -> AssemblyConfig:
+        """The config with ``budget`` as its whole budget (no reserve, no margin)."""
+        return dataclasses.replace(
+            self.config, model_input_limit=budget, output_reserve_tokens=0, safety_margin_tokens=0
         )
 
     def _counting(self) -> Counting:
@@ -886,16 +883,7 @@ class Assembler:
     def _low_for(self, budget: int) -> _core.CoreConfig:
         """The core config of a compaction's low-water plan: the middle's stages only."""
         return _core_config(
-            low_water.middle_only(
-                dataclasses.replace(
-                    self.config,
-                    model_input_limit=budget,
-                    output_reserve_tokens=0,
-                    safety_margin_tokens=0,
-                )
-            ),
-            self._image_formula,
-            self._ratio,
+            low_water.middle_only(self._config_at(budget)), self._image_formula, self._ratio
         )
 
     def _tail_reserve(self, token_ledger: TokenLedger | None, tools: list[Any] | None) -> int:
