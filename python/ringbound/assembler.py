@@ -734,6 +734,11 @@ class Assembler:
         job.native, job.recorded, job.payload = native, recorded, native.payload
         job.budget = budget = cfg.budget
         canon = native.canonical.messages
+
+        def render(core_for: Callable[[int], _core.CoreConfig], **kw: Any) -> NativePlan:
+            """The plan rendered and recounted at the current budget (see ``plan_native``)."""
+            return plan_native(native, core_for, budget, self._counting(), recorded=recorded, **kw)
+
         job.session = fingerprint(canon[:1])
         if state is not None and (state.provider != self.provider or state.session != job.session):
             what = "provider" if state.provider != self.provider else "session"
@@ -770,13 +775,9 @@ class Assembler:
                     fits = first[1]["tokens_after"] <= trigger
                     replayed = None
                     try:
-                        replayed = plan_native(
-                            native,
+                        replayed = render(
                             self._core_for,
-                            budget,
-                            self._counting(),
                             reserve=reserve,
-                            recorded=recorded,
                             fill=compaction.filler(state.summary),
                             first=first,
                         )
@@ -854,14 +855,10 @@ class Assembler:
             if kept is not None and previous is not None and _within(kept[0][1], previous[1]):
                 first, start, job.core_for = kept
                 job.note, job.kept_summary = previous
-                job.native_plan = plan_native(
-                    native,
+                job.native_plan = render(
                     job.core_for,
-                    budget,
-                    self._counting(),
                     start_budget=start,
                     reserve=reserve,
-                    recorded=recorded,
                     fill=compaction.filler(previous[0]),
                     first=first,
                 )
@@ -869,15 +866,7 @@ class Assembler:
         if isinstance(job.draft, compaction.Draft):
             job.core_for = job.draft.core_for
         else:
-            job.native_plan = plan_native(
-                native,
-                job.core_for,
-                budget,
-                self._counting(),
-                start_budget=start,
-                recorded=recorded,
-                first=first,
-            )
+            job.native_plan = render(job.core_for, start_budget=start, first=first)
         return job
 
     def _low_for(self, budget: int) -> _core.CoreConfig:
