@@ -14,6 +14,19 @@ use crate::json_array;
 use crate::pairing::PairingIssue;
 use crate::plan::Layout;
 use crate::view::Message;
+use serde_json::Value;
+
+/// A JSON value's kind in words (`a list`, `an object`), as the OpenAI parsers' errors say it.
+pub(crate) fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
 
 /// A native request as the core sees it: canonical messages, how they group into the caller's
 /// native items, and what the provider itself ignores.

@@ -6,23 +6,12 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{Canonical, Provider};
+use super::{json_kind, Canonical, Provider};
 use crate::count::image::image_size_from_data_url;
 use crate::error::CoreError;
 use crate::pairing::{self, PairingIssue};
 use crate::plan::Layout;
 use crate::view::{Detail, Image, Message, Role, ToolCall};
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
 
 /// A key that may be missing or `null` (several real SDKs write `null` for absent keys).
 fn present<'v>(obj: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
@@ -39,7 +28,7 @@ fn optional_str<'v>(
         Some(Value::String(s)) => Ok(Some(s)),
         Some(other) => Err(CoreError::invalid(
             i,
-            format!("`{key}` must be a string, got {}", type_name(other)),
+            format!("`{key}` must be a string, got {}", json_kind(other)),
         )),
     }
 }
@@ -50,7 +39,7 @@ fn parse_role(i: usize, obj: &Map<String, Value>) -> Result<Role, CoreError> {
         Some(other) => {
             return Err(CoreError::invalid(
                 i,
-                format!("`role` must be a string, got {}", type_name(other)),
+                format!("`role` must be a string, got {}", json_kind(other)),
             ))
         }
         None => return Err(CoreError::invalid(i, "missing `role`")),
@@ -111,7 +100,7 @@ fn parse_content(
                 i,
                 format!(
                     "`content` must be a string or a list of parts, got {}",
-                    type_name(other)
+                    json_kind(other)
                 ),
             ))
         }
@@ -129,7 +118,7 @@ fn parse_part(
     let Value::Object(obj) = part else {
         return Err(CoreError::invalid(
             i,
-            format!("content[{p}] must be an object, got {}", type_name(part)),
+            format!("content[{p}] must be an object, got {}", json_kind(part)),
         ));
     };
     let kind = match obj.get("type") {
@@ -148,7 +137,7 @@ fn parse_part(
                 i,
                 format!(
                     "content[{p}].{key} must be a string, got {}",
-                    type_name(other)
+                    json_kind(other)
                 ),
             )),
             None => Err(CoreError::invalid(
@@ -263,7 +252,7 @@ fn parse_tool_call(i: usize, c: usize, call: &Value) -> Result<ToolCall, CoreErr
     let Value::Object(obj) = call else {
         return Err(CoreError::invalid(
             i,
-            format!("tool_calls[{c}] must be an object, got {}", type_name(call)),
+            format!("tool_calls[{c}] must be an object, got {}", json_kind(call)),
         ));
     };
     let id = match obj.get("id") {
@@ -279,7 +268,7 @@ fn parse_tool_call(i: usize, c: usize, call: &Value) -> Result<ToolCall, CoreErr
                 i,
                 format!(
                     "tool_calls[{c}].id must be a string, got {}",
-                    type_name(other)
+                    json_kind(other)
                 ),
             ))
         }
@@ -298,7 +287,7 @@ fn parse_tool_call(i: usize, c: usize, call: &Value) -> Result<ToolCall, CoreErr
                 i,
                 format!(
                     "tool_calls[{c}].type must be a string, got {}",
-                    type_name(other)
+                    json_kind(other)
                 ),
             ))
         }
@@ -337,7 +326,7 @@ fn parse_tool_call(i: usize, c: usize, call: &Value) -> Result<ToolCall, CoreErr
                 i,
                 format!(
                     "tool_calls[{c}].{body_key}.{args_key} must be a JSON-encoded string, got {}",
-                    type_name(other)
+                    json_kind(other)
                 ),
             ))
         }
@@ -377,7 +366,7 @@ pub fn parse_message(i: usize, value: &Value, bytes: usize) -> Result<Message, C
     let Value::Object(obj) = value else {
         return Err(CoreError::invalid(
             i,
-            format!("a message must be an object, got {}", type_name(value)),
+            format!("a message must be an object, got {}", json_kind(value)),
         ));
     };
     let role = parse_role(i, obj)?;
@@ -423,7 +412,7 @@ pub fn parse_message(i: usize, value: &Value, bytes: usize) -> Result<Message, C
         Some(other) => {
             return Err(CoreError::invalid(
                 i,
-                format!("`tool_calls` must be a list, got {}", type_name(other)),
+                format!("`tool_calls` must be a list, got {}", json_kind(other)),
             ))
         }
     }
@@ -434,7 +423,7 @@ pub fn parse_message(i: usize, value: &Value, bytes: usize) -> Result<Message, C
             Some(other) => {
                 return Err(CoreError::invalid(
                     i,
-                    format!("`tool_call_id` must be a string, got {}", type_name(other)),
+                    format!("`tool_call_id` must be a string, got {}", json_kind(other)),
                 ))
             }
             None => {

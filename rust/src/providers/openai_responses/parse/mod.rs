@@ -8,6 +8,7 @@ pub(super) mod fast;
 use super::{Family, Item, Kind};
 use crate::count::image::image_size_from_data_url;
 use crate::error::CoreError;
+use crate::providers::json_kind;
 use crate::view::{Detail, Image, Role, ToolCall};
 
 type Obj = Map<String, Value>;
@@ -34,17 +35,6 @@ pub fn supported() -> Vec<&'static str> {
     out.extend(HOSTED);
     out.extend(["compaction", "compaction_trigger"]);
     out
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// Python's `repr` of a JSON value, as the adapter's messages say it.
@@ -92,7 +82,7 @@ impl At {
             Some(Value::String(s)) => Ok(Some(s)),
             Some(other) => Err(self.err(format!(
                 "`{place}{key}` must be a string, got {}",
-                type_name(other)
+                json_kind(other)
             ))),
         }
     }
@@ -139,7 +129,7 @@ impl At {
             other => {
                 return Err(self.err(format!(
                     "`role` must be a string, got {}",
-                    other.map_or("null", type_name)
+                    other.map_or("null", json_kind)
                 )))
             }
         };
@@ -165,7 +155,7 @@ impl At {
             other => {
                 return Err(self.err(format!(
                     "`content` must be a string or a list of parts, got {}",
-                    other.map_or("null", type_name)
+                    other.map_or("null", json_kind)
                 )))
             }
         };
@@ -173,7 +163,7 @@ impl At {
             let Value::Object(part) = part else {
                 return Err(self.err(format!(
                     "content[{p}] must be an object, got {}",
-                    type_name(part)
+                    json_kind(part)
                 )));
             };
             let Some(Value::String(ty)) = get(part, "type") else {
@@ -218,7 +208,7 @@ impl At {
             other => {
                 return Err(self.err(format!(
                     "`{key}` must be a string or a list of parts, got {}",
-                    type_name(other)
+                    json_kind(other)
                 )))
             }
         };
@@ -226,7 +216,7 @@ impl At {
             let Value::Object(part) = part else {
                 return Err(self.err(format!(
                     "{key}[{p}] must be an object, got {}",
-                    type_name(part)
+                    json_kind(part)
                 )));
             };
             match get(part, "type") {
@@ -260,7 +250,7 @@ impl At {
                 continue;
             };
             let Value::Array(parts) = parts else {
-                return Err(self.err(format!("`{key}` must be a list, got {}", type_name(parts))));
+                return Err(self.err(format!("`{key}` must be a list, got {}", json_kind(parts))));
             };
             for (p, part) in parts.iter().enumerate() {
                 let part = match part {
@@ -341,7 +331,7 @@ impl At {
                     other => {
                         return Err(self.err(format!(
                             "`approve` must be a boolean, got {}",
-                            other.map_or("null", type_name)
+                            other.map_or("null", json_kind)
                         )))
                     }
                 };
@@ -355,7 +345,7 @@ impl At {
                     other => {
                         return Err(self.err(format!(
                             "`output` must be a computer_screenshot object, got {}",
-                            other.map_or("null", type_name)
+                            other.map_or("null", json_kind)
                         )))
                     }
                 };
@@ -390,7 +380,7 @@ impl At {
             other => {
                 return Err(self.err(format!(
                     "`output` must be a list of output chunks, got {}",
-                    other.map_or("null", type_name)
+                    other.map_or("null", json_kind)
                 )))
             }
         };
@@ -398,7 +388,7 @@ impl At {
             let Value::Object(chunk) = chunk else {
                 return Err(self.err(format!(
                     "output[{c}] must be an object, got {}",
-                    type_name(chunk)
+                    json_kind(chunk)
                 )));
             };
             for key in ["stdout", "stderr"] {
@@ -494,7 +484,7 @@ pub(super) fn general(i: usize, raw: &[u8]) -> Result<Item, CoreError> {
         other => {
             return Err(at.err(format!(
                 "an input item must be an object, got {}",
-                type_name(other)
+                json_kind(other)
             )))
         }
     };
@@ -505,7 +495,7 @@ pub(super) fn general(i: usize, raw: &[u8]) -> Result<Item, CoreError> {
         None => "message",
         Some(Value::String(t)) => t.as_str(),
         Some(other) => {
-            return Err(at.err(format!("`type` must be a string, got {}", type_name(other))))
+            return Err(at.err(format!("`type` must be a string, got {}", json_kind(other))))
         }
     };
     let mut item = match ty {
