@@ -8,6 +8,7 @@ pub mod count;
 pub mod error;
 pub mod json_array;
 pub mod ledger;
+pub mod native;
 pub mod pairing;
 pub mod plan;
 pub mod providers;

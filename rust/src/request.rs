@@ -7,7 +7,10 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::cache::{CountCache, Entry};
-use crate::count::chat::{message_tokens_bound, message_tokens_until, message_tokens_with};
+use crate::count::chat::{
+    message_tokens_bound, message_tokens_until, message_tokens_with, TOKENS_PER_NAME,
+    TOOL_CALL_OVERHEAD,
+};
 use crate::count::image_price::ImageFormula;
 use crate::count::tools::tools_tokens;
 use crate::count::{counter, Backend, Counter, Encoding};
@@ -419,23 +422,116 @@ pub fn load_given<'a>(
             Source::Raw(raw)
         });
     }
-    let counter = scheme.counter();
-    let tools_tokens = match tools {
-        None => 0,
-        Some(bytes) => {
-            let value: serde_json::Value =
-                serde_json::from_slice(bytes).map_err(|e| CoreError::InvalidMessage {
-                    index: None,
-                    reason: format!("tools must be a JSON array ({e})"),
-                })?;
-            u64::from(scheme.scale(tools_tokens(&value, counter)?))
-        }
-    };
     Ok(Request {
         entries,
         sources,
         reread,
         scheme,
-        tools_tokens,
+        tools_tokens: tools_schema_tokens(tools, scheme)?,
     })
+}
+
+/// Tokens of the tools schema given as a JSON array (0 without one).
+fn tools_schema_tokens(tools: Option<&[u8]>, scheme: Scheme) -> Result<u64, CoreError> {
+    let Some(bytes) = tools else { return Ok(0) };
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| CoreError::InvalidMessage {
+            index: None,
+            reason: format!("tools must be a JSON array ({e})"),
+        })?;
+    Ok(u64::from(
+        scheme.scale(tools_tokens(&value, scheme.counter())?),
+    ))
+}
+
+/// The request of canonical messages a provider's parser built from its native items, each
+/// looked up in the cache by the hash of its content (there is no chat JSON to hash), so a
+/// history seen before is counted once whatever its provider.
+pub fn load_canonical(
+    messages: Vec<Message>,
+    tools: Option<&[u8]>,
+    scheme: Scheme,
+    cache: &CountCache,
+) -> Result<Request<'static>, CoreError> {
+    let seed = scheme.seed();
+    let mut entries = Vec::with_capacity(messages.len());
+    let mut sources = Vec::with_capacity(messages.len());
+    for full in messages {
+        let key = content_key(&full, seed);
+        let entry = cache.get(key).unwrap_or_else(|| {
+            let entry = Arc::new(Entry::new(
+                skeleton(&full),
+                message_tokens_bound(&full, counted_bytes(&full), scheme.images),
+            ));
+            cache.insert(key, Arc::clone(&entry));
+            entry
+        });
+        entries.push(entry);
+        sources.push(Source::Parsed(full));
+    }
+    Ok(Request {
+        entries,
+        sources,
+        reread: None,
+        scheme,
+        tools_tokens: tools_schema_tokens(tools, scheme)?,
+    })
+}
+
+/// Bytes standing in for a canonical message's JSON in its token bound: every text counting
+/// reads (a token covers at least one byte) and a byte for each framing token a name or a call
+/// adds. A provider's parser builds the message from its own JSON, whose size may be smaller
+/// than what the canonical message reads (a merged turn) or not recorded at all.
+fn counted_bytes(m: &Message) -> usize {
+    let texts = m.texts.iter().map(String::len).sum::<usize>()
+        + m.role.as_str().len()
+        + m.name
+            .as_ref()
+            .map_or(0, |n| n.len() + TOKENS_PER_NAME as usize)
+        + m.tool_call_id.as_ref().map_or(0, String::len);
+    let calls = m
+        .tool_calls
+        .iter()
+        .map(|c| c.id.len() + c.name.len() + c.arguments.len() + TOOL_CALL_OVERHEAD as usize)
+        .sum::<usize>();
+    texts + calls
+}
+
+/// A hash of everything counting reads from a canonical message. Every field is framed by its
+/// length, so no two different messages feed the hasher the same bytes; the tag keeps these
+/// keys apart from keys of chat JSON.
+fn content_key(m: &Message, seed: u64) -> u128 {
+    let mut h = xxhash_rust::xxh3::Xxh3::with_seed(seed);
+    let mut put = |bytes: &[u8]| {
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    put(b"canonical");
+    put(m.role.as_str().as_bytes());
+    put(m.name.as_deref().unwrap_or("\0").as_bytes());
+    put(&(m.texts.len() as u64).to_le_bytes());
+    for t in &m.texts {
+        put(t.as_bytes());
+    }
+    put(&(m.images.len() as u64).to_le_bytes());
+    for image in &m.images {
+        let (width, height) = image.size.unwrap_or((0, 0));
+        put(&[image.detail as u8, u8::from(image.size.is_some())]);
+        put(&[width.to_le_bytes(), height.to_le_bytes()].concat());
+    }
+    put(&m.other_part_tokens.to_le_bytes());
+    put(&(m.tool_calls.len() as u64).to_le_bytes());
+    for c in &m.tool_calls {
+        put(c.id.as_bytes());
+        put(c.name.as_bytes());
+        put(c.arguments.as_bytes());
+    }
+    put(m.tool_call_id.as_deref().unwrap_or("\0").as_bytes());
+    put(&[
+        u8::from(m.is_error),
+        u8::from(m.tool_call_id.is_some()),
+        u8::from(m.name.is_some()),
+    ]);
+    put(&(m.bytes as u64).to_le_bytes());
+    h.digest128()
 }

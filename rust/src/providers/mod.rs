@@ -56,6 +56,15 @@ pub trait Provider {
     /// The canonical view of the items, with real costs.
     fn canonical(&self, items: &[Self::Item]) -> Canonical;
 
+    /// Whether the request must open with the first turn as given (a user turn): the system
+    /// then holds on to it, and no plan drops it.
+    const SYSTEM_HOLDS_FIRST_TURN: bool = false;
+
+    /// Native items the provider's rules keep whatever the budget.
+    fn pinned(&self, _items: &[Self::Item]) -> Vec<usize> {
+        Vec::new()
+    }
+
     /// Reads every item of JSON arrays whose elements follow each other.
     fn parse_all(&self, parts: &[&[u8]]) -> Result<Vec<Self::Item>, CoreError> {
         let mut items = Vec::new();

@@ -80,6 +80,7 @@ pub struct BedrockConverse;
 
 impl Provider for BedrockConverse {
     const KEY: &'static str = "bedrock_converse";
+    const SYSTEM_HOLDS_FIRST_TURN: bool = true;
     type Item = BedrockMessage;
 
     fn parse(&self, i: usize, raw: &[u8]) -> Result<BedrockMessage, CoreError> {

@@ -92,6 +92,7 @@ pub struct Gemini;
 
 impl Provider for Gemini {
     const KEY: &'static str = "gemini";
+    const SYSTEM_HOLDS_FIRST_TURN: bool = true;
     type Item = GeminiContent;
 
     fn parse(&self, i: usize, raw: &[u8]) -> Result<GeminiContent, CoreError> {

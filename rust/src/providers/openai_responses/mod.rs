@@ -216,6 +216,11 @@ impl Provider for OpenAIResponses {
         canonical::canonical(items)
     }
 
+    /// The latest `compaction` item: it carries everything before it, which may go first.
+    fn pinned(&self, items: &[Item]) -> Vec<usize> {
+        latest_compaction(items).into_iter().collect()
+    }
+
     fn parse_all(&self, parts: &[&[u8]]) -> Result<Vec<Item>, CoreError> {
         let mut items = Vec::new();
         for part in parts {

@@ -1,0 +1,197 @@
+//! A request in a provider's native format, read in the core once per assembly: its items
+//! parsed from JSON, its pairing checked by that provider's own rules, and its canonical view
+//! built with real costs, ready to be counted and planned as often as the assembly needs.
+//! Nothing of it goes through Python, and nothing stands in for a cost: a PDF page, an image or
+//! an opaque item is priced where it is read.
+
+use crate::error::CoreError;
+use crate::pairing::PairingIssue;
+use crate::plan::Layout;
+use crate::providers::{
+    anthropic::Anthropic, bedrock_converse::BedrockConverse, gemini::Gemini,
+    openai_chat::OpenAIChat, openai_responses::OpenAIResponses, Provider,
+};
+use crate::view::{Message, Role};
+
+/// A native request as the planner sees it.
+#[derive(Clone, Debug, Default)]
+pub struct Native {
+    /// Every pairing issue by the provider's rules, in item order.
+    pub issues: Vec<PairingIssue>,
+    /// The canonical messages: the system texts first, then the items the provider reads.
+    /// Built whatever the issues, so a broken request can still be counted; the caller
+    /// refuses to plan it.
+    pub messages: Vec<Message>,
+    /// Groups of the canonical messages: 0 for the system, else one more than the first
+    /// native item the message stands for.
+    pub layout: Layout,
+    /// For each canonical message, the native items `[start, end)` it stands for; `None` for
+    /// a system text.
+    pub spans: Vec<Option<(usize, usize)>>,
+    /// Canonical messages the provider's rules keep whatever the budget.
+    pub pinned: Vec<usize>,
+    /// Native items read.
+    pub items: usize,
+}
+
+/// Reads a request of `provider`'s native items, given as JSON arrays whose elements follow
+/// each other, behind system messages of `system` texts (one message per inner list, an
+/// empty one too: the provider's adapter decides which it sends).
+///
+/// Errors: `Config` naming `provider` when no provider of that key exists; `InvalidMessage`
+/// naming the item when one is malformed.
+pub fn read(provider: &str, parts: &[&[u8]], system: &[Vec<String>]) -> Result<Native, CoreError> {
+    match provider {
+        OpenAIChat::KEY => read_with(OpenAIChat, parts, system),
+        Anthropic::KEY => read_with(Anthropic, parts, system),
+        OpenAIResponses::KEY => read_with(OpenAIResponses, parts, system),
+        Gemini::KEY => read_with(Gemini, parts, system),
+        BedrockConverse::KEY => read_with(BedrockConverse, parts, system),
+        other => Err(CoreError::Config {
+            key: "provider".to_owned(),
+            reason: format!(
+                "no provider '{other}' (have: {}, {}, {}, {}, {})",
+                OpenAIChat::KEY,
+                Anthropic::KEY,
+                OpenAIResponses::KEY,
+                Gemini::KEY,
+                BedrockConverse::KEY
+            ),
+        }),
+    }
+}
+
+fn read_with<P: Provider>(
+    p: P,
+    parts: &[&[u8]],
+    system: &[Vec<String>],
+) -> Result<Native, CoreError> {
+    let items = p.parse_all(parts)?;
+    let issues = p.validate(&items);
+    let mut out = Native {
+        items: items.len(),
+        ..Native::default()
+    };
+    let canonical = p.canonical(&items);
+    // Where the provider needs a user turn first, the system holds on to the first turn, so
+    // no plan can leave a request opening with the model's turn.
+    let glue = P::SYSTEM_HOLDS_FIRST_TURN && !canonical.messages.is_empty();
+    for texts in system {
+        let mut msg = Message::text(Role::System, "");
+        msg.texts.clone_from(texts);
+        msg.bytes = texts.iter().map(String::len).sum();
+        out.messages.push(msg);
+        out.layout.groups.push(0);
+        out.layout.binds_next.push(glue);
+        out.spans.push(None);
+    }
+    let pinned_items = p.pinned(&items);
+    let starts = &canonical.layout.groups;
+    for (k, &start) in starts.iter().enumerate() {
+        // A message stands for the items up to the next message's first item.
+        let end = starts[k + 1..]
+            .iter()
+            .find(|&&s| s > start)
+            .copied()
+            .unwrap_or(items.len());
+        if pinned_items.contains(&start) {
+            out.pinned.push(out.messages.len() + k);
+        }
+        out.spans.push(Some((start, end.max(start + 1))));
+        out.layout.groups.push(start + 1);
+    }
+    out.layout.binds_next.extend(&canonical.layout.binds_next);
+    out.messages.extend(canonical.messages);
+    out.issues = issues;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_json(provider: &str, json: &str, system: &[Vec<String>]) -> Native {
+        read(provider, &[json.as_bytes()], system).expect("reads")
+    }
+
+    #[test]
+    fn system_texts_come_first_in_group_zero() {
+        let native = read_json(
+            "anthropic",
+            r#"[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]"#,
+            &[vec!["rules".to_owned(), "more".to_owned()]],
+        );
+        assert_eq!(native.messages[0].role, Role::System);
+        assert_eq!(native.messages[0].texts, ["rules", "more"]);
+        assert_eq!(native.layout.groups, [0, 1, 2]);
+        assert_eq!(native.spans, [None, Some((0, 1)), Some((1, 2))]);
+        assert_eq!(native.items, 2);
+    }
+
+    #[test]
+    fn a_turn_of_several_messages_spans_them_all() {
+        let native = read_json(
+            "anthropic",
+            r#"[{"role":"user","content":"a"},{"role":"user","content":"b"},
+                {"role":"assistant","content":"c"}]"#,
+            &[],
+        );
+        assert_eq!(native.spans, [Some((0, 2)), Some((2, 3))]);
+    }
+
+    #[test]
+    fn a_broken_request_has_issues_and_still_a_view_to_count() {
+        let native = read_json(
+            "anthropic",
+            r#"[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":"r"}]}]"#,
+            &[],
+        );
+        assert!(!native.issues.is_empty());
+        assert_eq!(native.messages.len(), 1);
+    }
+
+    #[test]
+    fn the_latest_responses_compaction_is_pinned() {
+        let native = read_json(
+            "openai_responses",
+            r#"[{"type":"compaction","id":"c1","encrypted_content":"aaaa"},
+                {"role":"user","content":"go"},
+                {"type":"compaction","id":"c2","encrypted_content":"bbbb"},
+                {"role":"user","content":"on"}]"#,
+            &[],
+        );
+        assert_eq!(native.pinned, [2]);
+    }
+
+    #[test]
+    fn every_bound_holds_and_a_warm_read_counts_the_same() {
+        use crate::cache::CountCache;
+        use crate::count::{Backend, Encoding};
+        use crate::request::{load_canonical, Scheme};
+        let json = r#"[{"role":"user","content":[{"type":"text","text":"find the bug"},
+            {"type":"text","text":"in parse.rs"}]},
+            {"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"grep",
+              "input":{"pattern":"fn parse","path":"src/"}}]},
+            {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1",
+              "content":"src/parse.rs:10: fn parse(x: &str)"}]}]"#;
+        let scheme = Scheme::openai(Encoding::O200kBase, Backend::BpeOpenai);
+        let cache = CountCache::new(1024, 1 << 20);
+        let count = |cache: &CountCache| {
+            let native = read_json("anthropic", json, &[vec!["be brief".to_owned()]]);
+            let req = load_canonical(native.messages, None, scheme, cache).expect("loads");
+            for i in 0..req.len() {
+                assert!(req.bound(i) >= req.tokens(i), "message {i}");
+            }
+            req.message_tokens()
+        };
+        let cold = count(&cache);
+        assert!(!cache.is_empty());
+        assert_eq!(count(&cache), cold);
+    }
+
+    #[test]
+    fn an_unknown_provider_is_a_config_error() {
+        let err = read("nope", &[b"[]"], &[]).unwrap_err();
+        assert!(matches!(err, CoreError::Config { ref key, .. } if key == "provider"));
+    }
+}
