@@ -96,6 +96,63 @@ def validate_native(
     ``anthropic``, ``openai_responses``, ``gemini``, ``bedrock_converse``); ConfigError for a
     provider the core does not read, InvalidMessageError naming a malformed message."""
 
+class NativeView:
+    """A native request read by the core: parsed, checked by its provider's rules and mapped
+    to the canonical view, each part at its real cost; planned and counted without reading
+    it again."""
+
+    @property
+    def issues(self) -> list[tuple[str, str | None, int, str]]: ...
+    @property
+    def spans(self) -> list[tuple[int, int]]:
+        """Per canonical message, the native items ``(start, end)``; ``(-1, -1)`` for a system
+        text."""
+    @property
+    def binds_next(self) -> list[bool]: ...
+    @property
+    def groups(self) -> list[int]: ...
+    @property
+    def pinned(self) -> list[int]: ...
+    def __len__(self) -> int: ...
+    def message(self, k: int) -> dict[str, Any]:
+        """Canonical message ``k`` as an OpenAI Chat dict; IndexError past the end."""
+    def count(self) -> int: ...
+    def plan(
+        self,
+        config: CoreConfig,
+        pinned: list[int],
+        summary_reserve: int | None = None,
+        recorded: list[tuple[Any, ...]] | None = None,
+        replay: tuple[list[int], list[tuple[int, str]]] | None = None,
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """``plan_openai_chat``'s items and report, in canonical indices."""
+
+def read_native(
+    provider: str,
+    messages_json: bytes | list[bytes],
+    system: list[list[str]],
+    tools_json: bytes | None,
+    config: CoreConfig,
+    cache: CountCache | None = None,
+) -> NativeView:
+    """Reads ``provider``'s native items behind system messages of ``system`` texts;
+    InvalidMessageError naming a malformed item, ConfigError for an unknown provider."""
+
+def count_native(
+    provider: str,
+    messages_json: bytes | list[bytes],
+    system: list[list[str]],
+    tools_json: bytes | None,
+    encoding: str,
+    tokenizer_backend: str | None = None,
+    max_messages: int = ...,
+    max_request_bytes: int = ...,
+    cache: CountCache | None = None,
+    image_formula: str = "openai",
+    token_ratio: float = 1.0,
+) -> int:
+    """Tokens of a native request as its provider receives it."""
+
 def cache_len() -> int: ...
 def _panic(message: str) -> None:
     """Panics in the core with ``message`` (for tests: it arrives as ``InternalError``)."""

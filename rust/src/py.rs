@@ -20,6 +20,7 @@ use crate::request::{load_openai_chat, Limits, Scheme};
 use crate::rewrite::RewriteKind;
 
 mod body;
+mod native;
 mod objects;
 mod panic;
 
@@ -395,37 +396,9 @@ fn plan_openai_chat<'py>(
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
     guard(py, || {
         let cache = chosen(cache);
-        let per_call;
-        let plan_config = if summary_reserve.is_none() && recorded.is_none() && replay.is_none() {
-            &config.plan
-        } else {
-            let mut cfg = config.plan.clone();
-            cfg.summary_reserve = summary_reserve;
-            cfg.recorded_ledger = recorded
-                .unwrap_or_default()
-                .into_iter()
-                .map(recorded_entry)
-                .collect::<Result<_, _>>()
-                .map_err(|e| to_py(py, e))?;
-            cfg.replay = replay
-                .map(|(dropped, rewrites)| {
-                    let rewrites = rewrites
-                        .into_iter()
-                        .map(|(i, kind)| {
-                            RewriteKind::from_name(&kind)
-                                .map(|k| (i, k))
-                                .ok_or_else(|| CoreError::StaleState {
-                                    reason: format!("unknown rewrite kind {kind:?}"),
-                                })
-                        })
-                        .collect::<Result<_, _>>()?;
-                    Ok::<_, CoreError>(Replay { dropped, rewrites })
-                })
-                .transpose()
-                .map_err(|e| to_py(py, e))?;
-            per_call = cfg;
-            &per_call
-        };
+        let plan_config =
+            per_call(config, summary_reserve, recorded, replay).map_err(|e| to_py(py, e))?;
+        let plan_config = plan_config.as_ref();
         let layout = groups.map(|groups| Layout {
             binds_next: binds_next.unwrap_or_else(|| vec![false; groups.len()]),
             groups,
@@ -506,27 +479,64 @@ fn plan_openai_chat<'py>(
                     }
                 }
             }
-            None => {
-                for item in &plan.items {
-                    match item {
-                        Item::Keep(i) => items.append(i)?,
-                        Item::SynthesizedResult { call_id } => {
-                            items.append(("synthesized", call_id))?
-                        }
-                        Item::LedgerNote { text, role } => {
-                            items.append(("ledger", text, role.as_str()))?
-                        }
-                        Item::Summary { role } => items.append(("summary", "", role.as_str()))?,
-                        Item::Rewrite { index, kind, text } => {
-                            items.append(("rewrite", index, kind.name(), text))?
-                        }
-                    }
-                }
-            }
+            None => tagged_items(&items, &plan)?,
         }
         let report = plan_report(py, &plan)?;
         Ok((items, report))
     })
+}
+
+/// The caller's policy for one plan: the config's, with this call's summary room, recorded
+/// ledger and plan to make again.
+pub(crate) fn per_call(
+    config: &CoreConfig,
+    summary_reserve: Option<u64>,
+    recorded: Option<Vec<RecordedEntry>>,
+    replay: Option<ReplayArg>,
+) -> Result<std::borrow::Cow<'_, PlanConfig>, CoreError> {
+    if summary_reserve.is_none() && recorded.is_none() && replay.is_none() {
+        return Ok(std::borrow::Cow::Borrowed(&config.plan));
+    }
+    let mut cfg = config.plan.clone();
+    cfg.summary_reserve = summary_reserve;
+    cfg.recorded_ledger = recorded
+        .unwrap_or_default()
+        .into_iter()
+        .map(recorded_entry)
+        .collect::<Result<_, _>>()?;
+    cfg.replay = replay
+        .map(|(dropped, rewrites)| {
+            let rewrites = rewrites
+                .into_iter()
+                .map(|(i, kind)| {
+                    RewriteKind::from_name(&kind)
+                        .map(|k| (i, k))
+                        .ok_or_else(|| CoreError::StaleState {
+                            reason: format!("unknown rewrite kind {kind:?}"),
+                        })
+                })
+                .collect::<Result<_, _>>()?;
+            Ok::<_, CoreError>(Replay { dropped, rewrites })
+        })
+        .transpose()?;
+    Ok(std::borrow::Cow::Owned(cfg))
+}
+
+/// A plan's items as tagged records: an `int` keeps message k; `("synthesized", call_id)`,
+/// `("ledger", text, role)`, `("summary", "", role)` and `("rewrite", k, kind, text)`.
+fn tagged_items(out: &Bound<'_, PyList>, plan: &plan::Plan) -> PyResult<()> {
+    for item in &plan.items {
+        match item {
+            Item::Keep(i) => out.append(i)?,
+            Item::SynthesizedResult { call_id } => out.append(("synthesized", call_id))?,
+            Item::LedgerNote { text, role } => out.append(("ledger", text, role.as_str()))?,
+            Item::Summary { role } => out.append(("summary", "", role.as_str()))?,
+            Item::Rewrite { index, kind, text } => {
+                out.append(("rewrite", index, kind.name(), text))?
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The raw report of a plan, as `assembler._report` reads it.
@@ -750,6 +760,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(content_id, m)?)?;
     m.add_function(wrap_pyfunction!(validate_openai_chat, m)?)?;
     m.add_function(wrap_pyfunction!(validate_native, m)?)?;
+    m.add_function(wrap_pyfunction!(native::read_native, m)?)?;
+    m.add_function(wrap_pyfunction!(native::count_native, m)?)?;
+    m.add_class::<native::NativeView>()?;
     m.add_function(wrap_pyfunction!(cache_len, m)?)?;
     m.add_function(wrap_pyfunction!(cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(_object_key, m)?)?;

@@ -1,0 +1,248 @@
+//! The binding of a native request: read once (parsed, checked, mapped to the canonical view
+//! and looked up in the count cache) with the GIL released, then planned and counted as often
+//! as the assembly needs without reading anything again.
+
+use pyo3::exceptions::PyIndexError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use super::{
+    chosen, guard, issue_tuple, per_call, plan_report, scheme, tagged_items, to_py, CoreConfig,
+    JsonParts, PyCountCache, RecordedEntry, ReplayArg,
+};
+use crate::cache::CountCache;
+use crate::count::chat::REPLY_PRIMING;
+use crate::error::CoreError;
+use crate::native::{self, Native};
+use crate::plan;
+use crate::request::{check_count, check_size, load_canonical, Request};
+use crate::request::{Limits, Scheme};
+
+/// A native request read by the core. Its canonical messages are built as dicts only when
+/// asked for (`message`): an assembly reads a few (a note, the first user message), never all.
+#[pyclass(frozen, module = "ringbound._core")]
+pub struct NativeView {
+    native: Native,
+    request: Request<'static>,
+}
+
+/// Reads `provider`'s native items (`messages_json`: a JSON array, or a list of arrays whose
+/// elements follow each other) behind system messages of `system` texts, and the tools schema
+/// in OpenAI's shape; counts by `config`'s scheme, checked against its limits.
+#[pyfunction]
+#[pyo3(signature = (provider, messages_json, system, tools_json, config, cache=None))]
+pub(super) fn read_native<'py>(
+    py: Python<'py>,
+    provider: &str,
+    messages_json: Bound<'py, PyAny>,
+    system: Vec<Vec<String>>,
+    tools_json: Option<&[u8]>,
+    config: &CoreConfig,
+    cache: Option<&PyCountCache>,
+) -> PyResult<NativeView> {
+    guard(py, || {
+        let cache = chosen(cache);
+        let parts = JsonParts::new(&messages_json)?;
+        let json = parts.slices();
+        py.detach(|| {
+            let (native, request) = load(
+                provider,
+                &json,
+                &system,
+                tools_json,
+                config.scheme,
+                config.limits,
+                cache,
+            )?;
+            Ok(NativeView { native, request })
+        })
+        .map_err(|e| to_py(py, e))
+    })
+}
+
+#[pymethods]
+impl NativeView {
+    /// Pairing issues as `(kind, call_id, index, message)` tuples, in item order.
+    #[getter]
+    fn issues<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        guard(py, || {
+            let out = PyList::empty(py);
+            for i in &self.native.issues {
+                out.append(issue_tuple(py, i)?)?;
+            }
+            Ok(out)
+        })
+    }
+
+    /// For each canonical message, the native items `(start, end)` it stands for; `(-1, -1)`
+    /// for a system text.
+    #[getter]
+    fn spans(&self) -> Vec<(isize, isize)> {
+        self.native
+            .spans
+            .iter()
+            .map(|s| match *s {
+                Some((a, b)) => (a as isize, b as isize),
+                None => (-1, -1),
+            })
+            .collect()
+    }
+
+    #[getter]
+    fn binds_next(&self) -> Vec<bool> {
+        self.native.layout.binds_next.clone()
+    }
+
+    #[getter]
+    fn groups(&self) -> Vec<usize> {
+        self.native.layout.groups.clone()
+    }
+
+    /// Canonical messages the provider's rules keep whatever the budget.
+    #[getter]
+    fn pinned(&self) -> Vec<usize> {
+        self.native.pinned.clone()
+    }
+
+    fn __len__(&self) -> usize {
+        self.request.len()
+    }
+
+    /// Canonical message `k` as an OpenAI Chat dict: role, content (its texts), and its tool
+    /// calls or the call it answers.
+    fn message<'py>(&self, py: Python<'py>, k: usize) -> PyResult<Bound<'py, PyDict>> {
+        guard(py, || {
+            let req = &self.request;
+            if k >= req.len() {
+                return Err(PyIndexError::new_err(format!(
+                    "canonical message {k} of {}",
+                    req.len()
+                )));
+            }
+            let m = req.full(k);
+            let out = PyDict::new(py);
+            out.set_item("role", m.role.as_str())?;
+            out.set_item("content", m.texts.concat())?;
+            if let Some(name) = &m.name {
+                out.set_item("name", name)?;
+            }
+            if !m.tool_calls.is_empty() {
+                let calls = PyList::empty(py);
+                for c in &m.tool_calls {
+                    let function = PyDict::new(py);
+                    function.set_item("name", &c.name)?;
+                    function.set_item("arguments", &c.arguments)?;
+                    let call = PyDict::new(py);
+                    call.set_item("id", &c.id)?;
+                    call.set_item("type", "function")?;
+                    call.set_item("function", function)?;
+                    calls.append(call)?;
+                }
+                out.set_item("tool_calls", calls)?;
+            }
+            if let Some(id) = &m.tool_call_id {
+                out.set_item("tool_call_id", id)?;
+            }
+            Ok(out)
+        })
+    }
+
+    /// Tokens of the request as the provider receives it: every canonical message, the reply
+    /// priming and the tools schema.
+    fn count(&self, py: Python<'_>) -> PyResult<u64> {
+        guard(py, || {
+            let req = &self.request;
+            Ok(py.detach(|| total(req)))
+        })
+    }
+
+    /// Plans the request under `config`: `(items, report)` in canonical indices, as
+    /// `plan_openai_chat` returns them without the caller's messages. `pinned` are canonical
+    /// indices, the provider's own pins included by the caller.
+    #[pyo3(signature = (config, pinned, summary_reserve=None, recorded=None, replay=None))]
+    fn plan<'py>(
+        &self,
+        py: Python<'py>,
+        config: &CoreConfig,
+        pinned: Vec<usize>,
+        summary_reserve: Option<u64>,
+        recorded: Option<Vec<RecordedEntry>>,
+        replay: Option<ReplayArg>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        guard(py, || {
+            let req = &self.request;
+            let cfg =
+                per_call(config, summary_reserve, recorded, replay).map_err(|e| to_py(py, e))?;
+            let layout = &self.native.layout;
+            let plan = py
+                .detach(|| plan::plan(req, &cfg, &pinned, Some(layout)))
+                .map_err(|e| to_py(py, e))?;
+            let items = PyList::empty(py);
+            tagged_items(&items, &plan)?;
+            let report = plan_report(py, &plan)?;
+            PyTuple::new(py, [items.into_any(), report.into_any()])
+        })
+    }
+}
+
+/// Tokens of a request in `provider`'s native format, as `count_openai_chat` counts chat:
+/// every canonical message with its framing, the reply priming and the tools schema.
+#[pyfunction]
+#[pyo3(signature = (provider, messages_json, system, tools_json, encoding, tokenizer_backend=None, max_messages=usize::MAX, max_request_bytes=usize::MAX, cache=None, image_formula="openai", token_ratio=1.0))]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn count_native(
+    py: Python<'_>,
+    provider: &str,
+    messages_json: Bound<'_, PyAny>,
+    system: Vec<Vec<String>>,
+    tools_json: Option<&[u8]>,
+    encoding: &str,
+    tokenizer_backend: Option<&str>,
+    max_messages: usize,
+    max_request_bytes: usize,
+    cache: Option<&PyCountCache>,
+    image_formula: &str,
+    token_ratio: f64,
+) -> PyResult<u64> {
+    guard(py, || {
+        let cache = chosen(cache);
+        let scheme = scheme(encoding, tokenizer_backend, image_formula, token_ratio)
+            .map_err(|e| to_py(py, e))?;
+        let limits = Limits {
+            max_messages,
+            max_request_bytes,
+        };
+        let parts = JsonParts::new(&messages_json)?;
+        let json = parts.slices();
+        py.detach(|| {
+            let (_, req) = load(provider, &json, &system, tools_json, scheme, limits, cache)?;
+            Ok(total(&req))
+        })
+        .map_err(|e| to_py(py, e))
+    })
+}
+
+/// The native request read and its canonical view loaded: limits first, then parsing.
+fn load(
+    provider: &str,
+    json: &[&[u8]],
+    system: &[Vec<String>],
+    tools_json: Option<&[u8]>,
+    scheme: Scheme,
+    limits: Limits,
+    cache: &CountCache,
+) -> Result<(Native, Request<'static>), CoreError> {
+    let bytes = json.iter().map(|p| p.len()).sum::<usize>()
+        + system.iter().flatten().map(String::len).sum::<usize>();
+    check_size(bytes, tools_json, limits)?;
+    let mut native = native::read(provider, json, system)?;
+    check_count(native.items, limits)?;
+    let messages = std::mem::take(&mut native.messages);
+    let request = load_canonical(messages, tools_json, scheme, cache)?;
+    Ok((native, request))
+}
+
+/// Tokens of a loaded request as the provider receives it.
+fn total(req: &Request<'_>) -> u64 {
+    req.message_tokens() + u64::from(REPLY_PRIMING) + req.tools_tokens
+}
