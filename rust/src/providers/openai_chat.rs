@@ -78,8 +78,9 @@ fn role_named(name: &str) -> Option<Role> {
 }
 
 /// Parts without a published token formula (audio, files) are counted as one token per
-/// three bytes of their payload: base64 never packs denser than that in either encoding, so
-/// the estimate errs on the side of the budget.
+/// three bytes of their payload: the provider prices them by duration or pages, which the
+/// request does not state. Not a bound on the payload's own tokens (random base64 tokenizes at
+/// about 1.5 characters a token in o200k_base).
 const BYTES_PER_TOKEN_OPAQUE: usize = 3;
 
 fn parse_content(

@@ -106,7 +106,7 @@ impl At {
                 self.need_str(source, "media_type", &inner, true)?;
                 let data = self.need_str(source, "data", &inner, true)?;
                 if document {
-                    pages(parts, pdf_pages(data));
+                    pdf(parts, data);
                 } else {
                     parts.images.push(Image {
                         detail: Detail::Auto,
@@ -319,10 +319,23 @@ pub(crate) fn pages(parts: &mut Parts, n: u32) {
     }));
 }
 
-/// Pages of a base64 PDF (its `/Type /Page` objects, at least 1); 1 when it cannot be read.
-pub(crate) fn pdf_pages(data: &str) -> u32 {
+/// A base64 PDF priced by its pages when they can be counted; else (a PDF whose page objects
+/// sit in compressed streams, or no PDF at all) by its payload, one token per 3 characters,
+/// which never prices it below what it holds.
+pub(crate) fn pdf(parts: &mut Parts, data: &str) {
+    match pdf_pages(data) {
+        0 => {
+            let tokens = u32::try_from(data.len().div_ceil(3)).unwrap_or(u32::MAX);
+            parts.other_tokens = parts.other_tokens.saturating_add(tokens);
+        }
+        n => pages(parts, n),
+    }
+}
+
+/// Pages of a base64 PDF: its `/Type /Page` objects; 0 when none can be seen.
+fn pdf_pages(data: &str) -> u32 {
     let Ok(raw) = BASE64.decode(data) else {
-        return 1;
+        return 0;
     };
     let mut n: u32 = 0;
     let mut rest = &raw[..];
@@ -336,7 +349,7 @@ pub(crate) fn pdf_pages(data: &str) -> u32 {
             n = n.saturating_add(1);
         }
     }
-    n.max(1)
+    n
 }
 
 fn json_without_cache_control(block: &Obj) -> String {

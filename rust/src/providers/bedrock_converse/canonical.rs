@@ -60,6 +60,24 @@ pub fn canonical(messages: &[BedrockMessage]) -> Canonical {
         let n = out.messages.len() - start;
         out.layout.groups.extend(std::iter::repeat_n(i, n));
         out.layout.binds_next.extend(std::iter::repeat_n(false, n));
+        if holds_next(messages, i) {
+            if let Some(last) = out.layout.binds_next.last_mut() {
+                *last = true;
+            }
+        }
     }
     out
+}
+
+/// Whether assistant message `i`, a plain reply right after a tool-result turn, must share a
+/// unit with the user turn after it: dropped alone, it would leave the tool results next to a
+/// user text turn, and Bedrock refuses conversation blocks and tool result blocks in one turn,
+/// so the two could not be merged.
+fn holds_next(messages: &[BedrockMessage], i: usize) -> bool {
+    let m = &messages[i];
+    m.role == Role::Assistant
+        && m.uses.is_empty()
+        && i > 0
+        && !messages[i - 1].results.is_empty()
+        && i + 1 < messages.len()
 }

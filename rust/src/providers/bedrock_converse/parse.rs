@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::{BedrockMessage, Parts, ToolResult, ToolUse, EMPTY_CONTENT};
 use crate::count::image::image_size_from_base64;
 use crate::error::CoreError;
-use crate::providers::anthropic::parse::{pages, pdf_pages, BASE64};
+use crate::providers::anthropic::parse::{pdf, BASE64};
 use crate::providers::pynames::{repr, repr_str, type_name};
 use crate::view::{Detail, Image, Role};
 
@@ -167,7 +167,7 @@ impl At {
                 if let Some(text) = text {
                     parts.texts.push(text);
                 } else if kind == "document" && format == "pdf" {
-                    pages(parts, pdf_pages(data));
+                    pdf(parts, data);
                 } else {
                     let tokens = data.len().div_ceil(BASE64_CHARS_PER_TOKEN);
                     parts.other_tokens = parts

@@ -18,9 +18,9 @@ fn empty(role: Role) -> Message {
 }
 
 /// Canonical call ids: the native id (a repeat within one content gets `#k`), else one made
-/// from the call's name and its occurrence, so responses pair with their calls by id.
+/// from the call itself and its occurrence, so responses pair with their calls by id.
 fn call_ids(cs: &[GeminiContent]) -> Vec<Vec<String>> {
-    let mut seen: HashMap<&str, usize> = HashMap::default();
+    let mut seen: HashMap<String, usize> = HashMap::default();
     cs.iter()
         .map(|c| {
             let mut in_content: HashMap<&str, usize> = HashMap::default();
@@ -37,14 +37,28 @@ fn call_ids(cs: &[GeminiContent]) -> Vec<Vec<String>> {
                         }
                     }
                     None => {
-                        let k = seen.entry(&call.name).or_default();
+                        let digest = call_digest(&call.name, &call.args);
+                        let k = seen.entry(digest.clone()).or_default();
                         *k += 1;
-                        format!("gemini_{}_{}", call.name, *k - 1)
+                        format!("gemini_{digest}_{}", *k - 1)
                     }
                 })
                 .collect()
         })
         .collect()
+}
+
+/// The first ten hex digits of the SHA-256 of a call's name and arguments (compact JSON,
+/// keys sorted): an id made from the call itself keeps its value when earlier contents are
+/// trimmed away, which the ledger needs (it remembers calls by id).
+fn call_digest(name: &str, args: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let hash = Sha256::new()
+        .chain_update(name.as_bytes())
+        .chain_update([0])
+        .chain_update(args.as_bytes())
+        .finalize();
+    hash[..5].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The canonical view of the contents.

@@ -41,6 +41,10 @@ const META_FIELDS: [&str; 9] = [
 /// request does not state).
 const BASE64_CHARS_PER_TOKEN: usize = 3;
 
+/// Tokens of a stored non-image file (`fileData`), whose length the request does not state:
+/// Gemini's documented price of one document page, the least such a file costs.
+const STORED_FILE_TOKENS: u32 = 258;
+
 /// The error text of a result ringbound synthesized, which reads as an error as it is.
 const ERROR_HEADS: [&str; 3] = ["error", "exception", "traceback (most recent call last)"];
 
@@ -139,8 +143,10 @@ impl At {
                     size: None,
                 });
             } else {
-                // A stored file of unknown length: its reference is all the request shows.
+                // A stored file of unknown length: its reference is all the request shows, and
+                // it costs at least what Gemini charges for one document page.
                 c.texts.push(uri.to_owned());
+                c.other_tokens = c.other_tokens.saturating_add(STORED_FILE_TOKENS);
             }
         }
         Ok(())

@@ -10,7 +10,6 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::super::{Family, Item, Kind};
-use super::opaque_tokens;
 use crate::view::{Role, ToolCall};
 
 /// The keys the items read here have; other keys are skipped, as the general reading does.
@@ -102,7 +101,7 @@ pub fn item(raw: &[u8]) -> Option<Item> {
                 item.texts.push(part.text?.into_owned());
             }
             if let Some(sealed) = &it.encrypted_content {
-                item.cost.opaque_tokens = opaque_tokens(sealed.len());
+                item.texts.push(sealed.clone().into_owned());
             }
             item
         }

@@ -13,8 +13,9 @@ use crate::view::{Detail, Image, Role, ToolCall};
 
 type Obj = Map<String, Value>;
 
-/// Opaque payloads (encrypted content, files) cost a token per three bytes: base64 never
-/// packs denser than that in o200k_base or cl100k_base, so the price errs on the budget's side.
+/// Files cost a token per three bytes of their payload: the provider prices them by pages or
+/// duration, which the request does not state. Not a bound on the payload's own tokens: random
+/// base64 tokenizes at about 1.5 characters a token in o200k_base.
 pub const BYTES_PER_TOKEN_OPAQUE: usize = 3;
 
 /// Items the model produced that carry their own result (hosted tools).
@@ -265,9 +266,10 @@ impl At {
                 );
             }
         }
-        // Sealed reasoning is priced by its size, which bounds the tokens it seals.
+        // Sealed reasoning is counted as the text it is sent as: its base64 tokenizes at about
+        // 1.5 characters a token, more than the reasoning it seals can cost.
         if let Some(sealed) = self.optional(obj, "encrypted_content", "")? {
-            item.cost.opaque_tokens = opaque_tokens(sealed.len());
+            item.texts.push(sealed.to_owned());
         }
         Ok(item)
     }
@@ -504,7 +506,7 @@ pub(super) fn general(i: usize, raw: &[u8]) -> Result<Item, CoreError> {
         "compaction" => {
             let sealed = at.string(obj, "encrypted_content", "")?;
             let mut item = Item::new("compaction", Kind::Compaction);
-            item.cost.opaque_tokens = opaque_tokens(sealed.len());
+            item.texts.push(sealed.to_owned());
             item
         }
         "compaction_trigger" => Item::new("compaction_trigger", Kind::Trigger),
