@@ -5,16 +5,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
 from . import _core
-from .errors import BudgetExceededError, InvalidMessageError, PairingError
+from .errors import BudgetExceededError, InvalidMessageError, PairingError, PairingIssue
 from .payload import dump_messages, dump_tools
-from .providers.base import Adapter, Canonical, Rendered, tools_as_openai
+from .providers.base import Adapter, Canonical, Rendered, named_by, tools_as_openai
 
-__all__ = ["Counting", "NativePlan", "NativeRequest", "native_spans", "plan_native"]
+__all__ = [
+    "CanonicalMessages",
+    "Counting",
+    "NativePlan",
+    "NativeRequest",
+    "native_spans",
+    "plan_native",
+    "read_canonical",
+]
 
 
 @dataclass(frozen=True)
@@ -86,9 +94,86 @@ _MAX_TIGHTENINGS = 3
 Fill = Callable[[list[Any]], list[Any]]
 
 
+class CanonicalMessages(Sequence[dict[str, Any]]):
+    """The canonical messages of a request the core read, as OpenAI Chat dicts built when
+    asked for: an assembly reads a few (a note, the first user message, the units a summary
+    covers), never all."""
+
+    def __init__(self, view: Any) -> None:
+        self._view = view
+        self._built: dict[int, dict[str, Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self._view)
+
+    @overload
+    def __getitem__(self, k: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, k: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        if k < 0:
+            k += len(self)
+        message = self._built.get(k)
+        if message is None:
+            message = self._built[k] = self._view.message(k)
+        return message
+
+
+def _canonical_of(view: Any) -> Canonical:
+    return Canonical(
+        messages=CanonicalMessages(view),  # type: ignore[arg-type]
+        spans=view.spans,
+        binds_next=view.binds_next,
+        pinned=view.pinned,
+    )
+
+
+def read_view(
+    adapter: Adapter,
+    parts: list[bytes],
+    system: Any,
+    tools_payload: bytes | None,
+    core: Any,
+    cache: Any,
+) -> Any:
+    """The core's reading of a native request given as ``adapter.native_parts`` wrote it
+    (``_core.read_native``), its errors naming the items by the provider's own field."""
+    texts = adapter.system_texts(system)  # type: ignore[attr-defined]
+    return named_by(
+        adapter.items_field,
+        lambda: _core.read_native(adapter.key, parts, texts, tools_payload, core, cache),
+    )
+
+
+def read_canonical(adapter: Adapter, messages: Sequence[Any], system: Any) -> Canonical:
+    """The core's canonical view of a native request, counted with the default config: for
+    callers that only look at it (recovery, simulation), never to plan."""
+    from .assembler import default_core  # the assembler imports this module
+
+    parts = adapter.native_parts(messages)  # type: ignore[attr-defined]
+    return _canonical_of(read_view(adapter, parts, system, None, default_core(), None))
+
+
+def _pairing_error(issues: Sequence[PairingIssue]) -> PairingError:
+    return PairingError(
+        f"tool call pairing is broken ({len(issues)} issue{'s' if len(issues) != 1 else ''})"
+        + "".join(f"\n  messages[{i.index}]: {i.message}" for i in issues),
+        issues=list(issues),
+    )
+
+
+def _blocking(issues: Sequence[PairingIssue], repair: bool) -> bool:
+    return bool(issues) and not (repair and all(i.kind == "missing_result" for i in issues))
+
+
 class NativeRequest:
     """A native request made ready to plan: checked by the provider's own pairing rules,
-    mapped to the canonical view and serialized once, whatever number of plans follow.
+    mapped to the canonical view and counted once, whatever number of plans follow.
+
+    A provider the core reads (every one but OpenAI Chat, whose messages are the canonical
+    view) is parsed, checked and mapped there, each part at its real cost.
 
     Raises:
         PairingError: Pairing is broken (quoting the provider's wording) and the policy
@@ -104,24 +189,48 @@ class NativeRequest:
         system: Any,
         pinned: Sequence[int],
         repair: bool,
+        *,
+        core: Any,
+        cache: Any,
     ) -> None:
-        issues = adapter.validate(messages, system=system)
-        if issues and not (repair and all(i.kind == "missing_result" for i in issues)):
-            raise PairingError(
-                f"tool call pairing is broken ({len(issues)} issue"
-                f"{'s' if len(issues) != 1 else ''})"
-                + "".join(f"\n  messages[{i.index}]: {i.message}" for i in issues),
-                issues=issues,
-            )
         self.adapter = adapter
         self.messages = messages
         self.system = system
-        self.canonical = adapter.to_canonical(messages, system=system)
-        self.payload = dump_messages(self.canonical.messages)
+        self._core, self._cache = core, cache
         self.tools_payload = dump_tools(tools_as_openai(adapter, tools)) if tools else None
+        self.view: Any = None
+        if hasattr(adapter, "system_texts"):
+            self.payload = adapter.native_parts(messages)
+            self.view = self._read(self.payload, system, self.tools_payload)
+            issues = [PairingIssue(*t) for t in self.view.issues]
+            if _blocking(issues, repair):
+                raise _pairing_error(issues)
+            self.canonical = _canonical_of(self.view)
+            self._groups = self.view.groups
+        else:
+            issues = adapter.validate(messages, system=system)
+            if _blocking(issues, repair):
+                raise _pairing_error(issues)
+            self.canonical = adapter.to_canonical(messages, system=system)
+            self.payload = dump_messages(self.canonical.messages)
+            self._groups = self.canonical.groups()
         self._pins = _canonical_pins(pinned, self.canonical)
-        self._groups = self.canonical.groups()
         self._binds = self.canonical.binds_next or [False] * len(self.canonical.messages)
+
+    def _read(self, parts: list[bytes], system: Any, tools_payload: bytes | None) -> Any:
+        return read_view(self.adapter, parts, system, tools_payload, self._core, self._cache)
+
+    def count(self, rendered: Rendered, tools_payload: bytes | None, counting: Counting) -> int:
+        """Tokens of a rendering of this request, counted as the provider receives it."""
+        if self.view is None:
+            canonical = self.adapter.to_canonical(rendered.messages, system=rendered.system)
+            return counting.count(canonical, tools_payload)
+        parts = self.adapter.native_parts(rendered.messages)  # type: ignore[attr-defined]
+        view = self._read(parts, rendered.system, tools_payload)
+        issues = [PairingIssue(*t) for t in view.issues]
+        if _blocking(issues, False):
+            raise _pairing_error(issues)
+        return view.count()  # type: ignore[no-any-return]
 
     def plan(
         self,
@@ -136,6 +245,10 @@ class NativeRequest:
         """The core's plan of the canonical view: items and the raw report, in canonical
         indices. Errors name the caller's budget and native indices."""
         try:
+            if self.view is not None:
+                return self.view.plan(  # type: ignore[no-any-return]
+                    core, self._pins, summary_reserve=reserve, recorded=recorded, replay=replay
+                )
             return _core.plan_openai_chat(
                 self.payload,
                 self.tools_payload,
@@ -216,9 +329,7 @@ def plan_native(
             actual = raw["tokens_after"]
             break
         kept_tools = None if raw["tools_dropped"] else native.tools_payload
-        actual = counting.count(
-            native.adapter.to_canonical(rendered.messages, system=rendered.system), kept_tools
-        )
+        actual = native.count(rendered, kept_tools, counting)
         if actual <= budget:
             break
         # Under what this plan took, by what its rendering overshot: the next plan must

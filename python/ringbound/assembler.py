@@ -72,6 +72,13 @@ class AssemblyResult:
     cache_key: str | None = None
 
 
+@functools.cache
+def default_core() -> _core.CoreConfig:
+    """The core config of the default ``AssemblyConfig``: what reading a request to look at it
+    (never to plan it) counts with."""
+    return _core_config(AssemblyConfig())
+
+
 def _core_config(
     cfg: AssemblyConfig, image_formula: str = "openai", token_ratio: float = 1.0
 ) -> _core.CoreConfig:
@@ -585,6 +592,10 @@ class Assembler:
             self.config, model_input_limit=budget, output_reserve_tokens=0, safety_margin_tokens=0
         )
 
+    def _read(self, adapter: Any, *args: Any) -> NativeRequest:
+        """The request made ready to plan, read with this assembler's counting."""
+        return NativeRequest(adapter, *args, core=self._core, cache=self._cache)
+
     def _counting(self) -> Counting:
         return Counting(
             self.config.encoding,
@@ -633,7 +644,7 @@ class Assembler:
                 reason="must be an AssemblyState",
             )
         if state is not None or stateful or self.config.cache_stable:
-            native = NativeRequest(
+            native = self._read(
                 self._adapter or CHAT_ADAPTER, messages, tools, system, pins, repair
             )
             job.tail = self._tail_reserve(token_ledger, tools)
@@ -670,10 +681,10 @@ class Assembler:
             goal = compaction.trigger_goal(self.config, budget)
             if self._summarizer is None or not compaction.due(raw, goal):
                 return job
-            native = NativeRequest(CHAT_ADAPTER, messages, tools, system, pins, repair)
+            native = self._read(CHAT_ADAPTER, messages, tools, system, pins, repair)
             first = None
         else:
-            native = NativeRequest(self._adapter, messages, tools, system, pins, repair)
+            native = self._read(self._adapter, messages, tools, system, pins, repair)
             job.payload = native.payload
             first = native.plan(self._core_for(budget), self._cache, budget, recorded=recorded)
             if job.tail and first[1]["stages"] and budget - job.tail > 0:

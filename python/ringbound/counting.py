@@ -10,7 +10,7 @@ from .config import AssemblyConfig
 from .errors import ConfigError, InvalidMessageError, PairingIssue
 from .payload import check_tools, dump_messages, dump_tools, nesting_guard, snapshot
 from .providers import adapter, check_provider, check_system
-from .providers.base import tools_as_openai
+from .providers.base import named_by, tools_as_openai
 
 __all__ = ["count_text", "count_tokens", "validate"]
 
@@ -72,17 +72,25 @@ def _count(
             1.0 if token_ratio is None else token_ratio,
         )
     native = adapter(provider)
-    canonical = native.to_canonical(messages, system=system)
-    return _core.count_openai_chat(
-        dump_messages(canonical.messages),
-        dump_tools(tools_as_openai(native, tools)) if tools else None,
-        encoding,
-        tokenizer_backend,
-        _DEFAULTS.max_messages,
-        _DEFAULTS.max_request_bytes,
-        None,
-        native.image_formula,
-        token_ratio if token_ratio is not None else native.default_token_ratio,
+    parts = native.native_parts(messages)  # type: ignore[attr-defined]
+    texts = native.system_texts(system)  # type: ignore[attr-defined]
+    tools_payload = dump_tools(tools_as_openai(native, tools)) if tools else None
+    ratio = token_ratio if token_ratio is not None else native.default_token_ratio
+    return named_by(
+        native.items_field,
+        lambda: _core.count_native(
+            native.key,
+            parts,
+            texts,
+            tools_payload,
+            encoding,
+            tokenizer_backend,
+            _DEFAULTS.max_messages,
+            _DEFAULTS.max_request_bytes,
+            None,
+            native.image_formula,
+            ratio,
+        ),
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from ..adapted import read_canonical
 from ..assembler import Assembler
 from ..cache_markers import unmarked
 from ..config import AssemblyConfig
@@ -363,7 +364,7 @@ def turn_ends(
         canon = [_mapping(m) for m in messages]
         spans = [(i, i + 1) for i in range(len(canon))]
     else:
-        c = adapter(provider).to_canonical(list(messages), system=system)
+        c = read_canonical(adapter(provider), list(messages), system)
         canon, spans = c.messages, c.spans
     ends: list[int] = []
     open_call = False

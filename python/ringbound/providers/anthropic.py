@@ -632,6 +632,7 @@ class AnthropicAdapter:
     #: Claude tokens per o200k token: Claude's tokenizer (Claude 3 to 4.6) measured at +16%
     #: (English), +21% (math), +30% (Python) against GPT-4o's o200k; the top of that range.
     default_token_ratio = 1.3
+    items_field = "messages"
 
     # -- validation --------------------------------------------------------------------------
 
@@ -644,15 +645,24 @@ class AnthropicAdapter:
             InvalidMessageError: A message (or ``system``) is malformed.
         """
         _system_blocks(system)
+        issues = _core.validate_native(self.key, self.native_parts(messages))
+        return [PairingIssue(*issue) for issue in issues]
+
+    def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
+        """The messages as JSON arrays for the core's Anthropic parser."""
         try:
-            parts = dump_messages(messages)
+            return dump_messages(messages)
         except InvalidMessageError:
             # Mappings other than dicts (orjson writes dicts and SDK objects only): sent as
             # the blocks the adapter reads them as, or refused naming the message.
             read = _read(messages)
-            parts = dump_messages([{"role": m.role, "content": m.blocks} for m in read])
-        issues = _core.validate_native(self.key, parts)
-        return [PairingIssue(*issue) for issue in issues]
+            return dump_messages([{"role": m.role, "content": m.blocks} for m in read])
+
+    def system_texts(self, system: Any) -> list[list[str]]:
+        """The system as the core counts it: the caller's texts, then the ledger note and the
+        summary note an earlier assembly appended, one system message each."""
+        texts, note, summary = _system_parts(system)
+        return ([texts] if texts else []) + [[t] for t in (note, summary) if t is not None]
 
     # -- canonical view ----------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ __all__ = [
     "is_summary_note",
     "join_system_note",
     "kept_native",
+    "named_by",
     "plan_rewrites",
     "read_once",
     "reading_once",
@@ -97,6 +98,8 @@ class Adapter(Protocol):
     image_formula: str
     #: Provider tokens per counted token when the provider has no public tokenizer.
     default_token_ratio: float
+    #: The request field holding the items, as errors name them (``messages``, ``contents``).
+    items_field: str
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         """Pairing issues by the provider's own rules, quoting its error wording."""
@@ -192,6 +195,19 @@ def _guarded(read: Callable[[Any], _T], messages: Any, *, what: str = "a message
         reason = f"{what} could not be read ({type(e).__name__}: {e})"
         where = "tools" if what == "a tool" else "messages"
         raise InvalidMessageError(f"{where}: {reason}", index=None, reason=reason) from e
+
+
+def named_by(field: str, call: Callable[[], _T]) -> _T:
+    """``call()``, with an InvalidMessageError of the core naming the item by the provider's
+    own field (``contents[3]``, ``input[3]``) instead of ``messages[3]``."""
+    try:
+        return call()
+    except InvalidMessageError as e:
+        if field == "messages" or e.index is None or e.reason is None:
+            raise
+        raise InvalidMessageError(
+            f"{field}[{e.index}]: {e.reason}", index=e.index, reason=e.reason
+        ) from None
 
 
 class UnreadableObject(ValueError):

@@ -387,6 +387,7 @@ class BedrockConverseAdapter:
     #: (math) and 30% (Python code) more tokens than GPT-4o's on the same text; the largest
     #: measured figure is the default (see docs/providers/bedrock_converse.md).
     default_token_ratio = 1.3
+    items_field = "messages"
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         """Issues by Bedrock's rules, in message order, each quoting its ValidationException:
@@ -397,8 +398,22 @@ class BedrockConverseAdapter:
         """
         _turns(messages)
         _system(system)
-        issues = _core.validate_native(self.key, dump_native(messages))
+        issues = _core.validate_native(self.key, self.native_parts(messages))
         return [PairingIssue(*issue) for issue in issues]
+
+    def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
+        """The messages as JSON arrays for the core's Bedrock parser."""
+        try:
+            return dump_native(messages)
+        except InvalidMessageError:
+            _turns(messages)  # names the item that cannot be written, when it can
+            raise
+
+    def system_texts(self, system: Any) -> list[list[str]]:
+        """The system as the core counts it: the caller's texts (an empty message when there
+        are none: the first turn holds on to it), then each ledger note and summary note."""
+        instructions = _system(system)
+        return [instructions.texts] + [[t] for t in instructions.notes + instructions.summaries]
 
     def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
         """OpenAI Chat messages for the core. The system (one message, empty when there is

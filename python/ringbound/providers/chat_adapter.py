@@ -24,6 +24,7 @@ class ChatAdapter:
     key = "openai_chat"
     image_formula = "openai"
     default_token_ratio = 1.0
+    items_field = "messages"
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         return [PairingIssue(*t) for t in _core.validate_openai_chat(dump_messages(messages))]

@@ -172,6 +172,7 @@ def _string(value: Any, where: str, index: int | None) -> str:
 
 #: ``json.dumps`` with any option builds a new encoder per call; one made once writes the same.
 _ENCODER = json.JSONEncoder(ensure_ascii=False)
+_COMPACT = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def _json(value: Any, where: str, index: int | None) -> str:
@@ -386,7 +387,9 @@ def _assign_ids(turns: list[_Turn]) -> None:
                 in_turn[call.native_id] = k + 1
                 call.cid = call.native_id if k == 0 else f"{call.native_id}#{k}"
                 continue
-            digest = hashlib.sha256(f"{call.name}\0{call.arguments}".encode()).hexdigest()[:10]
+            # The arguments as the core writes them (compact, keys sorted), so both make one id.
+            args = _COMPACT.encode(json.loads(call.arguments))
+            digest = hashlib.sha256(f"{call.name}\0{args}".encode()).hexdigest()[:10]
             k = seen.get(digest, 0)
             seen[digest] = k + 1
             call.cid = f"gemini_{digest}_{k}"
@@ -608,6 +611,7 @@ class GeminiAdapter:
     image_formula = "gemini"
     #: Gemini tokens per o200k token; see docs/providers/gemini.md for the measurement.
     default_token_ratio = 1.25
+    items_field = "contents"
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         """Pairing issues by Gemini's turn rules, each opening with Gemini's 400 wording,
@@ -620,8 +624,24 @@ class GeminiAdapter:
         """
         _read_system(system)
         _read(messages)
-        issues = _core.validate_native(self.key, dump_native(messages))
+        issues = _core.validate_native(self.key, self.native_parts(messages))
         return [PairingIssue(*issue) for issue in issues]
+
+    def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
+        """The contents as JSON arrays for the core's Gemini parser."""
+        try:
+            return dump_native(messages)
+        except InvalidMessageError:
+            _read(messages)  # names the item that cannot be written, when it can
+            raise
+
+    def system_texts(self, system: Any) -> list[list[str]]:
+        """The system instruction as the core counts it: the caller's parts (an empty message
+        when there are none and no notes, so the first user turn always has one to hold on to),
+        then the ledger note and the summary note, one system message each."""
+        sys = _read_system(system)
+        base = [sys.texts] if sys.texts or (sys.note is None and sys.summary is None) else []
+        return base + [[t] for t in (sys.note, sys.summary) if t is not None]
 
     def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
         """The canonical view: a system message (always, so the first user turn can be glued to

@@ -743,6 +743,7 @@ class OpenAIResponses:
     image_formula = "openai"
     #: OpenAI publishes its tokenizers: the counts are exact o200k_base / cl100k_base.
     default_token_ratio = 1.0
+    items_field = "input"
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         """Pairing issues by the Responses API's rules, in item order, quoting OpenAI's wording:
@@ -752,16 +753,25 @@ class OpenAIResponses:
             InvalidMessageError: An item (or ``instructions``) is malformed.
         """
         _instructions(system)
+        issues = _core.validate_native(self.key, self.native_parts(messages))
+        return [PairingIssue(*issue) for issue in issues]
+
+    def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
+        """The items as JSON arrays for the core's Responses parser."""
         _check_list(messages)
         try:
-            parts = dump_messages(messages)
+            return dump_messages(messages)
         except InvalidMessageError:
             # Mappings other than dicts (orjson writes dicts and SDK objects only): refused
             # naming the item when the adapter cannot read them, else sent as it reads them.
             _parse_all(messages)
-            parts = dump_messages([_as_dict(i, m) for i, m in enumerate(messages)])
-        issues = _core.validate_native(self.key, parts)
-        return [PairingIssue(*issue) for issue in issues]
+            return dump_messages([_as_dict(i, m) for i, m in enumerate(messages)])
+
+    def system_texts(self, system: Any) -> list[list[str]]:
+        """``instructions`` as the core counts it: one system message (the ledger and summary
+        notes are input items of their own)."""
+        instructions = _instructions(system)
+        return [] if instructions is None else [[instructions]]
 
     def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
         """The canonical view; InvalidMessageError naming the input index on bad input."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _core
+from ..adapted import read_canonical
 from ..errors import InvalidMessageError, RingboundError
 from ..payload import nesting_guard, snapshot
 from ..providers import adapter, check_provider
@@ -182,7 +183,7 @@ def _recover(
             spans=[(i, i + 1) for i in range(len(original_messages))],
         )
     else:
-        canonical = adapter(provider).to_canonical(original_messages, system=system)
+        canonical = read_canonical(adapter(provider), original_messages, system)
     for k in reversed(range(len(canonical.messages))):
         message = canonical.messages[k]
         if message.get("role") != "tool":
@@ -319,9 +320,18 @@ def _native(
     if provider == "openai_chat":
         return start, _field(messages[start], "content")
     if provider == "gemini":
-        at = canonical.responses_at[k]  # type: ignore[attr-defined]
-        body = _field(_field(messages[start], "parts")[at], "functionResponse", "function_response")
-        return start, _field(body, "response")
+        # The content's tool messages stand for its functionResponse parts, in order.
+        nth = sum(
+            1
+            for j in range(k)
+            if canonical.spans[j][0] == start and canonical.messages[j].get("role") == "tool"
+        )
+        responses = [
+            body
+            for part in _field(messages[start], "parts")
+            if (body := _field(part, "functionResponse", "function_response")) is not None
+        ]
+        return start, _field(responses[nth], "response")
     for i in range(start, end):
         content = _result_content(provider, messages[i], call_id)
         if content is not _ABSENT:
