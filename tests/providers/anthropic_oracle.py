@@ -44,7 +44,7 @@ def validate(messages: Sequence[Any], *, system: Any = None) -> list[PairingIssu
     """
     _system_blocks(system)
     msgs = _read(messages)
-    turns = _turns(msgs)
+    turns = _turns([m.role for m in msgs])
     uses: dict[str, list[int]] = {}
     for i, m in enumerate(msgs):
         for block in m.blocks:

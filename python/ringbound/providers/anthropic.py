@@ -228,15 +228,20 @@ def _read_uncached(messages: Any) -> list[_Msg]:
     return [_read_message(i, m) for i, m in enumerate(messages)]
 
 
-def _turns(msgs: Sequence[_Msg], first: int = 0) -> list[_Turn]:
-    """The turns of the messages from ``first`` on."""
+def _turns(roles: Sequence[str], first: int = 0) -> list[_Turn]:
+    """The turns of messages of these roles from ``first`` on."""
     out: list[_Turn] = []
-    for i, m in enumerate(msgs[first:], first):
-        if out and out[-1].role == m.role:
-            out[-1] = _Turn(m.role, out[-1].start, i + 1)
+    for i, role in enumerate(roles[first:], first):
+        if out and out[-1].role == role:
+            out[-1] = _Turn(role, out[-1].start, i + 1)
         else:
-            out.append(_Turn(m.role, i, i + 1))
+            out.append(_Turn(role, i, i + 1))
     return out
+
+
+def _role(message: Any) -> Any:
+    """A message's role, read without reading its blocks (the core has checked them)."""
+    return message.get("role") if type(message) is dict else (_plain(message) or {}).get("role")
 
 
 def _compaction_start(msgs: Sequence[_Msg]) -> tuple[int, int]:
@@ -603,6 +608,19 @@ def _cache_markers(blocks: Sequence[Any]) -> int:
     return sum(1 for b in blocks if (_plain(b) or {}).get("cache_control") is not None)
 
 
+def _call_turns(
+    messages: Sequence[Any], roles: Sequence[str], turn_of: list[int]
+) -> dict[str, int]:
+    """The turn of each ``tool_use`` id of the assistant messages."""
+    return {
+        block.get("id"): turn_of[i]
+        for i, m in enumerate(messages)
+        if roles[i] == "assistant"
+        for block in map(_plain, _blocks_of(m))
+        if block is not None and block.get("type") == "tool_use"
+    }
+
+
 #: The user turn placed between two assistant turns that cannot be merged.
 OMITTED_TURNS_TEXT = "[earlier turns omitted]"
 
@@ -693,7 +711,7 @@ class AnthropicAdapter:
         binds = [False] * len(out)
         # What the API drops before the latest compaction is neither counted nor kept.
         first, first_block = _compaction_start(msgs)
-        turns = _turns(msgs, first)
+        turns = _turns([m.role for m in msgs], first)
         for t, turn in enumerate(turns):
             blocks = [
                 b
@@ -746,25 +764,19 @@ class AnthropicAdapter:
                 breakpoints (Anthropic rejects it; ringbound never moves one, and adds its own
                 only within the limit: ``ringbound.cache_markers``).
         """
-        msgs = _read(messages)
-        turns = _turns(msgs)
-        turn_of = [0] * len(msgs)
+        roles = [_role(m) for m in messages]
+        turns = _turns(roles)
+        turn_of = [0] * len(roles)
         for t, turn in enumerate(turns):
             turn_of[turn.start : turn.end] = [t] * (turn.end - turn.start)
-        call_turn = {
-            b["id"]: turn_of[i]
-            for i, m in enumerate(msgs)
-            for b in m.blocks
-            if b["type"] == "tool_use"
-        }
 
         note: str | None = None
         summary: str | None = None
         synthesized: list[str] = []
         for item in items:
             if isinstance(item, int):
-                msg = canonical.messages[item]
                 if canonical.spans[item] == (-1, -1):
+                    msg = canonical.messages[item]
                     if _is_note(msg.get("content")):
                         note = msg["content"]
                     elif is_summary_note(msg.get("content")):
@@ -781,6 +793,7 @@ class AnthropicAdapter:
         kept_set = set(kept)
         into: dict[int, list[str]] = {}
         after: dict[int, list[str]] = {}
+        call_turn = _call_turns(messages, roles, turn_of) if synthesized else {}
         for cid in synthesized:
             t = call_turn[cid]
             nxt = turns[t + 1] if t + 1 < len(turns) else None
@@ -801,7 +814,7 @@ class AnthropicAdapter:
             if i in into:
                 out.append(_Out("user", turn_of[i], _with_results(message, into[i]), i, True))
             else:
-                out.append(_Out(msgs[i].role, turn_of[i], message, i, False))
+                out.append(_Out(roles[i], turn_of[i], message, i, False))
             if i in after:
                 blocks = [_synthesized_block(c) for c in after[i]]
                 out.append(_Out("user", -1 - i, {"role": "user", "content": blocks}, None, False))

@@ -527,6 +527,57 @@ def _with_parts(obj: Any, parts: list[Any], role: str) -> Any:
     return {"role": role, "parts": parts}
 
 
+def _role_of(content: Any) -> str:
+    """A content's role as the core reads it ('function' and none are the user's)."""
+    role = content.get("role") if isinstance(content, Mapping) else getattr(content, "role", None)
+    return "model" if role == "model" else "user"
+
+
+def _for_render(
+    messages: Sequence[Any], items: Sequence[PlanItem], canonical: Canonical
+) -> _GeminiCanonical:
+    """What rendering needs of the core's canonical view, read from the contents only where the
+    plan needs it: every content's role; the functionResponse position of each result a
+    rewrite changes. Not for a plan that synthesizes responses (it needs every call)."""
+    turns = tuple(_Turn(i, _role_of(m), False) for i, m in enumerate(messages))
+    responses_at: dict[int, int] = {}
+    for item in items:
+        if not isinstance(item, int) and item[0] == "rewrite":
+            k = item[1]
+            start = canonical.spans[k][0]  # type: ignore[index]
+            nth = sum(
+                1
+                for j in range(k)  # type: ignore[arg-type]
+                if canonical.spans[j][0] == start and canonical.messages[j].get("role") == "tool"
+            )
+            positions = [
+                p
+                for p, part in enumerate(_parts_of(messages[start]))
+                if _get(_view(part, "a part", start), "functionResponse", "function_response")
+                is not None
+            ]
+            if nth < len(positions):
+                responses_at[k] = positions[nth]  # type: ignore[index]
+    return _GeminiCanonical(
+        **vars(canonical), turns=turns, responses_at=responses_at, **_notes_at(canonical)
+    )
+
+
+def _notes_at(canonical: Canonical) -> dict[str, int | None]:
+    """Canonical indices of the ledger and summary notes an earlier assembly left in the
+    system instruction."""
+    out: dict[str, int | None] = {"note": None, "summary": None}
+    for k, (start, _) in enumerate(canonical.spans):
+        if start >= 0:
+            break
+        text = canonical.messages[k].get("content")
+        if isinstance(text, str) and text.startswith(LEDGER_MARKER):
+            out["note"] = k
+        elif is_summary_note(text):
+            out["summary"] = k
+    return out
+
+
 def _rewrites(
     messages: Sequence[Any], items: Sequence[PlanItem], canonical: _GeminiCanonical
 ) -> dict[int, Any]:
@@ -728,8 +779,14 @@ class GeminiAdapter:
         call turn, same-role neighbours that trimming brought together merged into new
         contents, and the ledger and summary notes in the system instruction."""
         if not isinstance(canonical, _GeminiCanonical):
-            canonical = self.to_canonical(messages, system=system)
-            assert isinstance(canonical, _GeminiCanonical)
+            # Placing a synthesized response needs every call read: the one case (a repair)
+            # that reads every content again; otherwise the plan's own needs are read.
+            synthesized = any(not isinstance(it, int) and it[0] == "synthesized" for it in items)
+            canonical = (
+                self.to_canonical(messages, system=system)
+                if synthesized
+                else _for_render(messages, items, canonical)
+            )
         turns = canonical.turns
         replaced = _rewrites(messages, items, canonical)
         entries: list[_Entry] = []
