@@ -111,8 +111,9 @@ impl<'a> Body<'a> {
     }
 
     /// The output reserve the body asks for (`max_tokens` and each provider's spelling of
-    /// it), None when it names none. InvalidBody when the field is not a count.
-    pub fn reserve(&self) -> Result<Option<u64>, CoreError> {
+    /// it) with the field that gave it, None when it names none. InvalidBody when the field
+    /// is not a count.
+    pub fn reserve(&self) -> Result<Option<(String, u64)>, CoreError> {
         for path in RESERVE_KEYS {
             let Some(value) = self.nested(path)? else {
                 continue;
@@ -120,15 +121,14 @@ impl<'a> Body<'a> {
             if value.get() == "null" {
                 continue;
             }
-            return serde_json::from_str::<u64>(value.get())
-                .map(Some)
-                .map_err(|_| {
-                    invalid(format!(
-                        "{} must be a non-negative integer, got {}",
-                        path.join("."),
-                        preview(value.get())
-                    ))
-                });
+            let field = path.join(".");
+            return match serde_json::from_str::<u64>(value.get()) {
+                Ok(n) => Ok(Some((field, n))),
+                Err(_) => Err(invalid(format!(
+                    "{field} must be a non-negative integer, got {}",
+                    preview(value.get())
+                ))),
+            };
         }
         Ok(None)
     }
@@ -172,23 +172,33 @@ pub struct BudgetRule {
 }
 
 impl BudgetRule {
-    fn budget(&self, reserve: Option<u64>) -> Result<u64, CoreError> {
-        let reserve = reserve.unwrap_or(self.default_reserve);
+    /// The budget under the body's reserve (`field` and its count), or the config's.
+    fn budget(&self, reserve: Option<(String, u64)>) -> Result<u64, CoreError> {
+        let (field, reserve) =
+            reserve.unwrap_or_else(|| ("output_reserve_tokens".into(), self.default_reserve));
         match self
             .limit
             .checked_sub(reserve)
             .and_then(|b| b.checked_sub(self.margin))
         {
             Some(b) if b > 0 => Ok((self.fill * b as f64).floor() as u64),
-            _ => Err(CoreError::Config {
-                key: "output_reserve_tokens".into(),
-                reason: format!(
-                    "the body's output reserve {reserve} leaves no budget in model_input_limit \
-                     {} with safety_margin_tokens {}",
-                    self.limit, self.margin
-                ),
-            }),
+            _ => Err(no_budget(&field, reserve, self.limit, self.margin)),
         }
+    }
+}
+
+/// The error for a body whose output reserve leaves no budget, worded as the dict path's
+/// (`ringbound.body.no_budget`). It names `model_input_limit`: the body's own field takes the
+/// place of `output_reserve_tokens`, so changing that key would change nothing.
+pub fn no_budget(field: &str, reserve: u64, limit: u64, margin: u64) -> CoreError {
+    let left = i128::from(limit) - i128::from(reserve) - i128::from(margin);
+    CoreError::Config {
+        key: "model_input_limit".into(),
+        reason: format!(
+            "{limit} leaves no budget for the body's {field} {reserve} (its output reserve, in \
+             place of output_reserve_tokens) and safety_margin_tokens {margin}: {limit} - \
+             {reserve} - {margin} = {left}; raise model_input_limit or send a smaller {field}"
+        ),
     }
 }
 
@@ -447,14 +457,15 @@ mod tests {
     #[test]
     fn reserve_reads_each_spelling() {
         let read = |j: &str| Body::parse(j.as_bytes(), limits()).unwrap().reserve();
-        assert_eq!(read(r#"{"max_tokens":5}"#).unwrap(), Some(5));
+        let some = |f: &str, n| Some((f.to_string(), n));
+        assert_eq!(read(r#"{"max_tokens":5}"#).unwrap(), some("max_tokens", 5));
         assert_eq!(
             read(r#"{"generationConfig":{"maxOutputTokens":7}}"#).unwrap(),
-            Some(7)
+            some("generationConfig.maxOutputTokens", 7)
         );
         assert_eq!(
             read(r#"{"inferenceConfig":{"maxTokens":9}}"#).unwrap(),
-            Some(9)
+            some("inferenceConfig.maxTokens", 9)
         );
         assert_eq!(read(r#"{"max_tokens":null}"#).unwrap(), None);
         assert!(read(r#"{"max_tokens":-1}"#).is_err());
