@@ -231,7 +231,7 @@ def assemble(
     parsed = _parse(data)
     provider = detect_provider(parsed) if asm._detect else asm.provider
     entry = _model_entry(asm, parsed.get("model"))
-    target = asm._variants.get(provider, entry, _reserve(parsed))
+    target = asm._variants.get(provider, entry, output_reserve(parsed))
     why = _native_reason(target, state, session_id)
     if provider not in NATIVE_PROVIDERS:
         why = f"{provider} bodies are not assembled natively yet"
@@ -279,7 +279,7 @@ def _parse(data: bytes) -> dict[str, Any]:
     return parsed
 
 
-def _reserve(parsed: dict[str, Any]) -> Reserve | None:
+def output_reserve(parsed: dict[str, Any]) -> Reserve | None:
     """The output reserve a parsed body names and its field, as the core reads them from
     bytes."""
     for path in _RESERVE_PATHS:
