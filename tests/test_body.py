@@ -352,6 +352,13 @@ CHAT_BAD = [
     b'{"messages": [], "tools": {"a": 1}}',
     b'{"messages": [{"role": "user", "content": "\xff"}]}',  # invalid UTF-8
     b'{"messages": []} trailing',
+    # Damage inside a message or between the fields once the messages are read past.
+    b'{"messages": [{"role": "user", "content": "hi"}, {"role": "user", "content": "a",}]}',
+    b'{"messages": [{"role": "user", "content": "hi"}] "model": "x"}',
+    b'{"messages": [{"role": "user", "content": "hi"}], "model": "x",}',
+    b'{"messages": [{"role": "user", "content": "h\x01i"}]}',
+    b'{"messages": [{"role": "user", "content": "hi"}}]}',
+    b'{"messages": [{"role": "user", "content": "hi"}], "messages": [{"role": }]}',
 ]
 
 
@@ -363,6 +370,31 @@ def test_malformed_bodies_are_typed_errors(provider: str | None, bad: bytes) -> 
         asm.assemble_body(bad)
     if provider == "openai_chat":
         assert isinstance(e.value, rb.InvalidBodyError)
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["cold", "cached"])
+def test_a_body_damaged_next_to_cached_messages_is_still_refused(cached: bool) -> None:
+    """The messages of a cached session are not read again: damage anywhere else in the body,
+    or in a message that is new, is still the error that reading the whole body gives."""
+    messages = agent_session(turns=10)
+    good, raws = chat_body(messages)
+    asm = rb.Assembler(config(model_input_limit=10**6))
+    if cached:
+        asm.assemble_body(good)
+    damaged = [
+        good.replace(raws[-1], raws[-1][:-1] + b",}"),  # a trailing comma in the last message
+        good.replace(b'"temperature" : 0.2', b'"temperature" : 0.2.'),
+        good.replace(b'"model" : "gpt-4o"', b'"model" : "gpt-4o" "x"'),
+        good[:-1] + b"]",
+    ]
+    for bad in damaged:
+        assert bad != good
+        with pytest.raises(rb.InvalidBodyError, match="not valid JSON"):
+            asm.assemble_body(bad)
+    # A repeated key reads as its last value, as JSON parsers read it.
+    twice = good[:-2] + b',"messages": [{"role": "user", "content": "only this"}]}'
+    out = orjson.loads(asm.assemble_body(twice).body)
+    assert out["messages"] == [{"role": "user", "content": "only this"}]
 
 
 def test_a_malformed_message_names_its_index() -> None:
