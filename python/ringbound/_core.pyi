@@ -67,9 +67,7 @@ def assemble_openai_chat_body(
     margin))``, the reserve being the body's ``max_completion_tokens``/``max_tokens`` or
     ``default_reserve``."""
 
-def body_head(
-    body: bytes, max_request_bytes: int
-) -> tuple[str | None, tuple[str, int] | None]:
+def body_head(body: bytes, max_request_bytes: int) -> tuple[str | None, tuple[str, int] | None]:
     """A body's ``model`` and output reserve as ``(field, count)``, read without building
     its values."""
 
