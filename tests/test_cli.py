@@ -500,3 +500,15 @@ def test_a_body_reserve_that_leaves_no_budget_is_the_gateways_error(tmp_path: Pa
         "config `model_input_limit`: 4000 leaves no budget for the body's "
         "max_completion_tokens 3900",
     )
+
+
+def test_a_models_entry_is_sized_for_the_bodys_reserve(tmp_path: Path) -> None:
+    """GPT-5 caps its input on its own: the limit follows the body's reserve, as
+    ``Assembler.for_models`` sizes the body, so the budget stays under the input cap."""
+    src = write(tmp_path / "s.json", body(session(3), model="gpt-5", max_tokens=1000))
+    proc = run("assemble", src, "--json")
+    assert proc.returncode == 0, proc.stderr
+    expected = rb.AssemblyConfig.for_model("gpt-5", output_reserve_tokens=1000).budget
+    assert json.loads(proc.stdout)["budget"] == expected
+    gateway = rb.Assembler.for_models(provider="openai_chat").assemble_body(src.read_bytes())
+    assert gateway.report.budget == expected
