@@ -162,11 +162,59 @@ def test_the_bodys_max_tokens_is_the_output_reserve(field: str) -> None:
     assert plain.report.budget == int(0.9 * 22_000)
 
 
-def test_a_reserve_that_leaves_no_budget_is_a_config_error() -> None:
-    body = chat_body([{"role": "user", "content": "hi"}], max_tokens=10_000)[0]
+#: Each provider's body and where it names its output reserve; the chat body twice, once on
+#: the native path and once on the dict path (a cache-stable config plans in Python).
+RESERVE_FIELDS = {
+    "openai_chat": "max_tokens",
+    "openai_chat/dict": "max_completion_tokens",
+    "anthropic": "max_tokens",
+    "openai_responses": "max_output_tokens",
+    "gemini": "generationConfig.maxOutputTokens",
+    "bedrock_converse": "inferenceConfig.maxTokens",
+}
+
+
+def reserved_body(name: str, field: str, reserve: int) -> bytes:
+    """``name``'s body whose ``field`` asks for ``reserve`` output tokens."""
+    provider = name.split("/")[0]
+    if provider == "openai_chat":
+        return chat_body([{"role": "user", "content": "hi"}], **{field: reserve})[0]
+    body = provider_body(provider, turns=2)[0]
+    outer, _, inner = field.partition(".")
+    body[outer] = {inner: reserve} if inner else reserve
+    return orjson.dumps(body)
+
+
+@pytest.mark.parametrize("name", sorted(RESERVE_FIELDS))
+@pytest.mark.parametrize("detect", [False, True], ids=["given", "detected"])
+def test_a_reserve_that_leaves_no_budget_is_the_same_error_on_every_path(
+    name: str, detect: bool
+) -> None:
+    """Native or dict, given or detected: the body's field takes the place of
+    ``output_reserve_tokens``, so the error names the key that can still change."""
+    field = RESERVE_FIELDS[name]
+    cfg = config(model_input_limit=5000, safety_margin_tokens=300)
+    if name.endswith("/dict"):
+        cfg = dataclasses.replace(cfg, cache_stable=True)
+    provider = None if detect else name.split("/")[0]
     with pytest.raises(rb.ConfigError) as e:
-        rb.Assembler(config(model_input_limit=5000)).assemble_body(body)
-    assert e.value.key == "output_reserve_tokens"
+        rb.Assembler(cfg, provider=provider).assemble_body(reserved_body(name, field, 4800))
+    assert e.value.key == "model_input_limit"
+    assert str(e.value) == (
+        f"config `model_input_limit`: 5000 leaves no budget for the body's {field} 4800 (its "
+        f"output reserve, in place of output_reserve_tokens) and safety_margin_tokens 300: "
+        f"5000 - 4800 - 300 = -100; raise model_input_limit or send a smaller {field}"
+    )
+    assert e.value.reason in str(e.value)
+
+
+def test_a_models_table_reserve_that_leaves_no_budget_is_the_same_error() -> None:
+    asm = rb.Assembler.for_models(provider="openai_chat", config=config())
+    body = chat_body([{"role": "user", "content": "hi"}], model="gpt-4o", max_tokens=130_000)[0]
+    with pytest.raises(rb.ConfigError) as e:
+        asm.assemble_body(body)
+    assert e.value.key == "model_input_limit"
+    assert "the body's max_tokens 130000" in str(e.value) and "= -2000;" in str(e.value)
 
 
 def test_for_models_sizes_each_body_by_its_model() -> None:
@@ -304,6 +352,13 @@ CHAT_BAD = [
     b'{"messages": [], "tools": {"a": 1}}',
     b'{"messages": [{"role": "user", "content": "\xff"}]}',  # invalid UTF-8
     b'{"messages": []} trailing',
+    # Damage inside a message or between the fields once the messages are read past.
+    b'{"messages": [{"role": "user", "content": "hi"}, {"role": "user", "content": "a",}]}',
+    b'{"messages": [{"role": "user", "content": "hi"}] "model": "x"}',
+    b'{"messages": [{"role": "user", "content": "hi"}], "model": "x",}',
+    b'{"messages": [{"role": "user", "content": "h\x01i"}]}',
+    b'{"messages": [{"role": "user", "content": "hi"}}]}',
+    b'{"messages": [{"role": "user", "content": "hi"}], "messages": [{"role": }]}',
 ]
 
 
@@ -315,6 +370,31 @@ def test_malformed_bodies_are_typed_errors(provider: str | None, bad: bytes) -> 
         asm.assemble_body(bad)
     if provider == "openai_chat":
         assert isinstance(e.value, rb.InvalidBodyError)
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["cold", "cached"])
+def test_a_body_damaged_next_to_cached_messages_is_still_refused(cached: bool) -> None:
+    """The messages of a cached session are not read again: damage anywhere else in the body,
+    or in a message that is new, is still the error that reading the whole body gives."""
+    messages = agent_session(turns=10)
+    good, raws = chat_body(messages)
+    asm = rb.Assembler(config(model_input_limit=10**6))
+    if cached:
+        asm.assemble_body(good)
+    damaged = [
+        good.replace(raws[-1], raws[-1][:-1] + b",}"),  # a trailing comma in the last message
+        good.replace(b'"temperature" : 0.2', b'"temperature" : 0.2.'),
+        good.replace(b'"model" : "gpt-4o"', b'"model" : "gpt-4o" "x"'),
+        good[:-1] + b"]",
+    ]
+    for bad in damaged:
+        assert bad != good
+        with pytest.raises(rb.InvalidBodyError, match="not valid JSON"):
+            asm.assemble_body(bad)
+    # A repeated key reads as its last value, as JSON parsers read it.
+    twice = good[:-2] + b',"messages": [{"role": "user", "content": "only this"}]}'
+    out = orjson.loads(asm.assemble_body(twice).body)
+    assert out["messages"] == [{"role": "user", "content": "only this"}]
 
 
 def test_a_malformed_message_names_its_index() -> None:

@@ -444,3 +444,71 @@ def test_a_closed_pipe_is_not_a_traceback() -> None:
     )
     assert proc.stdout.startswith("ringbound demo")
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+# Request bodies take the gateway's path --------------------------------------------------------
+
+#: The config the flags `--limit 4000 --reserve 500 --margin 0` give a model the table does
+#: not know.
+FLAGS = ("--limit", 4000, "--reserve", 500, "--margin", 0)
+FLAGGED = rb.AssemblyConfig(
+    model_input_limit=4000, output_reserve_tokens=500, safety_margin_tokens=0
+)
+
+
+@pytest.mark.parametrize("provider", ["openai_chat", "anthropic"])
+def test_a_body_comes_out_as_assemble_body_makes_it(tmp_path: Path, provider: str) -> None:
+    """The same bytes as a gateway's ``assemble_body``: kept messages as the file's own
+    (indented here, which the dict path would not keep), every other field as it was."""
+    messages: Any = session(60)
+    system = None
+    if provider == "anthropic":
+        messages, system = rb.providers.adapter("anthropic").from_canonical(messages)
+    doc = body(messages, model="my-own-model", **({"system": system} if system else {}))
+    src = tmp_path / "s.json"
+    src.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    proc = run("assemble", src, *FLAGS)
+    assert proc.returncode == 0, proc.stderr
+    res = rb.Assembler(FLAGGED, provider=provider).assemble_body(src.read_bytes())
+    assert res.report.tokens_after < res.report.tokens_before
+    assert proc.stdout.encode() == res.body + b"\n"
+
+
+def test_the_bodys_max_tokens_wins_over_reserve(tmp_path: Path) -> None:
+    """The provider reserves what the body asks for, so the body's own reserve wins and a
+    --reserve it overrides is named on stderr; --reserve sizes bodies that name none."""
+    asking = write(tmp_path / "a.json", body(session(30), model="m", max_tokens=2000))
+    proc = run("assemble", asking, *FLAGS, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["budget"] == 4000 - 2000
+    assert "the body's max_tokens 2000 is the output reserve; --reserve 500" in proc.stderr
+    silent = write(tmp_path / "s.json", body(session(30), model="m"))
+    proc = run("assemble", silent, *FLAGS, "--json")
+    assert json.loads(proc.stdout)["budget"] == 4000 - 500 and proc.stderr == ""
+    # --budget stays the history's whole budget whatever the body reserves.
+    proc = run("assemble", asking, "--budget", 1500, "--json")
+    assert json.loads(proc.stdout)["budget"] == 1500 and proc.stderr == ""
+    proc = run("assemble", asking, "--budget", 1500)
+    assert "budget   1500 = limit 3500 - reserve 2000 - margin 0" in proc.stderr
+
+
+def test_a_body_reserve_that_leaves_no_budget_is_the_gateways_error(tmp_path: Path) -> None:
+    src = write(tmp_path / "s.json", body(session(3), model="m", max_completion_tokens=3900))
+    assert_clean_error(
+        run("assemble", src, "--limit", 4000, "--margin", 200),
+        "ConfigError",
+        "config `model_input_limit`: 4000 leaves no budget for the body's "
+        "max_completion_tokens 3900",
+    )
+
+
+def test_a_models_entry_is_sized_for_the_bodys_reserve(tmp_path: Path) -> None:
+    """GPT-5 caps its input on its own: the limit follows the body's reserve, as
+    ``Assembler.for_models`` sizes the body, so the budget stays under the input cap."""
+    src = write(tmp_path / "s.json", body(session(3), model="gpt-5", max_tokens=1000))
+    proc = run("assemble", src, "--json")
+    assert proc.returncode == 0, proc.stderr
+    expected = rb.AssemblyConfig.for_model("gpt-5", output_reserve_tokens=1000).budget
+    assert json.loads(proc.stdout)["budget"] == expected
+    gateway = rb.Assembler.for_models(provider="openai_chat").assemble_body(src.read_bytes())
+    assert gateway.report.budget == expected

@@ -67,8 +67,9 @@ def assemble_openai_chat_body(
     margin))``, the reserve being the body's ``max_completion_tokens``/``max_tokens`` or
     ``default_reserve``."""
 
-def body_head(body: bytes, max_request_bytes: int) -> tuple[str | None, int | None]:
-    """A body's ``model`` and output reserve, read without building its values."""
+def body_head(body: bytes, max_request_bytes: int) -> tuple[str | None, tuple[str, int] | None]:
+    """A body's ``model`` and output reserve as ``(field, count)``, read without building
+    its values."""
 
 def count_openai_chat(
     messages_json: bytes | list[bytes],

@@ -19,7 +19,7 @@ import orjson
 from . import _core
 from .config import AssemblyConfig
 from .detect import detect_provider
-from .errors import InvalidBodyError
+from .errors import ConfigError, InvalidBodyError
 from .observability import tracing
 from .report import AssemblyReport
 from .state import AssemblyState
@@ -62,6 +62,9 @@ _RESERVE_PATHS = (
     ("generationConfig", "maxOutputTokens"),
     ("inferenceConfig", "maxTokens"),
 )
+#: A body's output reserve: the field that named it (``max_tokens``,
+#: ``generationConfig.maxOutputTokens``...) and its count.
+Reserve = tuple[str, int]
 #: Assemblers made for a (provider, model, reserve) are kept this many at most.
 _VARIANTS = 256
 
@@ -107,13 +110,17 @@ class Variants:
         self._made: dict[tuple[str, str | None, int | None], Assembler] = {}
         self._lock = threading.Lock()
 
-    def get(self, provider: str, model: str | None, reserve: int | None) -> Assembler:
+    def get(self, provider: str, model: str | None, reserve: Reserve | None) -> Assembler:
         """The assembler for a body of ``provider`` naming ``model`` (a table name, or None
-        for the base config) and output reserve ``reserve`` (None for the config's)."""
+        for the base config) and output reserve ``reserve`` (None for the config's).
+
+        Raises:
+            ConfigError: The reserve leaves no budget (``no_budget``).
+        """
         base = self._base
         if model is None and reserve is None and provider == base.provider and not base._detect:
             return base
-        key = (provider, model, reserve)
+        key = (provider, model, None if reserve is None else reserve[1])
         made = self._made.get(key)
         if made is not None:
             return made
@@ -131,15 +138,39 @@ class Variants:
         """The assembler for ``messages`` of the format ``detect_provider`` finds in them."""
         return self.get(detect_provider(messages), None, None)
 
-    def _config(self, model: str | None, reserve: int | None) -> AssemblyConfig:
-        extra = {} if reserve is None else {"output_reserve_tokens": reserve}
+    def _config(self, model: str | None, reserve: Reserve | None) -> AssemblyConfig:
+        sized = self._base.config
         if model is not None:
-            return AssemblyConfig.for_model(model, **{**(self.overrides or {}), **extra})
-        if not extra:
-            return self._base.config
-        values = self._base.config.to_dict()
-        values.update(extra)
+            sized = AssemblyConfig.for_model(model, **(self.overrides or {}))
+        if reserve is None:
+            return sized
+        field, count = reserve
+        values = sized.to_dict()
+        if model is not None:
+            from .models import lookup
+
+            values["model_input_limit"] = lookup(model).input_limit(count)
+        limit = values["model_input_limit"]
+        if limit - count - sized.margin_tokens <= 0:
+            raise no_budget(field, count, limit, sized.margin_tokens)
+        values["output_reserve_tokens"] = count
         return AssemblyConfig.from_dict(values)
+
+
+def no_budget(field: str, reserve: int, limit: int, margin: int) -> ConfigError:
+    """The error for a body whose output reserve leaves no budget, worded as the core's
+    (``rust/src/body.rs``) so that every provider's body gets the same one. It names
+    ``model_input_limit``: the body's own field takes the place of ``output_reserve_tokens``,
+    so changing that key would change nothing."""
+    reason = (
+        f"{limit} leaves no budget for the body's {field} {reserve} (its output reserve, in "
+        f"place of output_reserve_tokens) and safety_margin_tokens {margin}: {limit} - "
+        f"{reserve} - {margin} = {limit - reserve - margin}; raise model_input_limit or send "
+        f"a smaller {field}"
+    )
+    return ConfigError(
+        f"config `model_input_limit`: {reason}", key="model_input_limit", reason=reason
+    )
 
 
 def _bytes(body: Any) -> bytes:
@@ -200,7 +231,7 @@ def assemble(
     parsed = _parse(data)
     provider = detect_provider(parsed) if asm._detect else asm.provider
     entry = _model_entry(asm, parsed.get("model"))
-    target = asm._variants.get(provider, entry, _reserve(parsed))
+    target = asm._variants.get(provider, entry, output_reserve(parsed))
     why = _native_reason(target, state, session_id)
     if provider not in NATIVE_PROVIDERS:
         why = f"{provider} bodies are not assembled natively yet"
@@ -248,8 +279,9 @@ def _parse(data: bytes) -> dict[str, Any]:
     return parsed
 
 
-def _reserve(parsed: dict[str, Any]) -> int | None:
-    """The output reserve a parsed body names, as the core reads it from bytes."""
+def output_reserve(parsed: dict[str, Any]) -> Reserve | None:
+    """The output reserve a parsed body names and its field, as the core reads them from
+    bytes."""
     for path in _RESERVE_PATHS:
         value: Any = parsed
         for key in path:
@@ -260,7 +292,7 @@ def _reserve(parsed: dict[str, Any]) -> int | None:
             name = ".".join(path)
             reason = f"{name} must be a non-negative integer, got {value!r:.40}"
             raise InvalidBodyError(reason, reason=reason)
-        return value
+        return ".".join(path), value
     return None
 
 

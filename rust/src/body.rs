@@ -71,6 +71,9 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// The raw bytes of each element of a JSON array, in order.
+pub type Elements<'a> = Vec<&'a [u8]>;
+
 /// A request body split into its top-level fields.
 pub struct Body<'a> {
     fields: Fields<'a>,
@@ -80,27 +83,27 @@ impl<'a> Body<'a> {
     /// Splits `bytes`: InvalidBody when they exceed `max_request_bytes`, are not UTF-8, not
     /// JSON, or not an object.
     pub fn parse(bytes: &'a [u8], limits: Limits) -> Result<Body<'a>, CoreError> {
-        if bytes.len() > limits.max_request_bytes {
-            return Err(invalid(format!(
-                "the request body is {} bytes, over max_request_bytes = {}",
-                bytes.len(),
-                limits.max_request_bytes
-            )));
-        }
-        let text = std::str::from_utf8(bytes).map_err(|e| {
-            invalid(format!(
-                "the request body is not UTF-8 (invalid byte at {})",
-                e.valid_up_to()
-            ))
-        })?;
-        let fields = Fields::parse(text).map_err(|e| {
-            if e.classify() == serde_json::error::Category::Data {
-                invalid("the request body must be a JSON object")
-            } else {
-                invalid(format!("the request body is not valid JSON ({e})"))
-            }
-        })?;
+        let fields = Fields::parse(text(bytes, limits)?).map_err(not_an_object)?;
         Ok(Body { fields })
+    }
+
+    /// `parse` for an OpenAI Chat body, with its `messages` array split by `json_array` rather
+    /// than read through by serde (on a cached call that read was a third of the time): the
+    /// split proves the structure between the messages, and each message is proven when it is
+    /// parsed on a cache miss, or was, byte for byte, when it was cached. Every other field is
+    /// read by serde as `parse` reads it. Returns the messages when they were split so; with
+    /// them, the body may still be malformed inside a message, and `malformed` must decide
+    /// any error met later. Without them (a body the scan cannot read, or with no `messages`
+    /// array, or two), the body was read by `parse`.
+    pub fn parse_chat(
+        bytes: &'a [u8],
+        limits: Limits,
+    ) -> Result<(Body<'a>, Option<Elements<'a>>), CoreError> {
+        let json = text(bytes, limits)?;
+        Ok(match split_chat(json) {
+            Some((fields, messages)) => (Body { fields }, Some(messages)),
+            None => (Body::parse(bytes, limits)?, None),
+        })
     }
 
     /// The body's `model`, when it is a string.
@@ -111,8 +114,9 @@ impl<'a> Body<'a> {
     }
 
     /// The output reserve the body asks for (`max_tokens` and each provider's spelling of
-    /// it), None when it names none. InvalidBody when the field is not a count.
-    pub fn reserve(&self) -> Result<Option<u64>, CoreError> {
+    /// it) with the field that gave it, None when it names none. InvalidBody when the field
+    /// is not a count.
+    pub fn reserve(&self) -> Result<Option<(String, u64)>, CoreError> {
         for path in RESERVE_KEYS {
             let Some(value) = self.nested(path)? else {
                 continue;
@@ -120,15 +124,14 @@ impl<'a> Body<'a> {
             if value.get() == "null" {
                 continue;
             }
-            return serde_json::from_str::<u64>(value.get())
-                .map(Some)
-                .map_err(|_| {
-                    invalid(format!(
-                        "{} must be a non-negative integer, got {}",
-                        path.join("."),
-                        preview(value.get())
-                    ))
-                });
+            let field = path.join(".");
+            return match serde_json::from_str::<u64>(value.get()) {
+                Ok(n) => Ok(Some((field, n))),
+                Err(_) => Err(invalid(format!(
+                    "{field} must be a non-negative integer, got {}",
+                    preview(value.get())
+                ))),
+            };
         }
         Ok(None)
     }
@@ -152,6 +155,114 @@ impl<'a> Body<'a> {
     }
 }
 
+/// The body's text: InvalidBody when it exceeds `max_request_bytes` or is not UTF-8.
+fn text(bytes: &[u8], limits: Limits) -> Result<&str, CoreError> {
+    if bytes.len() > limits.max_request_bytes {
+        return Err(invalid(format!(
+            "the request body is {} bytes, over max_request_bytes = {}",
+            bytes.len(),
+            limits.max_request_bytes
+        )));
+    }
+    std::str::from_utf8(bytes).map_err(|e| {
+        invalid(format!(
+            "the request body is not UTF-8 (invalid byte at {})",
+            e.valid_up_to()
+        ))
+    })
+}
+
+fn not_an_object(e: serde_json::Error) -> CoreError {
+    if e.classify() == serde_json::error::Category::Data {
+        invalid("the request body must be a JSON object")
+    } else {
+        invalid(format!("the request body is not valid JSON ({e})"))
+    }
+}
+
+/// The error `Body::parse` gives a body whose messages `Body::parse_chat` split unread, if it
+/// gives one: `parse` reads the whole body first, so its error is the one to report.
+fn malformed(bytes: &[u8]) -> Option<CoreError> {
+    let json = std::str::from_utf8(bytes).ok()?;
+    Fields::parse(json).err().map(not_an_object)
+}
+
+/// Stands for the `messages` array among the fields `split_chat` read: the value is never
+/// read (`render` writes the messages from the split), so it needs no parse of the array.
+const SPLIT_ARRAY: &RawValue = RawValue::NULL;
+
+/// The top-level fields of `json` with the `messages` array split by `json_array` instead of
+/// read by serde, every other key and value read by serde; None when the scan cannot tell
+/// (not an object, a stray byte between fields, no `messages` array or two): serde then
+/// decides and reports.
+fn split_chat(json: &str) -> Option<(Fields<'_>, Elements<'_>)> {
+    let b = json.as_bytes();
+    let mut i = skip_ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = skip_ws(b, i + 1);
+    let mut fields = Vec::new();
+    let mut messages = None;
+    if b.get(i) == Some(&b'}') {
+        i += 1;
+    } else {
+        loop {
+            if b.get(i) != Some(&b'"') {
+                return None;
+            }
+            let raw_key = raw_value(json, i)?;
+            let key: Cow<str> = serde_json::from_str(raw_key.get()).ok()?;
+            i = skip_ws(b, i + raw_key.get().len());
+            if b.get(i) != Some(&b':') {
+                return None;
+            }
+            i = skip_ws(b, i + 1);
+            let value = if key == "messages" && b.get(i) == Some(&b'[') && messages.is_none() {
+                let (parts, end) = json_array::split_prefix(&b[i..])?;
+                messages = Some(parts);
+                i += end;
+                SPLIT_ARRAY
+            } else {
+                let value = raw_value(json, i)?;
+                i += value.get().len();
+                value
+            };
+            fields.push((key, value));
+            i = skip_ws(b, i);
+            match b.get(i) {
+                Some(b',') => i = skip_ws(b, i + 1),
+                Some(b'}') => {
+                    i += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    let once = fields.iter().filter(|(k, _)| k == "messages").count() == 1;
+    if skip_ws(b, i) != b.len() || !once {
+        return None;
+    }
+    Some((Fields(fields), messages?))
+}
+
+/// The JSON value starting at byte `i` of `json`, read by serde.
+fn raw_value(json: &str, i: usize) -> Option<&RawValue> {
+    let rest = json.get(i..)?;
+    let value = <&RawValue>::deserialize(&mut serde_json::Deserializer::from_str(rest)).ok()?;
+    // serde skips whitespace before a value; the caller skipped it already.
+    (value.get().as_ptr() == rest.as_ptr()).then_some(value)
+}
+
+/// JSON's whitespace (not `u8::is_ascii_whitespace`, which takes a form feed).
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while matches!(b.get(i), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+        i += 1;
+    }
+    i
+}
+
 /// The first characters of a JSON value, for an error message.
 fn preview(json: &str) -> String {
     let mut out: String = json.chars().take(40).collect();
@@ -172,23 +283,33 @@ pub struct BudgetRule {
 }
 
 impl BudgetRule {
-    fn budget(&self, reserve: Option<u64>) -> Result<u64, CoreError> {
-        let reserve = reserve.unwrap_or(self.default_reserve);
+    /// The budget under the body's reserve (`field` and its count), or the config's.
+    fn budget(&self, reserve: Option<(String, u64)>) -> Result<u64, CoreError> {
+        let (field, reserve) =
+            reserve.unwrap_or_else(|| ("output_reserve_tokens".into(), self.default_reserve));
         match self
             .limit
             .checked_sub(reserve)
             .and_then(|b| b.checked_sub(self.margin))
         {
             Some(b) if b > 0 => Ok((self.fill * b as f64).floor() as u64),
-            _ => Err(CoreError::Config {
-                key: "output_reserve_tokens".into(),
-                reason: format!(
-                    "the body's output reserve {reserve} leaves no budget in model_input_limit \
-                     {} with safety_margin_tokens {}",
-                    self.limit, self.margin
-                ),
-            }),
+            _ => Err(no_budget(&field, reserve, self.limit, self.margin)),
         }
+    }
+}
+
+/// The error for a body whose output reserve leaves no budget, worded as the dict path's
+/// (`ringbound.body.no_budget`). It names `model_input_limit`: the body's own field takes the
+/// place of `output_reserve_tokens`, so changing that key would change nothing.
+pub fn no_budget(field: &str, reserve: u64, limit: u64, margin: u64) -> CoreError {
+    let left = i128::from(limit) - i128::from(reserve) - i128::from(margin);
+    CoreError::Config {
+        key: "model_input_limit".into(),
+        reason: format!(
+            "{limit} leaves no budget for the body's {field} {reserve} (its output reserve, in \
+             place of output_reserve_tokens) and safety_margin_tokens {margin}: {limit} - \
+             {reserve} - {margin} = {left}; raise model_input_limit or send a smaller {field}"
+        ),
     }
 }
 
@@ -210,12 +331,34 @@ pub fn assemble_openai_chat(
     limits: Limits,
     cache: &CountCache,
 ) -> Result<Assembled, CoreError> {
-    let body = Body::parse(bytes, limits)?;
+    let (body, split) = Body::parse_chat(bytes, limits)?;
+    let unread = split.is_some();
+    assemble_chat(&body, split, bytes.len(), cfg, rule, scheme, limits, cache).map_err(|e| {
+        // A body whose messages were split unread may be malformed inside one that was not
+        // parsed before the error: report what reading the whole body first reports.
+        match unread.then(|| malformed(bytes)).flatten() {
+            Some(first) => first,
+            None => e,
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn assemble_chat(
+    body: &Body,
+    split: Option<Elements>,
+    size: usize,
+    cfg: &PlanConfig,
+    rule: BudgetRule,
+    scheme: Scheme,
+    limits: Limits,
+    cache: &CountCache,
+) -> Result<Assembled, CoreError> {
     let messages = body
         .fields
         .get("messages")
         .ok_or_else(|| invalid("an OpenAI Chat body needs `messages`"))?;
-    if !messages.get().starts_with('[') {
+    if split.is_none() && !messages.get().starts_with('[') {
         return Err(invalid(format!(
             "messages must be a list, got {}",
             preview(messages.get())
@@ -233,7 +376,10 @@ pub fn assemble_openai_chat(
         }
     };
     let budget = rule.budget(body.reserve()?)?;
-    let elements = json_array::split(messages.get().as_bytes())?;
+    let elements = match split {
+        Some(elements) => elements,
+        None => json_array::split(messages.get().as_bytes())?,
+    };
     check_count(elements.len(), limits)?;
     let given = elements.iter().map(|raw| Given::Json(raw)).collect();
     let req = load_given(given, None, tools, scheme, cache)?;
@@ -248,7 +394,7 @@ pub fn assemble_openai_chat(
         &per_call
     };
     let plan = plan::plan(&req, cfg, &[], None)?;
-    let out = render(&body.fields, &elements, &plan, bytes.len())?;
+    let out = render(&body.fields, &elements, &plan, size)?;
     Ok(Assembled {
         body: out,
         messages_before: elements.len(),
@@ -409,6 +555,9 @@ fn write_str(out: &mut Vec<u8>, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::count::{Encoding, DEFAULT_BACKEND};
+    use crate::plan::Stage;
+    use proptest::prelude::*;
 
     fn limits() -> Limits {
         Limits {
@@ -447,14 +596,15 @@ mod tests {
     #[test]
     fn reserve_reads_each_spelling() {
         let read = |j: &str| Body::parse(j.as_bytes(), limits()).unwrap().reserve();
-        assert_eq!(read(r#"{"max_tokens":5}"#).unwrap(), Some(5));
+        let some = |f: &str, n| Some((f.to_string(), n));
+        assert_eq!(read(r#"{"max_tokens":5}"#).unwrap(), some("max_tokens", 5));
         assert_eq!(
             read(r#"{"generationConfig":{"maxOutputTokens":7}}"#).unwrap(),
-            Some(7)
+            some("generationConfig.maxOutputTokens", 7)
         );
         assert_eq!(
             read(r#"{"inferenceConfig":{"maxTokens":9}}"#).unwrap(),
-            Some(9)
+            some("inferenceConfig.maxTokens", 9)
         );
         assert_eq!(read(r#"{"max_tokens":null}"#).unwrap(), None);
         assert!(read(r#"{"max_tokens":-1}"#).is_err());
@@ -467,5 +617,152 @@ mod tests {
         write_str(&mut out, "a\"b\\\n\u{1}é");
         let back: String = serde_json::from_slice(&out).unwrap();
         assert_eq!(back, "a\"b\\\n\u{1}é");
+    }
+
+    fn plan_config() -> PlanConfig {
+        PlanConfig {
+            budget: 0,
+            recent_tool_rings: 1,
+            recent_user_turns: 1,
+            pin_first_user_message: true,
+            pin_side_effect_ledger: true,
+            pin_security_system_prompt: true,
+            short_error_result_tokens: 50,
+            max_held_error_rings: 2,
+            side_effect_tools: Default::default(),
+            ledger_fields: Default::default(),
+            stages: Stage::DEFAULT_ORDER.to_vec(),
+            drop_tools_schema: true,
+            synthesize_missing_results: false,
+            max_tool_result_tokens: 4000,
+            min_result_tokens: 500,
+            min_recent_tool_rings: 1,
+            min_recent_user_turns: 1,
+            summary_reserve: None,
+            recorded_ledger: Vec::new(),
+            replay: None,
+        }
+    }
+
+    /// What each path makes of `bytes`: the body, or the error.
+    type Outcome = Result<Vec<u8>, String>;
+
+    fn run(bytes: &[u8], cache: &CountCache, whole_first: bool) -> Outcome {
+        let rule = BudgetRule {
+            limit: 400,
+            margin: 0,
+            fill: 1.0,
+            default_reserve: 0,
+        };
+        let (cfg, scheme) = (
+            plan_config(),
+            Scheme::openai(Encoding::O200kBase, DEFAULT_BACKEND),
+        );
+        let out = if whole_first {
+            // The path before the split: serde reads the whole body, then the rest runs.
+            Body::parse(bytes, limits()).and_then(|body| {
+                assemble_chat(
+                    &body,
+                    None,
+                    bytes.len(),
+                    &cfg,
+                    rule,
+                    scheme,
+                    limits(),
+                    cache,
+                )
+            })
+        } else {
+            assemble_openai_chat(bytes, &cfg, rule, scheme, limits(), cache)
+        };
+        out.map(|done| done.body).map_err(|e| format!("{e:?}"))
+    }
+
+    /// A chat body of `turns` tool rings with `text` in each, `tools` and a `model`.
+    fn chat_body(turns: usize, text: &str, tools: bool) -> String {
+        let mut messages = vec![serde_json::json!({"role": "user", "content": text})];
+        for n in 0..turns {
+            let id = format!("call_{n}");
+            messages.push(serde_json::json!({"role": "assistant", "content": null,
+                "tool_calls": [{"id": id, "type": "function",
+                    "function": {"name": "grep", "arguments": "{}"}}]}));
+            messages.push(serde_json::json!({"role": "tool", "tool_call_id": id,
+                "content": text.repeat(n + 1)}));
+        }
+        let tools = if tools {
+            r#", "tools": [{"type":"function","function":{"name":"grep"}}], "tool_choice": "auto""#
+        } else {
+            ""
+        };
+        let messages = serde_json::to_string_pretty(&messages).unwrap();
+        format!("{{ \"model\" : \"gpt-4o\", \"messages\": {messages}{tools}, \"n\": [1, {{}}]}}")
+    }
+
+    #[test]
+    fn chat_bodies_split_their_messages_unread() {
+        let body = chat_body(3, "hi", true);
+        let (split, messages) = Body::parse_chat(body.as_bytes(), limits()).unwrap();
+        let whole = Body::parse(body.as_bytes(), limits()).unwrap();
+        assert_eq!(messages.unwrap().len(), 7);
+        let keys =
+            |b: &Body| -> Vec<String> { b.fields.0.iter().map(|(k, _)| k.to_string()).collect() };
+        assert_eq!(keys(&split), keys(&whole));
+        for key in ["model", "tools", "tool_choice", "n"] {
+            assert_eq!(
+                split.fields.get(key).unwrap().get(),
+                whole.fields.get(key).unwrap().get()
+            );
+        }
+        // What the scan cannot tell is left to serde: two `messages`, no array, no object.
+        for body in [
+            r#"{"messages": [], "messages": []}"#,
+            r#"{"messages": "hi"}"#,
+            r#"{"model": "x"}"#,
+            r#"{"messages": [] "x": 1}"#,
+            r#"[{"messages": []}]"#,
+        ] {
+            assert!(Body::parse_chat(body.as_bytes(), limits()).map_or(true, |(_, m)| m.is_none()));
+        }
+    }
+
+    proptest! {
+        /// Any chat body, whole or damaged (cut, a byte changed, added or taken out, a key
+        /// repeated), with its messages cached or not: the split path gives the body or the
+        /// error that reading the whole body first gives.
+        #[test]
+        fn the_split_path_answers_as_the_whole_read(
+            turns in 0usize..5,
+            text in r#"[a-z"\\\\{}\[\],:é\u{1}]{0,12}"#,
+            tools in any::<bool>(),
+            damage in 0u8..6,
+            at in any::<prop::sample::Index>(),
+            byte in prop_oneof![
+                Just(b'"'), Just(b'\\'), Just(b','), Just(b'}'), Just(b']'), Just(b'['),
+                Just(b' '), Just(0x0c), Just(0xff), any::<u8>()
+            ],
+            warm in any::<bool>(),
+        ) {
+            let body = chat_body(turns, &text, tools).into_bytes();
+            let k = at.index(body.len());
+            let mut bad = body.clone();
+            match damage {
+                0 => {}
+                1 => bad.truncate(k),
+                2 => bad[k] = byte,
+                3 => bad.insert(k, byte),
+                4 => { bad.remove(k); }
+                _ => {
+                    let end = bad.len() - 1;
+                    bad.splice(end..end, br#", "messages": [{"role": "user", "content": "x"}]"#.iter().copied());
+                }
+            }
+            let split_cache = CountCache::new(1000, 1 << 20);
+            let whole_cache = CountCache::new(1000, 1 << 20);
+            if warm {
+                run(&body, &split_cache, false).unwrap();
+                run(&body, &whole_cache, true).unwrap();
+            }
+            prop_assert_eq!(run(&bad, &split_cache, false), run(&bad, &whole_cache, true));
+        }
     }
 }

@@ -99,9 +99,21 @@ fn skip_element(b: &[u8], mut i: usize) -> Result<usize, CoreError> {
 /// element's own syntax is checked when it is parsed.
 pub fn split(b: &[u8]) -> Result<Vec<&[u8]>, CoreError> {
     match split_blocks(b) {
-        Some(parts) => Ok(parts),
-        None => split_bytes(b),
+        Some((parts, end)) if skip_ws(b, end) == b.len() => Ok(parts),
+        _ => split_bytes(b),
     }
+}
+
+/// The elements of the JSON array that `b` starts with (no whitespace before it), and where
+/// the array ends (just past its `]`); what follows is not read. None when the scan cannot
+/// split it cleanly: the caller then reads `b` another way, which reports what is wrong. As
+/// with `split`, only the structure between elements is proven; each element's own syntax
+/// is checked when it is parsed.
+pub fn split_prefix(b: &[u8]) -> Option<(Vec<&[u8]>, usize)> {
+    if b.first() != Some(&b'[') {
+        return None;
+    }
+    split_blocks(b)
 }
 
 /// Where the bytes that matter to the split are in one 64-byte block: bit i stands for byte i.
@@ -197,9 +209,10 @@ fn prefix_xor(mut x: u64) -> u64 {
     x
 }
 
-/// The split by blocks, or `None` when the array is not cleanly shaped: then `split_bytes`
-/// decides and reports. Elements come out exactly as `split_bytes` makes them.
-fn split_blocks(b: &[u8]) -> Option<Vec<&[u8]>> {
+/// The split by blocks with the index just past the array's `]` (what follows it is not
+/// read), or `None` when the array is not cleanly shaped: then `split_bytes` decides and
+/// reports. Elements come out exactly as `split_bytes` makes them.
+fn split_blocks(b: &[u8]) -> Option<(Vec<&[u8]>, usize)> {
     let open = skip_ws(b, 0);
     if b.get(open) != Some(&b'[') {
         return None;
@@ -257,10 +270,8 @@ fn split_blocks(b: &[u8]) -> Option<Vec<&[u8]>> {
                     if depth == 1 {
                         (closed_at, closes) = (p, closes + 1);
                     } else if depth == 0 {
-                        let clean = b[p] == b']'
-                            && element(start, p, closed_at, closes, true)
-                            && skip_ws(b, p + 1) == b.len();
-                        return clean.then_some(out);
+                        let clean = b[p] == b']' && element(start, p, closed_at, closes, true);
+                        return clean.then_some((out, p + 1));
                     }
                 }
             }
@@ -384,15 +395,38 @@ mod tests {
                 serde_json::to_string(&values).unwrap()
             };
             let by_bytes = split_bytes(text.as_bytes()).unwrap();
-            prop_assert_eq!(split_blocks(text.as_bytes()), Some(by_bytes));
+            prop_assert_eq!(split_blocks(text.as_bytes()), Some((by_bytes, text.len())));
         }
 
         /// On any text of the characters that matter, the block scan either gives up or
         /// agrees with the byte scan.
         #[test]
         fn blocks_never_split_otherwise(text in r#"[\[\]{},"\\ a1]{0,150}"#) {
-            if let Some(parts) = split_blocks(text.as_bytes()) {
-                prop_assert_eq!(Some(parts), split_bytes(text.as_bytes()).ok());
+            if let Some((parts, end)) = split_blocks(text.as_bytes()) {
+                if skip_ws(text.as_bytes(), end) == text.len() {
+                    prop_assert_eq!(Some(parts), split_bytes(text.as_bytes()).ok());
+                }
+            }
+        }
+
+        /// Whatever follows it, an array that starts the text splits as it would alone, and
+        /// its end is found; text the scan cannot split is left to the caller.
+        #[test]
+        fn prefixes_split_as_the_array_alone(
+            values in prop::collection::vec(any_json(), 0..6),
+            after in r#"[\[\]{},"\\ a1:]{0,40}"#,
+        ) {
+            let array = serde_json::to_string(&values).unwrap();
+            let text = format!("{array}{after}");
+            let (parts, end) = split_prefix(text.as_bytes()).unwrap();
+            prop_assert_eq!(end, array.len());
+            prop_assert_eq!(parts, split_bytes(array.as_bytes()).unwrap());
+        }
+
+        #[test]
+        fn prefixes_never_split_otherwise(text in r#"[\[\]{},"\\ a1]{0,150}"#) {
+            if let Some((parts, end)) = split_prefix(text.as_bytes()) {
+                prop_assert_eq!(Some(parts), split_bytes(&text.as_bytes()[..end]).ok());
             }
         }
 
@@ -413,8 +447,8 @@ mod tests {
         let mut text = String::from("[\"");
         text.push_str(&"x".repeat(63 - text.len()));
         text.push_str("\\\"\",\"y\"]");
-        let parts = split_blocks(text.as_bytes()).unwrap();
-        assert_eq!(parts.len(), 2, "{text}");
+        let (parts, end) = split_blocks(text.as_bytes()).unwrap();
+        assert_eq!((parts.len(), end), (2, text.len()), "{text}");
         assert_eq!(split_bytes(text.as_bytes()).unwrap(), parts);
     }
 

@@ -8,13 +8,14 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 import orjson
 
 from .. import models
 from .._core import __version__
 from ..assembler import Assembler
+from ..body import no_budget, output_reserve
 from ..config import AssemblyConfig
 from ..counting import count_tokens, validate
 from ..errors import RingboundError
@@ -30,12 +31,15 @@ __all__ = ["main"]
 
 def _config(args: argparse.Namespace, session: Session | None = None) -> AssemblyConfig:
     """The config the flags describe: --config's file or the defaults, sized by --model (or
-    the body's own ``model`` when the models table knows it), then the size flags."""
+    the body's own ``model`` when the models table knows it), then the size flags. A body's
+    own output reserve (``max_tokens`` and each provider's spelling) wins over ``--reserve``,
+    as in ``assemble_body``: the provider reserves what the body asks for."""
     model = getattr(args, "model", None)
     if model is None and session is not None and not args.config:
         body_model = session.body.get("model")
         if isinstance(body_model, str) and models.find(body_model) is not None:
             model = body_model
+    asked = output_reserve(session.body) if session is not None else None
     if model is not None:
         cfg = AssemblyConfig.for_model(model)
         if args.config:
@@ -45,6 +49,9 @@ def _config(args: argparse.Namespace, session: Session | None = None) -> Assembl
     else:
         cfg = AssemblyConfig.from_yaml(args.config) if args.config else AssemblyConfig()
     values = cfg.to_dict()
+    if model is not None and asked is not None:
+        # The entry's limit for the body's reserve, as Assembler.for_models sizes the body.
+        values["model_input_limit"] = models.lookup(model).input_limit(asked[1])
     reserve = getattr(args, "reserve", None)
     margin = getattr(args, "margin", None)
     if args.limit is not None:
@@ -62,12 +69,36 @@ def _config(args: argparse.Namespace, session: Session | None = None) -> Assembl
         values.update(
             model_input_limit=args.budget, output_reserve_tokens=0, safety_margin_tokens=0
         )
+    if asked is not None:
+        _body_reserve(values, asked, reserve, args.budget)
     if args.repair:
         values["on_pairing_error"] = "synthesize_error_results"
     tools = getattr(args, "side_effect_tools", None)
     if tools:
         values["side_effect_tools"] = [t.strip() for part in tools for t in part.split(",") if t]
     return AssemblyConfig.from_dict(values)
+
+
+def _body_reserve(
+    values: dict[str, Any], asked: tuple[str, int], flag: int | None, budget: int | None
+) -> None:
+    """Makes the body's own output reserve the config's, as ``assemble_body`` will apply it:
+    ``--budget`` stays the history's whole budget (the limit grows by the reserve), and a
+    ``--reserve`` it overrides is named on standard error."""
+    field, count = asked
+    if flag is not None and flag != count:
+        print(
+            f"note: the body's {field} {count} is the output reserve; --reserve {flag} applies "
+            "only to bodies that name none",
+            file=sys.stderr,
+        )
+    if budget is not None:
+        values["model_input_limit"] = budget + count
+    values["output_reserve_tokens"] = count
+    limit, margin = values["model_input_limit"], values["safety_margin_tokens"]
+    margin = 0 if margin == "auto" else margin
+    if isinstance(limit, int) and isinstance(margin, int) and limit - count - margin <= 0:
+        raise no_budget(field, count, limit, margin)
 
 
 def _sized(cfg: AssemblyConfig) -> dict[str, object]:
@@ -81,16 +112,19 @@ def _load(args: argparse.Namespace) -> Session:
 
 
 def _assemble(args: argparse.Namespace) -> int:
+    """A request body goes through ``assemble_body``, as a gateway runs it (kept messages as
+    the input's own bytes, every other field as it was); a bare list through ``assemble``."""
     session = _load(args)
     provider = _provider(args, session)
     summarizer = summarizers.extractive() if args.summarize else None
     cfg = _config(args, session)
-    res = Assembler(cfg, provider=provider, summarizer=summarizer).assemble(
-        session.messages, session.tools, system=session.system
-    )
-    body = orjson.dumps(
-        session.with_result(res.messages, res.system, res.tools), option=orjson.OPT_INDENT_2
-    )
+    asm = Assembler(cfg, provider=provider, summarizer=summarizer)
+    if session.bare:
+        res = asm.assemble(session.messages, session.tools, system=session.system)
+        body, report = orjson.dumps(res.messages, option=orjson.OPT_INDENT_2), res.report
+    else:
+        got = asm.assemble_body(session.request_body())
+        body, report = got.body, got.report
     out = args.output if args.output is not None else (None if args.json else "-")
     if out == "-":
         sys.stdout.buffer.write(body + b"\n")
@@ -99,10 +133,10 @@ def _assemble(args: argparse.Namespace) -> int:
         with open(out, "wb") as f:
             f.write(body + b"\n")
     if args.json:
-        sys.stdout.write(orjson.dumps(res.report.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode())
         sys.stdout.write("\n")
     else:
-        _print_report(res.report, provider, cfg, sys.stderr)
+        _print_report(report, provider, cfg, sys.stderr)
     return 0
 
 
@@ -256,17 +290,24 @@ def _parser() -> argparse.ArgumentParser:
     a = sub.add_parser(
         "assemble",
         help="assemble a session into a request body that fits",
-        description="Assemble a session into a request body that fits its budget. The body "
-        "goes to standard output (or -o FILE) with every field kept but the history, system "
-        "and tools; the report goes to standard error, or alone to standard output with "
+        description="Assemble a session into a request body that fits its budget. A request "
+        "body goes through assemble_body, as a gateway runs it: the same bytes out, every "
+        "field kept but the history, system and tools. The body goes to standard output (or "
+        "-o FILE); the report goes to standard error, or alone to standard output with "
         "--json. The budget is model_input_limit - output_reserve_tokens - "
         "safety_margin_tokens: from --model (or the body's model, when the models table "
-        "knows it), --config, or the defaults, then the flags below.",
+        "knows it), --config, or the defaults, then the flags below; the body's own "
+        "max_tokens (or its provider's spelling) is the output reserve when it names one.",
     )
     _session_args(a)
     _size_args(a, budget_help="the whole budget in tokens (no reserve, no margin)")
     a.add_argument("--model", help="size the request for this model (see docs/models.md)")
-    a.add_argument("--reserve", type=int, help="output_reserve_tokens: left free for the answer")
+    a.add_argument(
+        "--reserve",
+        type=int,
+        help="output_reserve_tokens: left free for the answer, when the body names no "
+        "max_tokens of its own (the body's wins)",
+    )
     a.add_argument("--margin", type=int, help="safety_margin_tokens: absorbs estimation error")
     a.add_argument(
         "--side-effect-tools",

@@ -38,20 +38,13 @@ class Session:
     #: written back as it was.
     body: dict[str, Any] = field(default_factory=dict)
 
-    def with_result(self, messages: list[Any], system: Any, tools: list[Any] | None) -> Any:
-        """The body to send: the one read, with its history, system and tools replaced by
-        an assembly's (a bare list stays a bare list)."""
-        if self.bare:
-            return messages
-        out = dict(self.body)
-        out[self.messages_key] = messages
-        if self.system_key is not None:
-            out[self.system_key] = system
-        if tools is not None:
-            out["tools"] = tools
-        else:
-            out.pop("tools", None)
-        return out
+    #: The body's own bytes when the file is that body (not one picked from a list): what
+    #: a gateway would have received.
+    raw: bytes | None = None
+
+    def request_body(self) -> bytes:
+        """The request body as bytes: the file's own, or the picked body serialized."""
+        return self.raw if self.raw is not None else orjson.dumps(self.body)
 
     def detected_provider(self) -> str:
         """The provider the body's format shows; a plain-text session, valid in several
@@ -75,9 +68,10 @@ def load_session(path: str | Path, *, index: int | None = None, key: str | None 
         key: For such a file, the key of each element that holds the session (``traj`` for
             tau-bench); found by itself when the elements have one list-valued key.
     """
-    doc = _read(path)
+    data, doc = _read(path)
+    whole = True
     if _is_session_list(doc):
-        doc = _pick(path, doc, index, key)
+        doc, whole = _pick(path, doc, index, key), False
     elif index is not None or key is not None:
         raise InvalidMessageError(
             f"{path} holds one session; --session and --key are for a list of sessions",
@@ -98,6 +92,7 @@ def load_session(path: str | Path, *, index: int | None = None, key: str | None 
                 messages_key=found,
                 system_key=system_key,
                 body=doc,
+                raw=data if whole else None,
             )
     raise InvalidMessageError(
         f"{path} must hold a list of messages or an object with a `messages` "
@@ -106,14 +101,15 @@ def load_session(path: str | Path, *, index: int | None = None, key: str | None 
     )
 
 
-def _read(path: str | Path) -> Any:
+def _read(path: str | Path) -> tuple[bytes, Any]:
+    """The file's bytes and its parsed document."""
     name = "standard input" if str(path) == "-" else str(path)
     try:
         data = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
     except OSError as e:
         raise InvalidMessageError(f"cannot read {name}: {e.strerror}", index=None) from e
     try:
-        return orjson.loads(data)
+        return data, orjson.loads(data)
     except orjson.JSONDecodeError as e:
         raise InvalidMessageError(f"{name} is not valid JSON: {e}", index=None) from e
 

@@ -53,14 +53,14 @@ pub(super) fn assemble_openai_chat_body<'py>(
     })
 }
 
-/// The body's `model` (None unless a string) and output reserve (None unless given), read
-/// without building the body's values; `InvalidBodyError` for what is not a JSON object.
+/// `body_head`'s answer: the model, and the output reserve with the field that named it.
+type Head = (Option<String>, Option<(String, u64)>);
+
+/// The body's `model` (None unless a string) and output reserve as `(field, count)` (None
+/// unless given), read without building the body's values; `InvalidBodyError` for what is
+/// not a JSON object.
 #[pyfunction]
-pub(super) fn body_head(
-    py: Python<'_>,
-    body: &[u8],
-    max_request_bytes: usize,
-) -> PyResult<(Option<String>, Option<u64>)> {
+pub(super) fn body_head(py: Python<'_>, body: &[u8], max_request_bytes: usize) -> PyResult<Head> {
     guard(py, || {
         let limits = crate::request::Limits {
             max_messages: usize::MAX,
