@@ -190,6 +190,28 @@ mod tests {
     }
 
     #[test]
+    fn items_read_again_come_from_the_cache_as_they_were_read() {
+        for (provider, json, edited) in [
+            (
+                "gemini",
+                r#"[{"role":"user","parts":[{"text":"cache me once"}]}]"#,
+                r#"[{"role":"user","parts":[{"text":"cache me twice"}]}]"#,
+            ),
+            (
+                "openai_responses",
+                r#"[{"role":"user","content":"cache me once"}]"#,
+                r#"[{"role":"user","content":"cache me twice"}]"#,
+            ),
+        ] {
+            let first = read_json(provider, json, &[]);
+            let again = read_json(provider, json, &[]);
+            assert_eq!(first.messages, again.messages, "{provider}");
+            let other = read_json(provider, edited, &[]);
+            assert_eq!(other.messages[0].texts, ["cache me twice"], "{provider}");
+        }
+    }
+
+    #[test]
     fn an_unknown_provider_is_a_config_error() {
         let err = read("nope", &[b"[]"], &[]).unwrap_err();
         assert!(matches!(err, CoreError::Config { ref key, .. } if key == "provider"));

@@ -720,12 +720,13 @@ fn _object_key(py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<Option<u1
     guard(py, || objects::object_key(message))
 }
 
-/// Empties the process-wide count cache and the tokenizer's remembered piece counts: what a
-/// cold benchmark needs, and nothing else needs (both only save time).
+/// Empties the process-wide count cache, the parsed native items and the tokenizer's remembered
+/// piece counts: what a cold benchmark needs, and nothing else needs (all only save time).
 #[pyfunction]
 fn cache_clear(py: Python<'_>) -> PyResult<()> {
     guard(py, || {
         cache::global().clear();
+        crate::providers::clear_item_caches();
         crate::count::forget_pieces();
         Ok(())
     })

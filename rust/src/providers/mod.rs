@@ -5,6 +5,7 @@
 pub mod anthropic;
 pub mod bedrock_converse;
 pub mod gemini;
+pub mod item_cache;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod pynames;
@@ -14,6 +15,7 @@ use crate::json_array;
 use crate::pairing::PairingIssue;
 use crate::plan::Layout;
 use crate::view::Message;
+use item_cache::ItemCache;
 use serde_json::Value;
 
 /// A JSON value's kind in words (`a list`, `an object`), as the OpenAI parsers' errors say it.
@@ -45,7 +47,7 @@ pub trait Provider {
     /// The key callers name the provider by.
     const KEY: &'static str;
     /// One native item as read.
-    type Item;
+    type Item: Clone + Send + Sync + 'static;
 
     /// Reads native item `i` from its JSON; `InvalidMessage` naming `i` when it is malformed.
     fn parse(&self, i: usize, raw: &[u8]) -> Result<Self::Item, CoreError>;
@@ -65,16 +67,68 @@ pub trait Provider {
         Vec::new()
     }
 
-    /// Reads every item of JSON arrays whose elements follow each other.
+    /// Where items read before are kept by the hash of their JSON, for a provider that keeps
+    /// them.
+    fn item_cache(&self) -> Option<&'static ItemCache<Self::Item>> {
+        None
+    }
+
+    /// A rule over the whole list of items, checked once they are all read.
+    fn check_items(&self, _items: &[Self::Item]) -> Result<(), CoreError> {
+        Ok(())
+    }
+
+    /// Reads every item of JSON arrays whose elements follow each other, each item met before
+    /// taken from the provider's cache.
     fn parse_all(&self, parts: &[&[u8]]) -> Result<Vec<Self::Item>, CoreError> {
+        let cache = self.item_cache();
         let mut items = Vec::new();
         for part in parts {
             for raw in json_array::split(part)? {
-                items.push(self.parse(items.len(), raw)?);
+                let i = items.len();
+                let item = match cache {
+                    None => self.parse(i, raw)?,
+                    Some(cache) => {
+                        let key = cache.key(raw);
+                        match cache.get(key) {
+                            Some(hit) => Self::Item::clone(&hit),
+                            None => {
+                                let item = self.parse(i, raw)?;
+                                cache.insert(key, item.clone(), raw.len());
+                                item
+                            }
+                        }
+                    }
+                };
+                items.push(item);
             }
         }
+        self.check_items(&items)?;
         Ok(items)
     }
+}
+
+/// A cache of parsed items for a provider, made on first use.
+macro_rules! cached_items {
+    ($item:ty, $seed:expr) => {{
+        static CACHE: std::sync::OnceLock<crate::providers::item_cache::ItemCache<$item>> =
+            std::sync::OnceLock::new();
+        Some(CACHE.get_or_init(|| crate::providers::item_cache::ItemCache::new($seed)))
+    }};
+}
+pub(crate) use cached_items;
+
+/// Empties every provider's cache of parsed items (what a cold benchmark needs).
+pub fn clear_item_caches() {
+    fn clear<P: Provider>(p: P) {
+        if let Some(cache) = p.item_cache() {
+            cache.clear();
+        }
+    }
+    clear(anthropic::Anthropic);
+    clear(openai_responses::OpenAIResponses);
+    clear(gemini::Gemini);
+    clear(bedrock_converse::BedrockConverse);
 }
 
 /// The pairing issues of a request given as JSON arrays of `provider`'s native items.

@@ -11,7 +11,8 @@ mod canonical;
 pub(crate) mod parse;
 mod rules;
 
-use super::{Canonical, Provider};
+use super::item_cache::ItemCache;
+use super::{cached_items, Canonical, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role};
@@ -106,6 +107,10 @@ pub struct Anthropic;
 impl Provider for Anthropic {
     const KEY: &'static str = "anthropic";
     type Item = AnthropicMessage;
+
+    fn item_cache(&self) -> Option<&'static ItemCache<AnthropicMessage>> {
+        cached_items!(AnthropicMessage, 1)
+    }
 
     fn parse(&self, i: usize, raw: &[u8]) -> Result<AnthropicMessage, CoreError> {
         parse::message(i, raw)

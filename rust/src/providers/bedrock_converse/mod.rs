@@ -8,7 +8,8 @@ mod canonical;
 mod parse;
 mod rules;
 
-use super::{Canonical, Provider};
+use super::item_cache::ItemCache;
+use super::{cached_items, Canonical, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::Role;
@@ -82,6 +83,10 @@ impl Provider for BedrockConverse {
     const KEY: &'static str = "bedrock_converse";
     const SYSTEM_HOLDS_FIRST_TURN: bool = true;
     type Item = BedrockMessage;
+
+    fn item_cache(&self) -> Option<&'static ItemCache<BedrockMessage>> {
+        cached_items!(BedrockMessage, 4)
+    }
 
     fn parse(&self, i: usize, raw: &[u8]) -> Result<BedrockMessage, CoreError> {
         parse::message(i, raw)

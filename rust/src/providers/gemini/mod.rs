@@ -15,7 +15,8 @@ mod rules;
 
 pub use rules::{answers, Answer};
 
-use super::{Canonical, Provider};
+use super::item_cache::ItemCache;
+use super::{cached_items, Canonical, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role};
@@ -94,6 +95,10 @@ impl Provider for Gemini {
     const KEY: &'static str = "gemini";
     const SYSTEM_HOLDS_FIRST_TURN: bool = true;
     type Item = GeminiContent;
+
+    fn item_cache(&self) -> Option<&'static ItemCache<GeminiContent>> {
+        cached_items!(GeminiContent, 3)
+    }
 
     fn parse(&self, i: usize, raw: &[u8]) -> Result<GeminiContent, CoreError> {
         parse::content(i, raw)

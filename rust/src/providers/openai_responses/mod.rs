@@ -12,7 +12,8 @@ mod canonical;
 mod parse;
 mod rules;
 
-use super::{Canonical, Provider};
+use super::item_cache::ItemCache;
+use super::{cached_items, Canonical, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role, ToolCall};
@@ -221,15 +222,12 @@ impl Provider for OpenAIResponses {
         latest_compaction(items).into_iter().collect()
     }
 
-    fn parse_all(&self, parts: &[&[u8]]) -> Result<Vec<Item>, CoreError> {
-        let mut items = Vec::new();
-        for part in parts {
-            for raw in crate::json_array::split(part)? {
-                items.push(self.parse(items.len(), raw)?);
-            }
-        }
-        parse::check_trigger_last(&items)?;
-        Ok(items)
+    fn item_cache(&self) -> Option<&'static ItemCache<Item>> {
+        cached_items!(Item, 2)
+    }
+
+    fn check_items(&self, items: &[Item]) -> Result<(), CoreError> {
+        parse::check_trigger_last(items)
     }
 }
 

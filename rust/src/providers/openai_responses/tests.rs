@@ -228,7 +228,7 @@ fn outcomes_mark_failures() {
 }
 
 #[test]
-fn opaque_items_cost_their_size() {
+fn sealed_content_is_counted_as_the_text_it_is_sent_as() {
     let sealed = "g".repeat(3000);
     let items = read(&[
         json!({"type": "compaction", "id": "cmp_1", "encrypted_content": sealed}),
@@ -236,20 +236,20 @@ fn opaque_items_cost_their_size() {
         json!({"role": "assistant", "content": "ok"}),
     ]);
     assert_eq!(items[0].kind, Kind::Compaction);
-    assert_eq!(items[0].cost.opaque_tokens, 1000);
-    assert_eq!(items[1].cost.opaque_tokens, 101);
-    assert!(items[0].texts.is_empty(), "no filler text stands for it");
+    assert_eq!(items[0].texts, std::slice::from_ref(&sealed));
+    assert_eq!(items[1].texts, ["x".repeat(301)]);
+    assert_eq!(items[0].cost.opaque_tokens, 0, "nothing is priced by size beside it");
     let canonical = OpenAIResponses.canonical(&items);
     assert_eq!(
         canonical.messages.len(),
         2,
         "the compaction item is a unit of its own"
     );
-    assert_eq!(canonical.messages[0].other_part_tokens, 1000);
-    // The reasoning item and the message of its turn: its size and one item's framing.
+    assert_eq!(canonical.messages[0].texts, [sealed]);
+    // The reasoning item and the message of its turn: one item's framing beside their texts.
     assert_eq!(
         canonical.messages[1].other_part_tokens,
-        101 + canonical::ITEM_FRAMING
+        canonical::ITEM_FRAMING
     );
     assert_eq!(canonical.layout.groups, [0, 1]);
     assert_eq!(latest_compaction(&items), Some(0));
