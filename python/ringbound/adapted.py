@@ -12,7 +12,7 @@ import orjson
 from . import _core
 from .errors import BudgetExceededError, InvalidMessageError, PairingError, PairingIssue
 from .payload import dump_messages, dump_tools
-from .providers.base import Adapter, Canonical, Rendered, named_by, tools_as_openai
+from .providers.base import Adapter, Canonical, Rendered, guarded, named_by, tools_as_openai
 
 __all__ = [
     "CanonicalMessages",
@@ -220,6 +220,13 @@ class NativeRequest:
     def _read(self, parts: list[bytes], system: Any, tools_payload: bytes | None) -> Any:
         return read_view(self.adapter, parts, system, tools_payload, self._core, self._cache)
 
+    def render(self, items: Sequence[Any]) -> Rendered:
+        """The plan's items as the native request. The core read the caller's objects as they
+        are stored; rendering reads them through their own methods, and whatever those raise
+        is a malformed message, not a crash."""
+        adapter, canonical, system = self.adapter, self.canonical, self.system
+        return guarded(lambda m: adapter.render(m, items, canonical, system=system), self.messages)
+
     def count(self, rendered: Rendered, tools_payload: bytes | None, counting: Counting) -> int:
         """Tokens of a rendering of this request, counted as the provider receives it."""
         if self.view is None:
@@ -322,9 +329,7 @@ def plan_native(
                 break
         if fill is not None:
             items = fill(items)
-        rendered = native.adapter.render(
-            native.messages, items, native.canonical, system=native.system
-        )
+        rendered = native.render(items)
         if reserve is None and _as_planned(items, rendered, native.system):
             actual = raw["tokens_after"]
             break

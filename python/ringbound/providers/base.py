@@ -26,6 +26,7 @@ __all__ = [
     "as_mapping",
     "begin_reading",
     "end_reading",
+    "guarded",
     "is_summary_note",
     "join_system_note",
     "kept_native",
@@ -165,12 +166,12 @@ def read_once(reader: str, messages: Any, read: Callable[[Any], _T]) -> _T:
     list (the memo holds the list, so its id cannot be reused while the block runs)."""
     memo = _READINGS.get()
     if memo is None:
-        return _guarded(read, messages)
+        return guarded(read, messages)
     key = (reader, id(messages))
     hit = memo.get(key)
     if hit is not None and hit[0] is messages:
         return hit[1]  # type: ignore[no-any-return]
-    value = _guarded(read, messages)
+    value = guarded(read, messages)
     memo[key] = (messages, value)
     return value
 
@@ -178,10 +179,10 @@ def read_once(reader: str, messages: Any, read: Callable[[Any], _T]) -> _T:
 def tools_as_openai(adapter: Adapter, tools: Sequence[Any]) -> list[dict[str, Any]]:
     """``adapter.tools_to_openai(tools)``; an exception the caller's tool objects raise while
     they are read becomes InvalidMessageError, as for messages."""
-    return _guarded(adapter.tools_to_openai, tools, what="a tool")
+    return guarded(adapter.tools_to_openai, tools, what="a tool")
 
 
-def _guarded(read: Callable[[Any], _T], messages: Any, *, what: str = "a message") -> _T:
+def guarded(read: Callable[[Any], _T], messages: Any, *, what: str = "a message") -> _T:
     """``read(messages)``; an exception that the caller's own objects raise while they are
     read (a mapping whose ``get`` or ``__getitem__`` raises) becomes InvalidMessageError, with
     the original as its cause."""
