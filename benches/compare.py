@@ -1,7 +1,8 @@
 """One run, one report: ringbound cold and warm against the pure-Python reference, LangChain's
 ``trim_messages`` and ``orjson.dumps`` on the reference workload and the largest corpus
 sessions; how often ``trim_messages`` breaks tool pairing; the adversarial inputs, two threads,
-peak memory; and every bar of the performance issue with its verdict. Markdown on stdout.
+peak memory; every provider against openai_chat; the gateway path; and every bar of the
+performance issue with its verdict. Markdown on stdout.
 
     pip install -e . && python benches/compare.py [--repeat N]
 
@@ -25,6 +26,7 @@ from typing import Any
 import body_path
 import langchain_baseline as lc
 import orjson
+import providers
 import pure_python
 import refusals
 import workload
@@ -491,6 +493,7 @@ def main() -> None:
     section("Threads", threads_section(threads))
     size, rss = memory(workload.BUDGET)
     section("Peak memory", memory_section(size, rss))
+    section("Providers (issue 13)", providers.section(repeat, clock))
     section("Gateway path (`assemble_body`, issue 14)", body_path.section(repeat, clock))
     section("Bars", bars_section(ref, corpus_timings, rates, threads, size, rss))
     print(f"Load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores.")
