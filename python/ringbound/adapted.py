@@ -35,6 +35,10 @@ class NativePlan:
 
 
 def _canonical_pins(pinned: Sequence[int], canonical: Canonical) -> list[int]:
+    """The canonical messages standing for the caller's pinned items, and the provider's own
+    pins, in order."""
+    if not pinned:
+        return sorted(canonical.pinned)
     wanted = set(pinned)
     return [
         k
