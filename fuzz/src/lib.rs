@@ -8,6 +8,9 @@ use ringbound::providers::anthropic::Anthropic;
 use ringbound::providers::openai_chat::{self, OpenAIChat};
 use ringbound::providers::openai_responses::OpenAIResponses;
 use ringbound::providers::Provider;
+use ringbound::cache::CountCache;
+use ringbound::count::{Backend, Encoding};
+use ringbound::request::{load_canonical, Scheme};
 use ringbound::{json_array, pairing};
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -94,6 +97,49 @@ pub fn openai_responses(data: &[u8]) {
     assert_eq!(canonical.layout.binds_next.len(), n);
     assert!(canonical.layout.groups.windows(2).all(|w| w[0] <= w[1]));
     assert!(canonical.layout.groups.iter().all(|&g| g < items.len()));
+}
+
+/// The providers the `native` target reads, chosen by the input's first byte.
+pub const NATIVE_PROVIDERS: [&str; 5] = [
+    "anthropic",
+    "openai_responses",
+    "gemini",
+    "bedrock_converse",
+    "openai_chat",
+];
+
+/// A native request read as the planner reads it (`native::read`, then the count cache),
+/// bytes in: no panic; one span, group and bind per canonical message, spans in item order
+/// within the items read, pins that exist; every message's token bound at least its count;
+/// and the same reading again, from the item cache, identical.
+pub fn native(data: &[u8]) {
+    let Some((&pick, json)) = data.split_first() else {
+        return;
+    };
+    let provider = NATIVE_PROVIDERS[usize::from(pick) % NATIVE_PROVIDERS.len()];
+    let system = [vec!["rules".to_owned()]];
+    let Ok(read) = ringbound::native::read(provider, &[json], &system) else {
+        return;
+    };
+    check_issues(&read.issues, read.items);
+    let n = read.messages.len();
+    assert_eq!(read.spans.len(), n);
+    assert_eq!(read.layout.groups.len(), n);
+    assert_eq!(read.layout.binds_next.len(), n);
+    assert!(read.layout.groups.windows(2).all(|w| w[0] <= w[1]));
+    let spans: Vec<(usize, usize)> = read.spans.iter().flatten().copied().collect();
+    assert!(spans.iter().all(|&(a, b)| a < b && b <= read.items));
+    assert!(spans.windows(2).all(|w| w[0].0 <= w[1].0));
+    assert!(read.pinned.iter().all(|&k| k < n));
+    let again = ringbound::native::read(provider, &[json], &system).expect("read once already");
+    assert_eq!(again.messages, read.messages, "the cached items read differently");
+    let scheme = Scheme::openai(Encoding::O200kBase, Backend::BpeOpenai);
+    let cache = CountCache::new(64, 1 << 20);
+    let req = load_canonical(read.messages, None, scheme, &cache).expect("no tools to read");
+    for i in 0..req.len() {
+        let bound = req.bound(i);
+        assert!(bound >= req.tokens(i), "message {i}: bound {bound} under its count");
+    }
 }
 
 fn check_issues(issues: &[pairing::PairingIssue], len: usize) {

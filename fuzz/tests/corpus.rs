@@ -71,6 +71,11 @@ fn openai_responses() {
 }
 
 #[test]
+fn native() {
+    replay("native", ringbound_fuzz::native);
+}
+
+#[test]
 fn stray() {
     replay("stray", ringbound_fuzz::stray);
 }
