@@ -173,6 +173,21 @@ fn scheme(
     })
 }
 
+/// How a count function counts and what it refuses, from its arguments: (encoding, backend,
+/// image formula, token ratio) and (max messages, max request bytes).
+fn counting(
+    py: Python<'_>,
+    (encoding, backend, images, ratio): (&str, Option<&str>, &str, f64),
+    (max_messages, max_request_bytes): (usize, usize),
+) -> PyResult<(Scheme, Limits)> {
+    let scheme = scheme(encoding, backend, images, ratio).map_err(|e| to_py(py, e))?;
+    let limits = Limits {
+        max_messages,
+        max_request_bytes,
+    };
+    Ok((scheme, limits))
+}
+
 /// A ledger entry the execution layer recorded: (tool, call id, arguments as JSON, status,
 /// idempotency key, resource id, turn).
 type RecordedEntry = (
@@ -601,12 +616,11 @@ fn count_openai_chat(
 ) -> PyResult<u64> {
     guard(py, || {
         let cache = chosen(cache);
-        let scheme = scheme(encoding, tokenizer_backend, image_formula, token_ratio)
-            .map_err(|e| to_py(py, e))?;
-        let limits = Limits {
-            max_messages,
-            max_request_bytes,
-        };
+        let (scheme, limits) = counting(
+            py,
+            (encoding, tokenizer_backend, image_formula, token_ratio),
+            (max_messages, max_request_bytes),
+        )?;
         let parts = JsonParts::new(&messages_json)?;
         let json = parts.slices();
         py.detach(|| {

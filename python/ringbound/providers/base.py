@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from .._core import LEDGER_MARKER, SUMMARY_MARKER
 from ..errors import InvalidMessageError, PairingIssue, RingboundError
+from ..payload import dump_native
 
 __all__ = [
     "Adapter",
@@ -31,6 +32,7 @@ __all__ = [
     "join_system_note",
     "kept_native",
     "named_by",
+    "native_json",
     "plan_rewrites",
     "read_once",
     "reading_once",
@@ -174,6 +176,16 @@ def read_once(reader: str, messages: Any, read: Callable[[Any], _T]) -> _T:
     value = guarded(read, messages)
     memo[key] = (messages, value)
     return value
+
+
+def native_json(messages: Sequence[Any], read: Callable[[Any], Any]) -> list[bytes]:
+    """The items as JSON arrays for the core's parser (``payload.dump_native``); when they
+    cannot be written, ``read`` (the adapter's own reader) names the item at fault, if it can."""
+    try:
+        return dump_native(messages)
+    except InvalidMessageError:
+        read(messages)
+        raise
 
 
 def tools_as_openai(adapter: Adapter, tools: Sequence[Any]) -> list[dict[str, Any]]:

@@ -16,8 +16,15 @@ import orjson
 from .. import _core
 from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
 from ..errors import InvalidMessageError, PairingError, PairingIssue
-from ..payload import dump_native
-from .base import Canonical, PlanItem, Rendered, is_summary_note, plan_rewrites, read_once
+from .base import (
+    Canonical,
+    PlanItem,
+    Rendered,
+    is_summary_note,
+    native_json,
+    plan_rewrites,
+    read_once,
+)
 
 __all__ = ["ADAPTER", "BRIDGE_TEXT", "OPENING_TEXT", "BedrockConverseAdapter", "synthesized_result"]
 
@@ -403,11 +410,7 @@ class BedrockConverseAdapter:
 
     def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
         """The messages as JSON arrays for the core's Bedrock parser."""
-        try:
-            return dump_native(messages)
-        except InvalidMessageError:
-            _turns(messages)  # names the item that cannot be written, when it can
-            raise
+        return native_json(messages, _turns)
 
     def system_texts(self, system: Any) -> list[list[str]]:
         """The system as the core counts it: the caller's texts (an empty message when there

@@ -15,7 +15,6 @@ from typing import Any
 from .. import _core
 from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
 from ..errors import InvalidMessageError, PairingIssue
-from ..payload import dump_native
 from .base import (
     Canonical,
     PlanItem,
@@ -24,6 +23,7 @@ from .base import (
     as_mapping,
     is_summary_note,
     join_system_note,
+    native_json,
     read_once,
     split_system_note,
 )
@@ -680,11 +680,7 @@ class GeminiAdapter:
 
     def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
         """The contents as JSON arrays for the core's Gemini parser."""
-        try:
-            return dump_native(messages)
-        except InvalidMessageError:
-            _read(messages)  # names the item that cannot be written, when it can
-            raise
+        return native_json(messages, _read)
 
     def system_texts(self, system: Any) -> list[list[str]]:
         """The system instruction as the core counts it: the caller's parts (an empty message

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::{
-    chosen, guard, issue_tuple, per_call, plan_report, scheme, tagged_items, to_py, CoreConfig,
+    chosen, counting, guard, issue_tuple, per_call, plan_report, tagged_items, to_py, CoreConfig,
     JsonParts, PyCountCache, RecordedEntry, ReplayArg,
 };
 use crate::cache::CountCache;
@@ -206,12 +206,11 @@ pub(super) fn count_native(
 ) -> PyResult<u64> {
     guard(py, || {
         let cache = chosen(cache);
-        let scheme = scheme(encoding, tokenizer_backend, image_formula, token_ratio)
-            .map_err(|e| to_py(py, e))?;
-        let limits = Limits {
-            max_messages,
-            max_request_bytes,
-        };
+        let (scheme, limits) = counting(
+            py,
+            (encoding, tokenizer_backend, image_formula, token_ratio),
+            (max_messages, max_request_bytes),
+        )?;
         let parts = JsonParts::new(&messages_json)?;
         let json = parts.slices();
         py.detach(|| {

@@ -238,7 +238,10 @@ fn sealed_content_is_counted_as_the_text_it_is_sent_as() {
     assert_eq!(items[0].kind, Kind::Compaction);
     assert_eq!(items[0].texts, std::slice::from_ref(&sealed));
     assert_eq!(items[1].texts, ["x".repeat(301)]);
-    assert_eq!(items[0].cost.opaque_tokens, 0, "nothing is priced by size beside it");
+    assert_eq!(
+        items[0].cost.opaque_tokens, 0,
+        "nothing is priced by size beside it"
+    );
     let canonical = OpenAIResponses.canonical(&items);
     assert_eq!(
         canonical.messages.len(),
