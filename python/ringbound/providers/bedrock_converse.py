@@ -21,6 +21,7 @@ from .base import (
     PlanItem,
     Rendered,
     is_summary_note,
+    named_by,
     native_json,
     plan_rewrites,
     read_once,
@@ -403,9 +404,9 @@ class BedrockConverseAdapter:
         Raises:
             InvalidMessageError: A message (or ``system``) is malformed.
         """
-        _turns(messages)
         _system(system)
-        issues = _core.validate_native(self.key, self.native_parts(messages))
+        parts = self.native_parts(messages)
+        issues = named_by(self.items_field, lambda: _core.validate_native(self.key, parts))
         return [PairingIssue(*issue) for issue in issues]
 
     def native_parts(self, messages: Sequence[Any]) -> list[bytes]:

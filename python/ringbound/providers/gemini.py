@@ -23,6 +23,7 @@ from .base import (
     as_mapping,
     is_summary_note,
     join_system_note,
+    named_by,
     native_json,
     read_once,
     split_system_note,
@@ -674,8 +675,8 @@ class GeminiAdapter:
             InvalidMessageError: A content (or ``system``) is malformed.
         """
         _read_system(system)
-        _read(messages)
-        issues = _core.validate_native(self.key, self.native_parts(messages))
+        parts = self.native_parts(messages)
+        issues = named_by(self.items_field, lambda: _core.validate_native(self.key, parts))
         return [PairingIssue(*issue) for issue in issues]
 
     def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
