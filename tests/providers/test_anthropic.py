@@ -211,7 +211,7 @@ def test_follow_up_text_is_counted_and_grouped_with_its_results() -> None:
     assert roles == ["user", "assistant", "tool", "user", "assistant", "user"]
     # The tool message and the user text of native message 2 are one native item.
     assert canonical.spans[2] == canonical.spans[3] == (2, 3)
-    assert canonical.messages[3]["content"] == [text("Also, keep it short.")]
+    assert canonical.messages[3]["content"] == "Also, keep it short."
 
 
 def test_consecutive_same_role_messages_are_one_turn() -> None:
@@ -699,13 +699,19 @@ def test_documents_and_error_flags_are_counted() -> None:
         "source": {"type": "text", "media_type": "text/plain", "data": "lorem ipsum " * 100},
     }
     assert count([{"role": "user", "content": [text_doc]}], token_ratio=1.0) > 200
-    flagged = [
-        {"role": "user", "content": "go"},
-        {"role": "assistant", "content": [use("toolu_a")]},
-        {"role": "user", "content": [result("toolu_a", "no such file", is_error=True)]},
-    ]
-    tool = read_canonical(ADAPTER, flagged, None).messages[2]
-    assert tool["content"][0] == text("Error"), "the core reads the error flag from the opening"
+
+
+def test_the_error_flag_alone_makes_a_failed_result() -> None:
+    # The text does not open like an error: only the flag says the call failed, and a short
+    # failed ring is kept where the same ring, unflagged, is dropped and ledgered.
+    def dropped(flag: bool) -> set[int]:
+        msgs = session(8)
+        msgs[2]["content"] = [result("toolu_00", "no such file", is_error=flag)]
+        cfg = config(count(msgs) - 150, side_effect_tools=["send_email"])
+        return assemble(msgs, cfg).dropped
+
+    assert {1, 2} <= dropped(False)
+    assert not {1, 2} & dropped(True)
 
 
 def test_tools_are_counted_with_the_tool_use_system_prompt() -> None:
@@ -925,6 +931,18 @@ def _texts(canonical: list[dict[str, Any]]) -> list[str]:
     return [t for t in out if t]
 
 
+def _native_images(blocks_or_messages: list[Any]) -> int:
+    """Image blocks of Anthropic messages, those inside tool results included."""
+    out = 0
+    for b in blocks_or_messages:
+        content = b.get("content")
+        if b.get("type") == "image":
+            out += 1
+        elif isinstance(content, list):
+            out += _native_images(content)
+    return out
+
+
 def _images(canonical: list[dict[str, Any]]) -> int:
     return sum(
         1
@@ -953,7 +971,7 @@ def test_from_canonical_then_to_canonical_keeps_pairing_and_content(msgs) -> Non
         found = flat.find(t, at)
         assert found >= 0, t
         at = found
-    assert _images(back) == _images(msgs)
+    assert _native_images(native) == _images(msgs)
 
 
 def test_from_canonical_renames_recurring_ids_and_wraps_odd_arguments() -> None:
