@@ -112,7 +112,7 @@ def canonical_issues(
 ) -> list[tuple[str, str | None, int, str]]:
     """What the core's OpenAI Chat validator says of the canonical view."""
     canonical = read_canonical(ADAPTER, items, system)
-    return _core.validate_openai_chat(orjson.dumps(canonical.messages))
+    return _core.validate_openai_chat(orjson.dumps(list(canonical.messages)))
 
 
 #: The fields a cheap stage rewrites: a result's text, a message's images, an MCP call's error.
@@ -479,7 +479,7 @@ def test_mcp_call_is_a_self_contained_ring() -> None:
     assert canonical.messages[2] == {
         "role": "tool",
         "tool_call_id": "mcp_1",
-        "content": [{"type": "text", "text": mcp["output"]}],
+        "content": mcp["output"],
     }
     # One model turn (the call and the reply after it): its message and the call's result.
     assert canonical.spans[1] == canonical.spans[2] == (1, 3)
@@ -713,16 +713,17 @@ def test_from_canonical_then_to_canonical_keeps_pairing_and_content(
     items, system = ADAPTER.from_canonical(chat)
     assert ADAPTER.validate(items, system=system) == []
     canonical = read_canonical(ADAPTER, items, system)
-    assert _core.validate_openai_chat(orjson.dumps(canonical.messages)) == []
+    assert _core.validate_openai_chat(orjson.dumps(list(canonical.messages))) == []
     assert canonical_pairs(canonical.messages) == chat_pairs(chat)
     # Consecutive model messages are one model turn in Responses, hence one canonical message.
     assert turns(canonical.messages) == turns(
         [m for m in chat if m["role"] != "assistant" or ref.texts(m) or m.get("tool_calls")]
     )
-    every_text = [t for m in canonical.messages for t in ref.texts(m)]
+    # The core's view holds a message's texts as one string (a model turn's, joined).
+    every_text = "\u0000".join(t for m in canonical.messages for t in ref.texts(m))
     for m in chat:
         for t in ref.texts(m):
-            assert t == "" or t in every_text
+            assert t in every_text
 
 
 # Generated sessions ----------------------------------------------------------------------------
