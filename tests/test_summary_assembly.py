@@ -13,6 +13,7 @@ import pytest
 
 import ringbound as rb
 from ringbound import _core
+from ringbound.adapted import read_canonical
 from ringbound.providers import adapter
 from ringbound.summary.request import note_body
 
@@ -342,7 +343,7 @@ def test_every_provider_renders_the_note_and_reads_it_back(provider: str) -> Non
         rb.count_tokens(res.messages, provider=provider, system=res.system)
         == res.report.tokens_after
     )
-    canon = adapter(provider).to_canonical(res.messages, system=res.system).messages
+    canon = read_canonical(adapter(provider), res.messages, res.system).messages
     assert sum(text_of(m).startswith(_core.SUMMARY_MARKER) for m in canon) == 1
     # Assembling the output again with the same budget changes nothing (idempotent).
     again = asm.assemble(res.messages, system=res.system)

@@ -215,7 +215,9 @@ class NativeRequest:
             issues = adapter.validate(messages, system=system)
             if _blocking(issues, repair):
                 raise _pairing_error(issues)
-            self.canonical = adapter.to_canonical(messages, system=system)
+            self.canonical = adapter.to_canonical(  # type: ignore[attr-defined]
+                messages, system=system
+            )
             self.payload = dump_messages(self.canonical.messages)
             self._groups = self.canonical.groups()
         self._pins = _canonical_pins(pinned, self.canonical)
@@ -234,7 +236,9 @@ class NativeRequest:
     def count(self, rendered: Rendered, tools_payload: bytes | None, counting: Counting) -> int:
         """Tokens of a rendering of this request, counted as the provider receives it."""
         if self.view is None:
-            canonical = self.adapter.to_canonical(rendered.messages, system=rendered.system)
+            canonical = self.adapter.to_canonical(  # type: ignore[attr-defined]
+                rendered.messages, system=rendered.system
+            )
             return counting.count(canonical, tools_payload)
         parts = self.adapter.native_parts(rendered.messages)  # type: ignore[attr-defined]
         view = self._read(parts, rendered.system, tools_payload)

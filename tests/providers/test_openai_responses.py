@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import ringbound as rb
 from ringbound import _core
+from ringbound.adapted import read_canonical
 from ringbound.providers import openai_responses as mod
 from ringbound.providers.openai_responses import ADAPTER
 
@@ -110,8 +111,8 @@ def canonical_issues(
     items: list[Any], system: Any = None
 ) -> list[tuple[str, str | None, int, str]]:
     """What the core's OpenAI Chat validator says of the canonical view."""
-    canonical = ADAPTER.to_canonical(items, system=system)
-    return _core.validate_openai_chat(orjson.dumps(canonical.messages))
+    canonical = read_canonical(ADAPTER, items, system)
+    return _core.validate_openai_chat(orjson.dumps(list(canonical.messages)))
 
 
 #: The fields a cheap stage rewrites: a result's text, a message's images, an MCP call's error.
@@ -166,7 +167,7 @@ def rejected(items: list[Any], **kw: Any) -> rb.PairingError:
 def test_single_tool_round_trip() -> None:
     items = [user(), *ring("call_a"), say("Done.")]
     assert ADAPTER.validate(items) == []
-    canonical = ADAPTER.to_canonical(items)
+    canonical = read_canonical(ADAPTER, items, None)
     # The reasoning item and its call are one assistant message spanning both items.
     assert [m["role"] for m in canonical.messages] == ["user", "assistant", "tool", "assistant"]
     assert canonical.spans == [(0, 1), (1, 3), (3, 4), (4, 5)]
@@ -187,7 +188,7 @@ def test_two_parallel_tools_are_one_canonical_call_message() -> None:
         output("call_a", "sunny"),
     ]
     assert ADAPTER.validate(items) == []
-    canonical = ADAPTER.to_canonical(items)
+    canonical = read_canonical(ADAPTER, items, None)
     assert [m["role"] for m in canonical.messages] == ["user", "assistant", "tool", "tool"]
     assert [c["id"] for c in canonical.messages[1]["tool_calls"]] == ["call_a", "call_b"]
     assert canonical.spans[1] == (1, 4)
@@ -453,7 +454,7 @@ def test_interleaved_model_items_fold_into_the_ring() -> None:
     ]
     assert ADAPTER.validate(items) == []
     assert canonical_issues(items) == []
-    canonical = ADAPTER.to_canonical(items)
+    canonical = read_canonical(ADAPTER, items, None)
     assert [c["id"] for c in canonical.messages[1]["tool_calls"]] == ["call_a", "call_b", "call_c"]
     assert sum(1 for m in canonical.messages if m["role"] == "tool") == 3
     res = assemble(items, config(count(items) - 1, recent_tool_rings=0, recent_user_turns=0))
@@ -473,12 +474,12 @@ def test_mcp_call_is_a_self_contained_ring() -> None:
     }
     items = [user(), mcp, say("Sent."), user("Thanks, now the logs."), *session(3)[1:]]
     assert ADAPTER.validate(items) == []
-    canonical = ADAPTER.to_canonical(items)
+    canonical = read_canonical(ADAPTER, items, None)
     assert canonical.messages[1]["tool_calls"][0]["id"] == "mcp_1"
     assert canonical.messages[2] == {
         "role": "tool",
         "tool_call_id": "mcp_1",
-        "content": [{"type": "text", "text": mcp["output"]}],
+        "content": mcp["output"],
     }
     # One model turn (the call and the reply after it): its message and the call's result.
     assert canonical.spans[1] == canonical.spans[2] == (1, 3)
@@ -647,7 +648,7 @@ def test_bad_items_are_typed_errors_naming_the_item(item: Any, reason: str) -> N
     items = [user(), item]
     for check in (
         lambda: ADAPTER.validate(items),
-        lambda: ADAPTER.to_canonical(items),
+        lambda: read_canonical(ADAPTER, items, None),
         lambda: count(items),
         lambda: assemble(items, config()),
     ):
@@ -659,7 +660,7 @@ def test_bad_items_are_typed_errors_naming_the_item(item: Any, reason: str) -> N
 
 def test_bad_request_shapes_are_typed_errors() -> None:
     with pytest.raises(rb.InvalidMessageError) as info:
-        ADAPTER.to_canonical({"role": "user", "content": "x"})  # type: ignore[arg-type]
+        read_canonical(ADAPTER, {"role": "user", "content": "x"}, None)  # type: ignore[arg-type]
     assert info.value.index is None
     with pytest.raises(rb.InvalidMessageError) as info:
         ADAPTER.validate([user()], system=["not", "a", "string"])
@@ -711,17 +712,18 @@ def test_from_canonical_then_to_canonical_keeps_pairing_and_content(
 ) -> None:
     items, system = ADAPTER.from_canonical(chat)
     assert ADAPTER.validate(items, system=system) == []
-    canonical = ADAPTER.to_canonical(items, system=system)
-    assert _core.validate_openai_chat(orjson.dumps(canonical.messages)) == []
+    canonical = read_canonical(ADAPTER, items, system)
+    assert _core.validate_openai_chat(orjson.dumps(list(canonical.messages))) == []
     assert canonical_pairs(canonical.messages) == chat_pairs(chat)
     # Consecutive model messages are one model turn in Responses, hence one canonical message.
     assert turns(canonical.messages) == turns(
         [m for m in chat if m["role"] != "assistant" or ref.texts(m) or m.get("tool_calls")]
     )
-    every_text = [t for m in canonical.messages for t in ref.texts(m)]
+    # The core's view holds a message's texts as one string (a model turn's, joined).
+    every_text = "\u0000".join(t for m in canonical.messages for t in ref.texts(m))
     for m in chat:
         for t in ref.texts(m):
-            assert t == "" or t in every_text
+            assert t in every_text
 
 
 # Generated sessions ----------------------------------------------------------------------------
@@ -808,7 +810,7 @@ def protected_natives(
     items: list[Any], system: Any, case: gen.Case, cfg: rb.AssemblyConfig
 ) -> set[int]:
     """Native items of the protected prefix and suffix, by the reference on the canonical view."""
-    canonical = ADAPTER.to_canonical(items, system=system)
+    canonical = read_canonical(ADAPTER, items, system)
     pins = [
         k
         for k, (start, end) in enumerate(canonical.spans)

@@ -1,6 +1,6 @@
-"""Provider adapters: each wire format mapped onto the canonical view the core plans, checked
-by its own pairing rules, and rendered back. ``openai_chat`` is the canonical format itself and
-takes the direct path."""
+"""Provider adapters: the core reads each wire format, checks its own pairing rules and maps it
+onto the canonical view it plans; an adapter renders the plan back into the provider's items.
+``openai_chat`` is the canonical format itself and takes the direct path."""
 
 from __future__ import annotations
 

@@ -1,16 +1,15 @@
-"""Anthropic Messages API: its request mapped onto the canonical view the core plans, checked by
-Anthropic's own pairing rules (quoting its 400 wording), and the plan rendered back into
-messages that alternate, with the ledger note in the top-level ``system``.
+"""Anthropic Messages API: the core reads the request, checks Anthropic's own pairing rules
+(quoting its 400 wording) and maps it onto the canonical view, each part at its real cost
+(``rust/src/providers/anthropic``); this module renders the core's plan back into messages that
+alternate, with the ledger note in the top-level ``system``.
 
 The API combines consecutive same-role messages into one turn, so a *turn* (a run of same-role
-messages) is the native item here: it becomes one canonical assistant message, or one canonical
-tool message per ``tool_result`` plus one user message for the rest, all in one group.
+messages) is the native item here: the core maps it to one canonical assistant message, or one
+canonical tool message per ``tool_result`` plus one user message for the rest, all in one group.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -41,20 +40,12 @@ _CACHE_MARKERS = "A maximum of 4 blocks with cache_control may be provided. Foun
 
 #: Anthropic's limit on ``cache_control`` breakpoints in one request.
 MAX_CACHE_MARKERS = 4
-#: Text tokens of one PDF page at most ("1,500-3,000 tokens per page", Anthropic PDF support);
-#: each page is also billed as an image.
-PDF_PAGE_TOKENS = 3000
 #: The tool-use system prompt Anthropic adds when tools are given: the largest figure it lists
 #: (Claude 3 Opus, tool_choice auto: 530 tokens).
 TOOL_USE_SYSTEM_PROMPT_TOKENS = 530
-#: The core reads an image's size from at most this many base64 characters (64 KiB decoded);
-#: only that prefix of a base64 image needs to cross into the canonical view.
-_IMAGE_HEADER_CHARS = 87_384
-#: One o200k / cl100k token each, in both encodings: filler for costs known only as a number.
+#: One o200k / cl100k token each, in both encodings: the tool-use system prompt is known only
+#: as a number of tokens, and the tools cross to the core as OpenAI function definitions.
 _FILLER = " x"
-_UNKNOWN_IMAGE_URL = "https://ringbound.invalid/image-of-unknown-size"
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
-_ERROR_OPENINGS = ("error", "traceback (most recent call last)", "exception")
 
 
 @dataclass(frozen=True)
@@ -228,10 +219,10 @@ def _read_uncached(messages: Any) -> list[_Msg]:
     return [_read_message(i, m) for i, m in enumerate(messages)]
 
 
-def _turns(roles: Sequence[str], first: int = 0) -> list[_Turn]:
-    """The turns of messages of these roles from ``first`` on."""
+def _turns(roles: Sequence[str]) -> list[_Turn]:
+    """The turns of messages of these roles."""
     out: list[_Turn] = []
-    for i, role in enumerate(roles[first:], first):
+    for i, role in enumerate(roles):
         if out and out[-1].role == role:
             out[-1] = _Turn(role, out[-1].start, i + 1)
         else:
@@ -242,17 +233,6 @@ def _turns(roles: Sequence[str], first: int = 0) -> list[_Turn]:
 def _role(message: Any) -> Any:
     """A message's role, read without reading its blocks (the core has checked them)."""
     return message.get("role") if type(message) is dict else (_plain(message) or {}).get("role")
-
-
-def _compaction_start(msgs: Sequence[_Msg]) -> tuple[int, int]:
-    """Where the API starts reading: the message and block of the latest ``compaction`` block
-    (the API drops every block before it), else ``(0, 0)``."""
-    for i in range(len(msgs) - 1, -1, -1):
-        blocks = msgs[i].blocks
-        for b in range(len(blocks) - 1, -1, -1):
-            if blocks[b]["type"] == "compaction":
-                return i, b
-    return 0, 0
 
 
 # --- system -----------------------------------------------------------------------------------
@@ -299,39 +279,6 @@ def _system_parts(system: Any) -> tuple[list[str], str | None, str | None]:
     return texts, (notes[-1] if notes else None), (summaries[-1] if summaries else None)
 
 
-# --- canonical view -----------------------------------------------------------------------
-
-
-def _filler(tokens: int) -> dict[str, Any]:
-    """A text part costing ``tokens`` tokens: for costs known only as a number."""
-    return {"type": "text", "text": _FILLER * tokens}
-
-
-def _image_part(source: Mapping[str, Any]) -> dict[str, Any]:
-    """An image as the core prices it: a data URL (size read from its header) or, when the
-    size cannot be known here, a URL the core prices at the formula's maximum."""
-    kind = source.get("type")
-    if kind == "base64":
-        data = source["data"][:_IMAGE_HEADER_CHARS]
-        url = f"data:{source['media_type']};base64,{data}"
-    elif kind == "url":
-        url = source["url"]
-    else:
-        url = _UNKNOWN_IMAGE_URL
-    return {"type": "image_url", "image_url": {"url": url}}
-
-
-def _pdf_pages(source: Mapping[str, Any]) -> int:
-    """Pages of a base64 PDF (at least 1); 1 when the document cannot be read here."""
-    if source.get("type") != "base64":
-        return 1
-    try:
-        raw = base64.b64decode(source["data"], validate=False)
-    except (binascii.Error, ValueError):
-        return 1
-    return max(1, len(_PDF_PAGE.findall(raw)))
-
-
 #: ``json.dumps`` with any option builds a new encoder per call; one made once writes the same.
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
@@ -346,124 +293,6 @@ def _compact(value: Any) -> str:
 
 def _without_cache_control(block: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in block.items() if k != "cache_control"}
-
-
-def _nested_parts(block: Mapping[str, Any], texts: list[str], media: list[dict[str, Any]]) -> None:
-    """Texts and media parts of a block a user turn or a tool result carries."""
-    kind = block.get("type")
-    if kind == "text":
-        texts.append(block["text"])
-    elif kind == "image":
-        media.append(_image_part(block["source"]))
-    elif kind == "document":
-        for key in ("title", "context"):
-            if isinstance(block.get(key), str):
-                texts.append(block[key])
-        source = block["source"]
-        kind = source.get("type")
-        if kind == "text":
-            texts.append(source["data"])
-        elif kind == "content":
-            inner = source.get("content")
-            if isinstance(inner, str):
-                texts.append(inner)
-            else:
-                for sub in inner:
-                    _nested_parts(_plain(sub) or {}, texts, media)
-        else:
-            pages = _pdf_pages(source)
-            media.append(_filler(PDF_PAGE_TOKENS * pages))
-            media.extend(
-                {"type": "image_url", "image_url": {"url": _UNKNOWN_IMAGE_URL}}
-                for _ in range(pages)
-            )
-    elif kind == "search_result":
-        for key in ("title", "source"):
-            if isinstance(block.get(key), str):
-                texts.append(block[key])
-        for sub in block.get("content") or ():
-            sub = _plain(sub) or {}
-            if isinstance(sub.get("text"), str):
-                texts.append(sub["text"])
-    else:
-        texts.append(_compact(_without_cache_control(block)))
-
-
-def _looks_like_error(text: str) -> bool:
-    return text.lstrip()[:40].lower().startswith(_ERROR_OPENINGS)
-
-
-def _result_message(block: Mapping[str, Any], media: list[dict[str, Any]]) -> dict[str, Any]:
-    """One canonical tool message for a ``tool_result``; its images go to ``media``."""
-    texts: list[str] = []
-    content = block.get("content")
-    if isinstance(content, str):
-        texts.append(content)
-    elif isinstance(content, list):
-        for sub in content:
-            _nested_parts(_plain(sub) or {}, texts, media)
-    # OpenAI Chat has no error flag: the core reads one from the text's opening, so a flagged
-    # result that does not open like an error gets a one-word part saying so.
-    if (
-        block.get("is_error") is True
-        and not (texts and _looks_like_error(texts[0]))
-        and texts != [SYNTHESIZED_RESULT_TEXT]
-    ):
-        texts.insert(0, "Error")
-    return {
-        "role": "tool",
-        "tool_call_id": block["tool_use_id"],
-        "content": [{"type": "text", "text": t} for t in texts],
-    }
-
-
-def _assistant_message(blocks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    texts: list[str] = []
-    calls = []
-    for block in blocks:
-        kind = block["type"]
-        if kind == "text":
-            if not _blank(block):
-                texts.append(block["text"])
-        elif kind == "thinking":
-            texts.append(block["thinking"])
-        elif kind == "redacted_thinking":
-            # Encrypted: its size as text is an upper bound of what it stands for.
-            texts.append(block["data"])
-        elif kind == "tool_use":
-            calls.append(
-                {
-                    "id": block["id"],
-                    "type": "function",
-                    "function": {"name": block["name"], "arguments": _compact(block["input"])},
-                }
-            )
-        else:
-            texts.append(_compact(_without_cache_control(block)))
-    msg: dict[str, Any] = {
-        "role": "assistant",
-        "content": [{"type": "text", "text": t} for t in texts] if texts else "",
-    }
-    if calls:
-        msg["tool_calls"] = calls
-    return msg
-
-
-def _user_messages(blocks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Tool messages for the results (first, as OpenAI adjacency wants), then one user message
-    with everything else, images of the results included (tool messages carry only text)."""
-    results = []
-    texts: list[str] = []
-    media: list[dict[str, Any]] = []
-    for block in blocks:
-        if block["type"] == "tool_result":
-            results.append(_result_message(block, media))
-        elif not _blank(block):
-            _nested_parts(block, texts, media)
-    parts = [{"type": "text", "text": t} for t in texts] + media
-    if parts or not results:
-        results.append({"role": "user", "content": parts})
-    return results
 
 
 def _blank(block: Any) -> bool:
@@ -485,14 +314,6 @@ def _without_blank_text(message: Any) -> Any:
     msg = dict(_plain(message) or {})
     msg["content"] = kept
     return msg
-
-
-def _has_thinking(msg: _Msg) -> bool:
-    return any(b["type"] in ("thinking", "redacted_thinking") for b in msg.blocks)
-
-
-def _has(msgs: Sequence[_Msg], turn: _Turn, kind: str) -> bool:
-    return any(b["type"] == kind for m in msgs[turn.start : turn.end] for b in m.blocks)
 
 
 # --- rendering ----------------------------------------------------------------------------
@@ -681,69 +502,6 @@ class AnthropicAdapter:
         summary note an earlier assembly appended, one system message each."""
         texts, note, summary = _system_parts(system)
         return ([texts] if texts else []) + [[t] for t in (note, summary) if t is not None]
-
-    # -- canonical view ----------------------------------------------------------------------
-
-    def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
-        """The canonical view: the system texts, any ledger note and any summary note first
-        (span ``(-1, -1)``), then per turn one assistant message, or tool messages plus one
-        user message; from the latest ``compaction`` block on, as the API reads the request.
-
-        Raises:
-            InvalidMessageError: A message (or ``system``) is malformed.
-        """
-        texts, note, summary = _system_parts(system)
-        msgs = _read(messages)
-        out: list[dict[str, Any]] = []
-        spans: list[tuple[int, int]] = []
-        if texts:
-            content = (
-                texts[0]
-                if isinstance(system, str)
-                else [{"type": "text", "text": t} for t in texts]
-            )
-            out.append({"role": "system", "content": content})
-            spans.append((-1, -1))
-        for text in (note, summary):
-            if text is not None:
-                out.append({"role": "system", "content": text})
-                spans.append((-1, -1))
-        binds = [False] * len(out)
-        # What the API drops before the latest compaction is neither counted nor kept.
-        first, first_block = _compaction_start(msgs)
-        turns = _turns([m.role for m in msgs], first)
-        for t, turn in enumerate(turns):
-            blocks = [
-                b
-                for i in range(turn.start, turn.end)
-                for b in (msgs[i].blocks[first_block:] if i == first else msgs[i].blocks)
-            ]
-            made = (
-                [_assistant_message(blocks)] if turn.role == "assistant" else _user_messages(blocks)
-            )
-            out.extend(made)
-            spans.extend([(turn.start, turn.end)] * len(made))
-            binds.extend([False] * len(made))
-            if self._guards_thinking(msgs, turns, t):
-                binds[-1] = True
-        return Canonical(messages=out, spans=spans, binds_next=binds)
-
-    @staticmethod
-    def _guards_thinking(msgs: Sequence[_Msg], turns: Sequence[_Turn], t: int) -> bool:
-        """Whether assistant turn ``t`` must share a unit with the plain user turn after it.
-
-        An assistant message holding thinking blocks must open with one. Dropping the plain
-        user turn in front of it would merge the assistant turn before (text first) into it,
-        so that user turn stays with the assistant turn before it: both go or both stay.
-        """
-        if t + 2 >= len(turns) or turns[t].role != "assistant":
-            return False
-        user, nxt = turns[t + 1], turns[t + 2]
-        return (
-            not _has(msgs, turns[t], "tool_use")
-            and not _has(msgs, user, "tool_result")
-            and any(_has_thinking(m) for m in msgs[nxt.start : nxt.end])
-        )
 
     # -- rendering ---------------------------------------------------------------------------
 

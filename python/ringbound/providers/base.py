@@ -1,9 +1,11 @@
 """What every provider adapter provides, and the walk they share.
 
-The core plans OpenAI-Chat-shaped *canonical* messages. An adapter maps a provider's native
-request onto them (``to_canonical``), checks the provider's own pairing rules first so errors
-quote that provider's wording (``validate``), and turns the core's plan back into native items
-(``render``): kept items are the caller's own objects; insertions and merges are new objects.
+The core plans OpenAI-Chat-shaped *canonical* messages. For every provider but OpenAI Chat the
+core also reads the native request: it parses the items an adapter writes as JSON
+(``native_parts``), checks the provider's own pairing rules (errors quote that provider's
+wording) and maps the items onto the canonical view, each part at its real cost. An adapter
+renders the core's plan back into native items (``render``): kept items are the caller's own
+objects; insertions and merges are new objects.
 """
 
 from __future__ import annotations
@@ -93,7 +95,14 @@ class Rendered:
 
 
 class Adapter(Protocol):
-    """One provider's wire format."""
+    """One provider's wire format.
+
+    An adapter of a provider the core reads also has ``native_parts(messages) -> list[bytes]``
+    (the items as JSON for the core's parser) and ``system_texts(system) -> list[list[str]]``
+    (the top-level system as the core counts it). The OpenAI Chat adapter, whose messages are
+    the canonical view itself, has ``to_canonical`` instead; Gemini keeps one too, to place the
+    results it synthesizes while rendering.
+    """
 
     #: Provider key (``anthropic``, ...).
     key: str
@@ -106,10 +115,6 @@ class Adapter(Protocol):
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         """Pairing issues by the provider's own rules, quoting its error wording."""
-        ...
-
-    def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
-        """The canonical view; InvalidMessageError naming the native index on bad input."""
         ...
 
     def render(

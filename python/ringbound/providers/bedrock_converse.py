@@ -4,7 +4,6 @@ in the very next user turn; the conversation starts with a user turn and roles a
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -33,10 +32,6 @@ __all__ = ["ADAPTER", "BRIDGE_TEXT", "OPENING_TEXT", "BedrockConverseAdapter", "
 EXPECTED_RESULTS = "Expected toolResult blocks at messages.{n}.content for the following Ids: {ids}"
 EMPTY_CONTENT = "The content field in the Message object at messages.{n} is empty."
 
-#: The core reads at most this much of an image to learn its pixel size; only that prefix of an
-#: image's bytes goes into the canonical data URL (a multiple of 3, so no padding mid-stream).
-_IMAGE_HEADER_BYTES = 64 * 1024 // 3 * 3
-_IMAGE_HEADER_CHARS = _IMAGE_HEADER_BYTES // 3 * 4
 #: What Bedrock accepts as a toolUseId (API reference, ToolUseBlock).
 _TOOL_USE_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 #: Placed between a tool-result turn and a user text turn when converting from OpenAI Chat,
@@ -53,8 +48,6 @@ _USER_BLOCKS = frozenset(
 _ASSISTANT_BLOCKS = frozenset(
     {"text", "reasoningContent", "toolUse", "citationsContent", "cachePoint"}
 )
-#: Document formats whose bytes are text the model reads as such.
-_TEXT_FORMATS = frozenset({"txt", "md", "csv", "html"})
 _RESULT_BLOCKS = frozenset({"text", "json", "image", "document", "video", "searchResult"})
 
 
@@ -62,7 +55,6 @@ _RESULT_BLOCKS = frozenset({"text", "json", "image", "document", "video", "searc
 class _Call:
     id: str
     name: str
-    arguments: str
 
 
 @dataclass
@@ -71,17 +63,15 @@ class _Result:
     error: bool
     block: int
     empty: bool
-    texts: list[str] = field(default_factory=list)
-    media: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
 class _Turn:
-    """One native message, read: canonical parts of its conversation blocks, its calls (an
-    assistant turn) or results (a user turn)."""
+    """One native message, read for its pairing: its calls (an assistant turn) or results (a
+    user turn), and whether it also carries conversation blocks. The core reads and prices its
+    content."""
 
     role: str
-    parts: list[dict[str, Any]] = field(default_factory=list)
     calls: list[_Call] = field(default_factory=list)
     results: list[_Result] = field(default_factory=list)
     conversation: bool = False
@@ -143,102 +133,75 @@ def _json(i: int | None, value: Any, where: str) -> str:
         raise _invalid(i, f"{where} is not JSON ({type(e).__name__}: {e})") from None
 
 
-def _payload(i: int | None, source: Mapping[str, Any], where: str) -> str | bytes:
+def _check_payload(i: int | None, source: Mapping[str, Any], where: str) -> None:
     """The ``bytes`` of a media source: raw bytes (boto3) or base64 text (JSON payloads)."""
     data = source["bytes"]
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        return bytes(data)
-    return _str(i, data, f"{where}.source.bytes")
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        _str(i, data, f"{where}.source.bytes")
 
 
-def _image_part(i: int | None, image: Any, where: str) -> dict[str, Any]:
-    """An image as a canonical ``image_url`` part, priced by the core from its header: a data
-    URL of the first bytes only, or the S3 URI (size unknown: priced at the formula's maximum)."""
+def _check_image(i: int | None, image: Any, where: str) -> None:
+    """An image block: a format, and bytes or an S3 location."""
     image = _obj(i, image, where)
-    fmt = _str(i, image.get("format"), f"{where}.format", empty=False)
+    _str(i, image.get("format"), f"{where}.format", empty=False)
     kind, source = _member(i, image.get("source"), f"{where}.source")
     if kind == "bytes":
-        data = _payload(i, image["source"], where)
-        head = (
-            base64.b64encode(data[:_IMAGE_HEADER_BYTES]).decode()
-            if isinstance(data, bytes)
-            else data[:_IMAGE_HEADER_CHARS]
-        )
-        url = f"data:image/{fmt};base64,{head}"
+        _check_payload(i, image["source"], where)
     elif kind == "s3Location":
-        url = _str(i, _obj(i, source, f"{where}.source.s3Location").get("uri"), f"{where}.uri")
+        _str(i, _obj(i, source, f"{where}.source.s3Location").get("uri"), f"{where}.uri")
     else:
         raise _invalid(i, f"{where}.source must be bytes or s3Location, got {kind}")
-    return {"type": "image_url", "image_url": {"url": url}}
 
 
-def _document_text(data: str | bytes) -> str | None:
-    """The text a text document's bytes hold (raw, or base64 text), or None if they hold none."""
-    try:
-        raw = data if isinstance(data, bytes) else base64.b64decode(data)
-        return raw.decode()
-    except (ValueError, UnicodeDecodeError):
-        return None
-
-
-def _opaque_part(i: int | None, kind_of: str, block: Any, where: str) -> list[dict[str, Any]]:
-    """A document, video or audio block: its name and inline texts as text; the bytes of a text
-    document (txt, md, csv, html) as the text they hold, any other bytes as a file part of the
-    payload itself, which the core counts at one token per three base64 characters (no
-    published formula)."""
+def _check_opaque(i: int | None, block: Any, where: str) -> None:
+    """A document, video or audio block: its name and context, and a source of bytes, an S3
+    location, text or text blocks."""
     block = _obj(i, block, where)
-    parts: list[dict[str, Any]] = []
     for key in ("name", "context"):
         if block.get(key) is not None:
-            parts.append({"type": "text", "text": _str(i, block[key], f"{where}.{key}")})
+            _str(i, block[key], f"{where}.{key}")
     kind, source = _member(i, block.get("source"), f"{where}.source")
     if kind == "bytes":
-        data = _payload(i, block["source"], where)
-        text = (
-            _document_text(data)
-            if kind_of == "document" and block.get("format") in _TEXT_FORMATS
-            else None
-        )
-        if text is not None:
-            parts.append({"type": "text", "text": text})
-        else:
-            encoded = base64.b64encode(data).decode() if isinstance(data, bytes) else data
-            parts.append({"type": "file", "file": {"file_data": encoded}})
+        _check_payload(i, block["source"], where)
     elif kind == "s3Location":
         uri = _obj(i, source, f"{where}.source.s3Location").get("uri")
-        parts.append({"type": "text", "text": _str(i, uri, f"{where}.source.s3Location.uri")})
+        _str(i, uri, f"{where}.source.s3Location.uri")
     elif kind == "text":
-        parts.append({"type": "text", "text": _str(i, source, f"{where}.source.text")})
+        _str(i, source, f"{where}.source.text")
     elif kind == "content":
         for c, item in enumerate(_list(i, source, f"{where}.source.content")):
             k, text = _member(i, item, f"{where}.source.content[{c}]")
             if k != "text":
                 raise _invalid(i, f"{where}.source.content[{c}] must be a text block, got {k}")
-            parts.append({"type": "text", "text": _str(i, text, f"{where}.source.content[{c}]")})
+            _str(i, text, f"{where}.source.content[{c}]")
     else:
         raise _invalid(i, f"{where}.source has unknown type {kind}")
-    return parts
 
 
-def _media(i: int | None, kind: str, value: Any, where: str) -> list[dict[str, Any]]:
-    """Canonical parts of a user-side block other than a tool result."""
+def _guard_text(i: int | None, value: Any, where: str) -> str | None:
+    """The text of a ``guardContent`` block; None for a guarded image."""
+    kind, inner = _member(i, value, where)
     if kind == "text":
-        return [{"type": "text", "text": _str(i, value, where)}]
+        text = _obj(i, inner, f"{where}.text").get("text")
+        return _str(i, text, f"{where}.text.text")
     if kind == "image":
-        return [_image_part(i, value, where)]
-    if kind in ("document", "video", "audio"):
-        return _opaque_part(i, kind, value, where)
-    if kind == "guardContent":
-        g_kind, g_value = _member(i, value, where)
-        if g_kind == "text":
-            text = _obj(i, g_value, f"{where}.text").get("text")
-            return [{"type": "text", "text": _str(i, text, f"{where}.text.text")}]
-        if g_kind == "image":
-            return [_image_part(i, g_value, f"{where}.image")]
-        raise _invalid(i, f"{where} has unknown type {g_kind}")
-    if kind in ("searchResult", "json"):
-        return [{"type": "text", "text": _json(i, value, where)}]
-    return []
+        _check_image(i, inner, f"{where}.image")
+        return None
+    raise _invalid(i, f"{where} has unknown type {kind}")
+
+
+def _check_media(i: int | None, kind: str, value: Any, where: str) -> None:
+    """A user-side block other than a tool result."""
+    if kind == "text":
+        _str(i, value, where)
+    elif kind == "image":
+        _check_image(i, value, where)
+    elif kind in ("document", "video", "audio"):
+        _check_opaque(i, value, where)
+    elif kind == "guardContent":
+        _guard_text(i, value, where)
+    elif kind in ("searchResult", "json"):
+        _json(i, value, where)
 
 
 def _looks_like_error(text: str) -> bool:
@@ -261,11 +224,7 @@ def _tool_result(i: int, b: int, value: Any) -> _Result:
         kind, item = _member(i, block, at)
         if kind not in _RESULT_BLOCKS:
             raise _invalid(i, f"{at} has type {kind}, which a toolResult cannot carry")
-        for part in _media(i, kind, item, at):
-            if part["type"] == "text":
-                result.texts.append(part["text"])
-            else:
-                result.media.append(part)
+        _check_media(i, kind, item, at)
     return result
 
 
@@ -276,26 +235,25 @@ def _tool_use(i: int, b: int, value: Any) -> _Call:
     name = _str(i, value.get("name"), f"{where}.name", empty=False)
     if "input" not in value:
         raise _invalid(i, f"{where} has no `input`")
-    return _Call(call_id, name, _json(i, value["input"], f"{where}.input"))
+    _json(i, value["input"], f"{where}.input")
+    return _Call(call_id, name)
 
 
-def _reasoning(i: int, b: int, value: Any) -> str:
-    """Everything a reasoning block carries, as text: its thinking and signature, or the
-    redacted (encrypted) content in base64, counted as the model may read it."""
+def _check_reasoning(i: int, b: int, value: Any) -> None:
+    """A reasoning block: thinking text (and its signature), or redacted content."""
     where = f"content[{b}].reasoningContent"
     kind, item = _member(i, value, where)
     if kind == "reasoningText":
         item = _obj(i, item, f"{where}.reasoningText")
-        text = _str(i, item.get("text"), f"{where}.reasoningText.text")
+        _str(i, item.get("text"), f"{where}.reasoningText.text")
         signature = item.get("signature")
         if signature is not None:
-            text += "\n" + _str(i, signature, f"{where}.reasoningText.signature")
-        return text
-    if kind == "redactedContent":
-        if isinstance(item, (bytes, bytearray, memoryview)):
-            return base64.b64encode(bytes(item)).decode()
-        return _str(i, item, f"{where}.redactedContent")
-    raise _invalid(i, f"{where} has unknown type {kind}")
+            _str(i, signature, f"{where}.reasoningText.signature")
+    elif kind == "redactedContent":
+        if not isinstance(item, (bytes, bytearray, memoryview)):
+            _str(i, item, f"{where}.redactedContent")
+    else:
+        raise _invalid(i, f"{where} has unknown type {kind}")
 
 
 def _turn(i: int, message: Any) -> _Turn:
@@ -328,12 +286,12 @@ def _turn(i: int, message: Any) -> _Turn:
         elif kind == "toolUse":
             turn.calls.append(_tool_use(i, b, value))
         elif kind == "reasoningContent":
-            turn.parts.append({"type": "text", "text": _reasoning(i, b, value)})
+            _check_reasoning(i, b, value)
         elif kind == "citationsContent":
-            turn.parts.append({"type": "text", "text": _json(i, value, f"content[{b}]")})
+            _json(i, value, f"content[{b}]")
         else:
             turn.conversation = True
-            turn.parts.extend(_media(i, kind, value, f"content[{b}].{kind}"))
+            _check_media(i, kind, value, f"content[{b}].{kind}")
     return turn
 
 
@@ -368,7 +326,10 @@ def _system(system: Any) -> _System:
             else:
                 out.texts.append(text)
         elif kind == "guardContent":
-            out.texts.extend(p["text"] for p in _media(None, kind, value, f"system[{b}]"))
+            text = _guard_text(None, value, f"system[{b}]")
+            if text is None:
+                raise _invalid(None, f"system[{b}] is a guarded image; system takes text")
+            out.texts.append(text)
         elif kind != "cachePoint":
             raise _invalid(None, f"system[{b}] has type {kind}; system takes text blocks")
     return out
@@ -418,42 +379,6 @@ class BedrockConverseAdapter:
         are none: the first turn holds on to it), then each ledger note and summary note."""
         instructions = _system(system)
         return [instructions.texts] + [[t] for t in instructions.notes + instructions.summaries]
-
-    def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
-        """OpenAI Chat messages for the core. The system (one message, empty when there is
-        none, plus one per ledger note, then one per summary note) is glued to the first turn,
-        which Bedrock needs first; a plain reply right after a tool-result turn is glued to the
-        user turn after it, so no drop can leave a tool-result turn next to a user text turn
-        (which cannot be merged)."""
-        turns = _turns(messages)
-        instructions = _system(system)
-        out: list[dict[str, Any]] = []
-        spans: list[tuple[int, int]] = []
-        binds: list[bool] = []
-        base = [{"type": "text", "text": t} for t in instructions.texts]
-        for m in [{"role": "system", "content": base or ""}] + [
-            {"role": "system", "content": note}
-            for note in instructions.notes + instructions.summaries
-        ]:
-            out.append(m)
-            spans.append((-1, -1))
-            binds.append(bool(turns))
-        for i, turn in enumerate(turns):
-            start = len(out)
-            out.extend(
-                _assistant_canonical(turn) if turn.role == "assistant" else _user_canonical(turn)
-            )
-            count = len(out) - start
-            spans.extend([(i, i + 1)] * count)
-            glue = (
-                turn.role == "assistant"
-                and not turn.calls
-                and i > 0
-                and bool(turns[i - 1].results)
-                and i + 1 < len(turns)
-            )
-            binds.extend([False] * (count - 1) + [glue])
-        return Canonical(messages=out, spans=spans, binds_next=binds)
 
     def render(
         self,
@@ -560,42 +485,6 @@ class BedrockConverseAdapter:
                 out.append({"role": "user", "content": [{"text": OPENING_TEXT}]})
             _push(out, str(role), blocks)
         return out, (system or None)
-
-
-def _assistant_canonical(turn: _Turn) -> list[dict[str, Any]]:
-    message: dict[str, Any] = {
-        "role": "assistant",
-        "content": turn.parts or (None if turn.calls else ""),
-    }
-    if turn.calls:
-        message["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments},
-            }
-            for c in turn.calls
-        ]
-    return [message]
-
-
-def _user_canonical(turn: _Turn) -> list[dict[str, Any]]:
-    """A tool message per result, then one user message with everything else the turn shows
-    (its own blocks, and images or documents returned inside results, which a tool message
-    cannot carry). An error status reads as an error report, as the core expects."""
-    out: list[dict[str, Any]] = []
-    for r in turn.results:
-        texts = r.texts
-        if r.error and not (
-            texts and (_looks_like_error(texts[0]) or texts[0] == SYNTHESIZED_RESULT_TEXT)
-        ):
-            texts = ["Error:", *texts]
-        content = [{"type": "text", "text": t} for t in texts]
-        out.append({"role": "tool", "tool_call_id": r.id, "content": content or ""})
-    media = turn.parts + [p for r in turn.results for p in r.media]
-    if media or not turn.results:
-        out.append({"role": "user", "content": media or ""})
-    return out
 
 
 def synthesized_result(call_id: str) -> dict[str, Any]:

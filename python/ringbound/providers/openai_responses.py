@@ -1,16 +1,15 @@
-"""OpenAI Responses API: the ``input`` items of ``responses.create`` mapped onto the canonical
-view. Calls pair with their outputs by ``call_id`` anywhere later in the list, so the items
-from a call run to its last output become one tool ring; a ``reasoning`` item and the items of
-its model turn become one canonical message, so neither ever travels without the other.
-Pairing is checked in the core (``rust/src/providers/openai_responses``); a ``compaction`` item
-is kept verbatim and the latest one pinned (docs/providers/openai_responses.md)."""
+"""OpenAI Responses API: the ``input`` items of ``responses.create``. The core reads them,
+checks their pairing and maps them onto the canonical view, each part at its real cost
+(``rust/src/providers/openai_responses``): calls pair with their outputs by ``call_id`` anywhere
+later in the list, a ``reasoning`` item never travels without its model turn, a ``compaction``
+item is kept verbatim and the latest one pinned (docs/providers/openai_responses.md). This
+module renders the core's plan back into items and converts sessions from OpenAI Chat."""
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .. import _core
@@ -119,21 +118,6 @@ _SUPPORTED = (
 _ROLES = ("user", "assistant", "system", "developer")
 _DETAILS = ("low", "high", "auto")
 
-#: Tokens every item costs beyond its texts: Chat framing (3) plus the role's one token. Items
-#: folded into one canonical message are charged it each, so folding never lowers the count.
-_ITEM_FRAMING = 4
-#: OpenAI's image price when the size is unknown: the vision formula's maximum (a 768 x 2048
-#: image, 8 tiles: 85 + 8 x 170), and the fixed price of ``detail: low``.
-_IMAGE_TOKENS = {"low": 85, "high": 1445, "auto": 1445}
-#: Opaque payloads (files) cost a token per three bytes, as the core prices them in Chat.
-_BYTES_PER_TOKEN = 3
-
-
-def _reserve(tokens: int) -> str:
-    """A text costing exactly ``tokens`` tokens in o200k_base and cl100k_base (`` x`` is one
-    token in both), standing for content the core cannot see in a tool result."""
-    return " x" * tokens
-
 
 def _type_name(value: Any) -> str:
     if value is None:
@@ -193,53 +177,37 @@ def _compact(value: Any) -> str:
         raise InvalidMessageError(reason, index=None, reason=reason) from None
 
 
-def _as_text(value: Any) -> str:
-    return value if isinstance(value, str) else _compact(value)
-
-
 @dataclass
 class _Item:
-    """One input item as the canonical view needs it."""
+    """One input item, checked, as its pairing needs it (the differential oracle under
+    ``tests/providers`` walks these; the core reads and prices the content)."""
 
     index: int
     type: str
-    #: ``user``, ``instruction``, ``model`` (produced by the model) or ``output``.
+    #: ``user``, ``instruction``, ``model`` (produced by the model), ``output``,
+    #: ``compaction`` or ``trigger``.
     kind: str
-    role: str | None = None
-    #: Texts the model reads, in order (for ``user`` items only the text parts).
-    texts: list[str] = field(default_factory=list)
-    #: Canonical content parts of a user or instruction message.
-    parts: list[dict[str, Any]] = field(default_factory=list)
     #: The canonical tool call of a call item (paired or hosted).
     call: dict[str, Any] | None = None
     family: _Family | None = None
     #: The pairing key of a call or output item.
     key: str | None = None
-    #: The result text of a hosted call that becomes a canonical call (``mcp_call``).
-    result: str | None = None
     item_id: str | None = None
 
 
-def _text_part(i: int, p: int, part: dict[str, Any], key: str = "text") -> str:
-    return _string(i, part, key, where=f"content[{p}].")
+def _text_part(i: int, p: int, part: dict[str, Any], key: str = "text") -> None:
+    _string(i, part, key, where=f"content[{p}].")
 
 
-def _image_part(i: int, p: int, part: dict[str, Any], where: str) -> tuple[str, str]:
-    """(url, detail) of an ``input_image``; a file id stands in for the URL (size unknown)."""
+def _check_image(i: int, p: int, part: dict[str, Any], where: str) -> None:
+    """An ``input_image``: an ``image_url`` or a ``file_id``, and a known ``detail``."""
     url = _string(i, part, "image_url", where=f"{where}[{p}].", required=False)
     file_id = _string(i, part, "file_id", where=f"{where}[{p}].", required=False)
     if url is None and file_id is None:
         raise _invalid(i, f"{where}[{p}] is an input_image with neither `image_url` nor `file_id`")
     detail = _get(part, "detail")
-    if detail is None:
-        detail = "auto"
-    if detail not in _DETAILS:
+    if detail is not None and detail not in _DETAILS:
         raise _invalid(i, f"{where}[{p}].detail must be one of low, high, auto, got {detail!r}")
-    return (url if url is not None else f"file:{file_id}"), detail
-
-
-def _file_tokens(part: dict[str, Any]) -> int:
-    return math.ceil(len(_compact(part).encode()) / _BYTES_PER_TOKEN)
 
 
 def _message(i: int, obj: dict[str, Any]) -> _Item:
@@ -250,12 +218,9 @@ def _message(i: int, obj: dict[str, Any]) -> _Item:
         raise _invalid(
             i, f"unknown role '{role}' (expected one of user, assistant, system, developer)"
         )
-    kind = {"user": "user", "assistant": "model"}.get(role, "instruction")
-    item = _Item(i, "message", kind, role=role)
+    item = _Item(i, "message", {"user": "user", "assistant": "model"}.get(role, "instruction"))
     content = _get(obj, "content")
     if isinstance(content, str):
-        item.texts.append(content)
-        item.parts.append({"type": "text", "text": content})
         return item
     if not isinstance(content, list):
         raise _invalid(
@@ -268,54 +233,41 @@ def _message(i: int, obj: dict[str, Any]) -> _Item:
         if not isinstance(kind_of, str):
             raise _invalid(i, f"content[{p}] has no string `type`")
         if role == "assistant" and kind_of == "output_text":
-            item.texts.append(_text_part(i, p, part))
+            _text_part(i, p, part)
         elif role == "assistant" and kind_of == "refusal":
-            item.texts.append(_text_part(i, p, part, "refusal"))
+            _text_part(i, p, part, "refusal")
         elif role != "assistant" and kind_of == "input_text":
-            text = _text_part(i, p, part)
-            item.texts.append(text)
-            item.parts.append({"type": "text", "text": text})
+            _text_part(i, p, part)
         elif role == "user" and kind_of == "input_image":
-            url, detail = _image_part(i, p, part, "content")
-            item.parts.append({"type": "image_url", "image_url": {"url": url, "detail": detail}})
-        elif role == "user" and kind_of == "input_file":
-            body = {k: v for k, v in part.items() if k != "type" and v is not None}
-            item.parts.append({"type": "file", "file": body})
-        else:
+            _check_image(i, p, part, "content")
+        elif role != "user" or kind_of != "input_file":
             raise _invalid(
                 i, f"content[{p}] has type '{kind_of}', which role '{role}' cannot carry"
             )
     return item
 
 
-def _output_texts(i: int, output: Any, key: str) -> list[str]:
-    """Texts of a tool output: a string, or input_text / input_image / input_file parts (images
-    and files are reserved at their price, since a canonical tool message holds only text)."""
+def _check_output(i: int, output: Any, key: str) -> None:
+    """A tool output: a string, or input_text / input_image / input_file parts."""
     if isinstance(output, str):
-        return [output]
+        return
     if not isinstance(output, list):
         raise _invalid(i, f"`{key}` must be a string or a list of parts, got {_type_name(output)}")
-    texts = []
     for p, part in enumerate(output):
         if not isinstance(part, dict):
             raise _invalid(i, f"{key}[{p}] must be an object, got {_type_name(part)}")
         kind = _get(part, "type")
         if kind == "input_text":
-            texts.append(_string(i, part, "text", where=f"{key}[{p}]."))
+            _string(i, part, "text", where=f"{key}[{p}].")
         elif kind == "input_image":
-            _, detail = _image_part(i, p, part, key)
-            texts.append(_reserve(_IMAGE_TOKENS[detail]))
-        elif kind == "input_file":
-            texts.append(_reserve(_file_tokens(part)))
-        else:
+            _check_image(i, p, part, key)
+        elif kind != "input_file":
             raise _invalid(
                 i, f"{key}[{p}] has type {kind!r}; expected input_text, input_image, input_file"
             )
-    return texts
 
 
 def _reasoning(i: int, obj: dict[str, Any]) -> _Item:
-    item = _Item(i, "reasoning", "model")
     for key, text_key, part_type in (
         ("summary", "text", "summary_text"),
         ("content", "text", "reasoning_text"),
@@ -328,13 +280,9 @@ def _reasoning(i: int, obj: dict[str, Any]) -> _Item:
         for p, part in enumerate(parts):
             if not isinstance(part, dict) or _get(part, "type") != part_type:
                 raise _invalid(i, f"{key}[{p}] must be a {part_type} part")
-            item.texts.append(_string(i, part, text_key, where=f"{key}[{p}]."))
-    # Encrypted reasoning is counted as the text it is: its BPE count exceeds the reasoning
-    # tokens it seals, which is the safe side of the budget.
-    encrypted = _string(i, obj, "encrypted_content", required=False)
-    if encrypted:
-        item.texts.append(encrypted)
-    return item
+            _string(i, part, text_key, where=f"{key}[{p}].")
+    _string(i, obj, "encrypted_content", required=False)
+    return _Item(i, "reasoning", "model")
 
 
 def _paired_call(i: int, obj: dict[str, Any], family: _Family) -> _Item:
@@ -366,7 +314,7 @@ def _paired_call(i: int, obj: dict[str, Any], family: _Family) -> _Item:
             "function": {"name": name, "arguments": arguments},
         }
     if family is _MCP_APPROVAL:
-        item.texts.append(_string(i, obj, "server_label"))
+        _string(i, obj, "server_label")
     return item
 
 
@@ -390,46 +338,37 @@ def _paired_output(i: int, obj: dict[str, Any], family: _Family) -> _Item:
             raise _invalid(
                 i, f"`output` must be a computer_screenshot object, got {_type_name(shot)}"
             )
-        _, detail = _image_part(i, 0, shot, "output")
-        item.texts.append(_reserve(_IMAGE_TOKENS[detail]))
+        _check_image(i, 0, shot, "output")
         checks = _get(obj, "acknowledged_safety_checks")
         if checks is not None:
-            item.texts.append(_compact(checks))
+            _compact(checks)
     elif family is _SHELL:
-        item.texts.extend(_shell_output(i, _get(obj, "output")))
+        _check_shell_output(i, _get(obj, "output"))
     elif family is _APPLY_PATCH:
-        status = _string(i, obj, "status")
-        text = _string(i, obj, "output", required=False)
-        item.texts.append(status if text is None else text)
+        _string(i, obj, "status")
+        _string(i, obj, "output", required=False)
     elif family is _MCP_APPROVAL:
         approve = _get(obj, "approve")
         if not isinstance(approve, bool):
             raise _invalid(i, f"`approve` must be a boolean, got {_type_name(approve)}")
-        reason = _string(i, obj, "reason", required=False)
-        # The reason when there is one (so the error response ringbound writes counts exactly
-        # as the core priced it), else the decision.
-        item.texts.append(reason if reason else ("approved" if approve else "denied"))
+        _string(i, obj, "reason", required=False)
     else:
         output = _get(obj, "output")
         if output is None:
             raise _invalid(i, "missing `output`")
-        item.texts.extend(_output_texts(i, output, "output"))
+        _check_output(i, output, "output")
     return item
 
 
-def _shell_output(i: int, chunks: Any) -> list[str]:
-    """The stdout and stderr of a shell call's output chunks."""
+def _check_shell_output(i: int, chunks: Any) -> None:
+    """A shell call's output chunks, each with a ``stdout`` and a ``stderr``."""
     if not isinstance(chunks, list):
         raise _invalid(i, f"`output` must be a list of output chunks, got {_type_name(chunks)}")
-    texts = []
     for c, chunk in enumerate(chunks):
         if not isinstance(chunk, dict):
             raise _invalid(i, f"output[{c}] must be an object, got {_type_name(chunk)}")
         for key in ("stdout", "stderr"):
-            text = _string(i, chunk, key, where=f"output[{c}].")
-            if text:
-                texts.append(text)
-    return texts
+            _string(i, chunk, key, where=f"output[{c}].")
 
 
 def _hosted(i: int, obj: dict[str, Any], kind: str) -> _Item:
@@ -444,18 +383,8 @@ def _hosted(i: int, obj: dict[str, Any], kind: str) -> _Item:
             "type": "function",
             "function": {"name": name, "arguments": arguments},
         }
-        error, output = _get(obj, "error"), _get(obj, "output")
-        # An error first, so the core reads the result as a failure.
-        head = [] if error is None else [f"Error: {_as_text(error)}"]
-        item.result = "\n".join(head + ([] if output is None else [_as_text(output)]))
-        label = _get(obj, "server_label")
-        if label is not None:
-            item.texts.append(_as_text(label))
-        return item
-    body = {k: v for k, v in obj.items() if v is not None and k != "result"}
-    item.texts.append(_compact(body))
-    if kind == "image_generation_call" and _get(obj, "result") is not None:
-        item.texts.append(_reserve(_IMAGE_TOKENS["high"]))
+    # A hosted item is sent as it is: it must be JSON (an image's ``result`` is base64 text).
+    _compact({k: v for k, v in obj.items() if v is not None and k != "result"})
     return item
 
 
@@ -489,8 +418,8 @@ def _parse(i: int, raw: Any) -> _Item:
     elif kind in _BY_OUTPUT:
         item = _paired_output(i, obj, _BY_OUTPUT[kind])
     elif kind == "compaction":
-        # Opaque: counted as the sealed text it is, kept verbatim.
-        item = _Item(i, kind, "compaction", texts=[_string(i, obj, "encrypted_content")])
+        _string(i, obj, "encrypted_content")
+        item = _Item(i, kind, "compaction")
     elif kind == "compaction_trigger":
         item = _Item(i, kind, "trigger")
     else:
@@ -530,162 +459,6 @@ def _instructions(system: Any) -> str | None:
         index=None,
         reason=f"instructions must be a string, got {_type_name(system)}",
     )
-
-
-class _Walk:
-    """One pass over the items building the canonical view, ring by ring, as the core's
-    Responses rules pair them (``_core.validate_native`` checks them).
-
-    A model turn (consecutive items the model produced) is one canonical assistant message. When
-    it makes calls, the ring runs until each call has its output: outputs become tool messages,
-    and model items met on the way (a late reasoning item, another call) fold into the ring. A
-    user, instruction or compaction item ends a ring. A compaction item is a message of its own,
-    and the latest one is pinned: it carries the context of every item before it."""
-
-    def __init__(self, items: list[_Item], system: str | None) -> None:
-        self.items = items
-        self.messages: list[dict[str, Any]] = []
-        self.spans: list[tuple[int, int]] = []
-        self.folded: list[int] = []
-        self.called: set[str] = set()
-        self.pinned: list[int] = []
-        if system is not None:
-            self._add({"role": "system", "content": system}, (-1, -1))
-        i = 0
-        while i < len(items):
-            i = self._step(i)
-        compactions = [k for k, m in enumerate(self.messages) if m.get("compaction")]
-        for k in compactions:
-            del self.messages[k]["compaction"]
-        if compactions:
-            self.pinned.append(compactions[-1])
-
-    # -- building
-
-    def _add(self, message: dict[str, Any], span: tuple[int, int]) -> None:
-        self.messages.append(message)
-        self.spans.append(span)
-        self.folded.append(1)
-
-    def _fold(self, item: _Item) -> None:
-        """Item texts into the last canonical message, whose span grows to cover the item."""
-        last = self.messages[-1]
-        content = last.setdefault("content", [])
-        if not isinstance(content, list):
-            content = last["content"] = [{"type": "text", "text": content}]
-        content.extend({"type": "text", "text": t} for t in item.texts)
-        start, _ = self.spans[-1]
-        self.spans[-1] = (start, item.index + 1)
-        self.folded[-1] += 1
-
-    def canonical(self) -> Canonical:
-        for message, folded in zip(self.messages, self.folded, strict=True):
-            if folded > 1:
-                content = message.setdefault("content", [])
-                content.append({"type": "text", "text": _reserve(_ITEM_FRAMING * (folded - 1))})
-        return Canonical(
-            self.messages, self.spans, [False] * len(self.messages), pinned=self.pinned
-        )
-
-    # -- the walk
-
-    def _step(self, i: int) -> int:
-        it = self.items[i]
-        if it.kind == "user":
-            self._add({"role": "user", "content": it.parts}, (i, i + 1))
-        elif it.kind == "instruction":
-            self._add({"role": it.role, "content": it.parts}, (i, i + 1))
-        elif it.kind == "compaction":
-            content = [{"type": "text", "text": t} for t in it.texts]
-            self._add({"role": "assistant", "content": content, "compaction": True}, (i, i + 1))
-        elif it.kind == "trigger":
-            if self.messages and self.spans[-1][0] >= 0:
-                self._fold(it)
-            else:
-                self._add({"role": "user", "content": []}, (i, i + 1))
-        elif it.kind == "output":
-            self._output(it)
-        else:
-            return self._turn(i)
-        return i + 1
-
-    def _turn(self, i: int) -> int:
-        items = self.items
-        j = i
-        while j < len(items) and items[j].kind == "model":
-            j += 1
-        turn = items[i:j]
-        texts = [t for it in turn for t in it.texts]
-        calls = [it for it in turn if it.call is not None]
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": [{"type": "text", "text": t} for t in texts],
-        }
-        self._add(message, (i, j))
-        self.folded[-1] = j - i
-        if not calls:
-            return j
-        message["tool_calls"] = []
-        #: Call id -> family of the calls the ring waits for.
-        open_calls: dict[str, _Family] = {}
-        for it in calls:
-            self._call(it, message, open_calls, (i, j))
-        k = j
-        while open_calls and k < len(items):
-            it = items[k]
-            if it.kind == "output":
-                self._output(it)
-                if open_calls.get(it.key) is it.family:  # type: ignore[arg-type]
-                    del open_calls[it.key]  # type: ignore[arg-type]
-            elif it.kind == "model" and it.call is not None:
-                self._call(it, message, open_calls, (k, k + 1), fold=it)
-            elif it.kind in ("model", "trigger"):
-                self._fold(it)
-            else:
-                break
-            k += 1
-        return k
-
-    def _call(
-        self,
-        it: _Item,
-        message: dict[str, Any],
-        open_calls: dict[str, _Family],
-        span: tuple[int, int],
-        fold: _Item | None = None,
-    ) -> None:
-        """A call joins the ring's assistant message; a hosted call's result, or the texts of
-        a call met inside the ring, go where the ring stands."""
-        message["tool_calls"].append(it.call)
-        if it.family is None:
-            texts = [it.result or "", *(it.texts if fold is not None else ())]
-            self._add(
-                {
-                    "role": "tool",
-                    "tool_call_id": it.key,
-                    "content": [{"type": "text", "text": t} for t in texts],
-                },
-                span,
-            )
-            return
-        if fold is not None:
-            self._fold(fold)
-        key = it.key
-        assert key is not None
-        # A call id already made is a pairing issue the validator reports; it opens nothing.
-        if key not in self.called:
-            self.called.add(key)
-            open_calls[key] = it.family
-
-    def _output(self, it: _Item) -> None:
-        self._add(
-            {
-                "role": "tool",
-                "tool_call_id": it.key,
-                "content": [{"type": "text", "text": t} for t in it.texts],
-            },
-            (it.index, it.index + 1),
-        )
 
 
 def _synthesized(family: _Family, key: str, at: int) -> dict[str, Any]:
@@ -772,10 +545,6 @@ class OpenAIResponses:
         notes are input items of their own)."""
         instructions = _instructions(system)
         return [] if instructions is None else [[instructions]]
-
-    def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
-        """The canonical view; InvalidMessageError naming the input index on bad input."""
-        return _Walk(_parse_all(messages), _instructions(system)).canonical()
 
     def render(
         self,
