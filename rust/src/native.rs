@@ -32,6 +32,8 @@ pub struct Native {
     pub pinned: Vec<usize>,
     /// Native items read.
     pub items: usize,
+    /// Tokens the provider adds to the prompt when tools are given.
+    pub tool_system_tokens: u32,
 }
 
 /// Reads a request of `provider`'s native items, given as JSON arrays whose elements follow
@@ -70,6 +72,7 @@ fn read_with<P: Provider>(
     let issues = p.validate(&items);
     let mut out = Native {
         items: items.len(),
+        tool_system_tokens: P::TOOL_SYSTEM_TOKENS,
         ..Native::default()
     };
     let canonical = p.canonical(&items);

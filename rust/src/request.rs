@@ -48,7 +48,7 @@ impl Scheme {
         counter(self.encoding, self.backend)
     }
 
-    fn scale(self, tokens: u32) -> u32 {
+    pub fn scale(self, tokens: u32) -> u32 {
         if self.ratio_milli == 1000 {
             return tokens;
         }

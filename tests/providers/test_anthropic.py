@@ -25,7 +25,6 @@ from ringbound.adapted import read_canonical
 from ringbound.providers.anthropic import (
     ADAPTER,
     OMITTED_TURNS_TEXT,
-    TOOL_USE_SYSTEM_PROMPT_TOKENS,
 )
 
 pytestmark = pytest.mark.filterwarnings(
@@ -37,6 +36,9 @@ MARKER = _core.LEDGER_MARKER
 #: Text tokens of one PDF page at most ("1,500-3,000 tokens per page", Anthropic PDF support),
 #: as the core prices a page on top of its image (rust/src/providers/anthropic/parse.rs).
 PDF_PAGE_TOKENS = 3000
+#: The tool-use system prompt the core adds to an Anthropic request with tools
+#: (`TOOL_SYSTEM_TOKENS` in rust/src/providers/anthropic/mod.rs).
+TOOL_USE_SYSTEM_PROMPT_TOKENS = 530
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -727,9 +729,10 @@ def test_tools_are_counted_with_the_tool_use_system_prompt() -> None:
     mapped = ADAPTER.tools_to_openai(tools)
     assert mapped[0]["function"]["parameters"] == tools[0]["input_schema"]
     assert mapped[1]["function"]["name"] == "web_search"
-    assert len(mapped) == 3
+    assert len(mapped) == 2
     added = count(SINGLE, tools=tools, token_ratio=1.0) - count(SINGLE, token_ratio=1.0)
-    assert added > TOOL_USE_SYSTEM_PROMPT_TOKENS
+    definitions = rb.count_tokens([], tools=mapped) - rb.count_tokens([])
+    assert added == definitions + TOOL_USE_SYSTEM_PROMPT_TOKENS
     with pytest.raises(rb.InvalidMessageError):
         ADAPTER.tools_to_openai({"name": "x"})
 

@@ -40,12 +40,6 @@ _CACHE_MARKERS = "A maximum of 4 blocks with cache_control may be provided. Foun
 
 #: Anthropic's limit on ``cache_control`` breakpoints in one request.
 MAX_CACHE_MARKERS = 4
-#: The tool-use system prompt Anthropic adds when tools are given: the largest figure it lists
-#: (Claude 3 Opus, tool_choice auto: 530 tokens).
-TOOL_USE_SYSTEM_PROMPT_TOKENS = 530
-#: One o200k / cl100k token each, in both encodings: the tool-use system prompt is known only
-#: as a number of tokens, and the tools cross to the core as OpenAI function definitions.
-_FILLER = " x"
 
 
 @dataclass(frozen=True)
@@ -662,9 +656,9 @@ class AnthropicAdapter:
     # -- tools and conversion ----------------------------------------------------------------
 
     def tools_to_openai(self, tools: Sequence[Any]) -> list[dict[str, Any]]:
-        """Anthropic tool definitions as OpenAI functions, plus the tool-use system prompt
-        Anthropic adds whenever tools are given (as a pseudo tool of that many tokens).
-        Server tools (``type`` other than ``custom``) are counted by their definition.
+        """Anthropic tool definitions as OpenAI functions; server tools (``type`` other than
+        ``custom``) by their definition. The core adds the tool-use system prompt Anthropic
+        adds whenever tools are given.
 
         Raises:
             InvalidMessageError: ``tools`` is not a list of tool objects.
@@ -692,16 +686,6 @@ class AnthropicAdapter:
                     "description": _compact(_without_cache_control(tool)),
                 }
             out.append({"type": "function", "function": function})
-        if out:
-            out.append(
-                {
-                    "type": "function",
-                    "function": {
-                        "name": "anthropic_tool_use_system_prompt",
-                        "description": _FILLER * TOOL_USE_SYSTEM_PROMPT_TOKENS,
-                    },
-                }
-            )
         return out
 
     def from_canonical(self, messages: Sequence[dict[str, Any]]) -> tuple[list[Any], Any]:

@@ -58,6 +58,10 @@ pub trait Provider {
     /// The canonical view of the items, with real costs.
     fn canonical(&self, items: &[Self::Item]) -> Canonical;
 
+    /// Tokens the provider adds to the prompt whenever tools are given (a system prompt of its
+    /// own describing tool use), beyond the tools' definitions.
+    const TOOL_SYSTEM_TOKENS: u32 = 0;
+
     /// Whether the request must open with the first turn as given (a user turn): the system
     /// then holds on to it, and no plan drops it.
     const SYSTEM_HOLDS_FIRST_TURN: bool = false;

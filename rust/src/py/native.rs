@@ -237,7 +237,10 @@ fn load(
     let mut native = native::read(provider, json, system)?;
     check_count(native.items, limits)?;
     let messages = std::mem::take(&mut native.messages);
-    let request = load_canonical(messages, tools_json, scheme, cache)?;
+    let mut request = load_canonical(messages, tools_json, scheme, cache)?;
+    if request.tools_tokens > 0 {
+        request.tools_tokens += u64::from(scheme.scale(native.tool_system_tokens));
+    }
     Ok((native, request))
 }
 

@@ -108,6 +108,10 @@ impl Provider for Anthropic {
     const KEY: &'static str = "anthropic";
     type Item = AnthropicMessage;
 
+    /// The tool-use system prompt Anthropic adds when tools are given: the largest figure it
+    /// lists (Claude 3 Opus, `tool_choice` auto: 530 tokens; docs/providers/anthropic.md).
+    const TOOL_SYSTEM_TOKENS: u32 = 530;
+
     fn item_cache(&self) -> Option<&'static ItemCache<AnthropicMessage>> {
         cached_items!(AnthropicMessage, 1)
     }
