@@ -169,3 +169,33 @@ def test_finding_a_fresh_cut_of_the_summarized_units_lost_the_summary() -> None:
     assert dataclasses.replace(again.state, compactions=0) == dataclasses.replace(
         first.state, compactions=0
     )
+
+
+def test_finding_a_replay_over_the_budget_was_tightened_into_a_new_cut_called_reused() -> None:
+    """The newest ring, released by the floors, has a result cut deeper than
+    max_tool_result_tokens to fit at all. The state records the cut's kind, not its depth, so
+    the replay cuts it to max_tool_result_tokens and lands over the budget; the rendering was
+    then planned again at a tightened budget with every stage, a new cut (here the ring
+    dropped by shrink_recent) reported as the state "reused". A replay over the budget is now
+    refused and the compaction planned afresh: the same request again."""
+    msgs = history(6)
+    msgs[-1] = {**msgs[-1], "content": "page 5: " + "lorem " * 2000}
+    msgs.append({"role": "user", "content": "Go on."})
+    rest = rb.count_tokens(msgs[:2] + msgs[-3:-2] + msgs[-1:])
+    cfg = config(
+        rest + 100,
+        recent_tool_rings=1,
+        min_recent_tool_rings=0,
+        recent_user_turns=0,
+        min_recent_user_turns=0,
+        max_tool_result_tokens=120,
+        min_result_tokens=16,
+    )
+    first, again = assemble_twice(cfg, msgs, summarizers.extractive())
+    assert first.report.rewrites[0].kind == "truncated"
+    assert "truncate_protected_results" in {s.stage for s in first.report.stages}
+    assert again.report.state == "compacted"
+    assert again.messages == first.messages
+    assert dataclasses.replace(again.state, compactions=0) == dataclasses.replace(
+        first.state, compactions=0
+    )

@@ -12,7 +12,6 @@ import copy
 import dataclasses
 import json
 import math
-import os
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -686,25 +685,11 @@ def stable(case: gen.Case) -> rb.Assembler:
     return rb.Assembler(case.config(cache_stable=True), summarizer=summarizers.extractive())
 
 
-#: Open finding (issue 18): the idempotence property below still fails on generated cases
-#: (one among the ci profile's derandomized examples; a few in a thousand with
-#: RINGBOUND_HYPOTHESIS_PROFILE=thorough): with the same history and its state, a cut planned
-#: afresh dropping more than the first one did, or a compaction left above the low-water mark
-#: with middle left. It runs with RINGBOUND_OPEN_FINDINGS=1 until those are fixed; the root
-#: causes fixed so far have their regression tests in tests/test_cache_stable_idempotence.py.
-#: The monotonicity property runs always: the ci profile's examples pass, though ``thorough``
-#: finds a larger budget keeping fewer messages in about 1% of cases.
-open_finding = pytest.mark.skipif(
-    not os.environ.get("RINGBOUND_OPEN_FINDINGS"),
-    reason="open finding of issue 18: set RINGBOUND_OPEN_FINDINGS=1 to run",
-)
-
 #: Stages a replay of the state cannot make again: the compaction is then planned afresh (the
 #: same request, and the same state but for its count of compactions).
 UNREPLAYABLE = {"truncate_protected_results", "drop_tools_schema"}
 
 
-@open_finding
 @properties
 @given(plannable)
 def test_idempotent_cache_stable_with_a_summarizer(case: gen.Case) -> None:
