@@ -171,31 +171,70 @@ def test_finding_a_fresh_cut_of_the_summarized_units_lost_the_summary() -> None:
     )
 
 
-def test_finding_a_replay_over_the_budget_was_tightened_into_a_new_cut_called_reused() -> None:
-    """The newest ring, released by the floors, has a result cut deeper than
-    max_tool_result_tokens to fit at all. The state records the cut's kind, not its depth, so
-    the replay cuts it to max_tool_result_tokens and lands over the budget; the rendering was
-    then planned again at a tightened budget with every stage, a new cut (here the ring
-    dropped by shrink_recent) reported as the state "reused". A replay over the budget is now
-    refused and the compaction planned afresh: the same request again."""
+def newest_result_cut(slack: int, **kw: Any) -> tuple[list[Any], rb.AssemblyConfig]:
+    """A history whose newest ring, released by the floors, has a result too large for the
+    budget, and a user turn after it; the budget is ``slack`` tokens above the rest of the
+    protected part."""
     msgs = history(6)
     msgs[-1] = {**msgs[-1], "content": "page 5: " + "lorem " * 2000}
     msgs.append({"role": "user", "content": "Go on."})
     rest = rb.count_tokens(msgs[:2] + msgs[-3:-2] + msgs[-1:])
     cfg = config(
-        rest + 100,
+        rest + slack,
         recent_tool_rings=1,
         min_recent_tool_rings=0,
         recent_user_turns=0,
         min_recent_user_turns=0,
-        max_tool_result_tokens=120,
-        min_result_tokens=16,
+        **kw,
     )
+    return msgs, cfg
+
+
+@pytest.mark.parametrize(
+    "slack, limits",
+    [
+        pytest.param(100, {"max_tool_result_tokens": 120, "min_result_tokens": 16}, id="deeper"),
+        pytest.param(400, {"max_tool_result_tokens": 64, "min_result_tokens": 300}, id="shallower"),
+    ],
+)
+def test_finding_the_replay_cut_the_newest_result_to_another_depth(
+    slack: int, limits: dict[str, int]
+) -> None:
+    """truncate_protected_results cuts the newest ring's results only as far as the budget
+    needs, and never below min_result_tokens: deeper or shallower than max_tool_result_tokens.
+    The state records the cut's kind, not its depth, and the replay cut at
+    max_tool_result_tokens: over the budget (then planned again at a tightened budget, here
+    shrink_recent dropping the ring, and reported "reused"), or under it with another text.
+    That cut is not replayed: the compaction is planned afresh and makes it again."""
+    msgs, cfg = newest_result_cut(slack, **limits)
     first, again = assemble_twice(cfg, msgs, summarizers.extractive())
-    assert first.report.rewrites[0].kind == "truncated"
+    assert [r.kind for r in first.report.rewrites] == ["truncated"]
     assert "truncate_protected_results" in {s.stage for s in first.report.stages}
-    assert again.report.state == "compacted"
+    assert again.report.state.startswith("stale: message 13 was cut to fit the budget")
     assert again.messages == first.messages
     assert dataclasses.replace(again.state, compactions=0) == dataclasses.replace(
         first.state, compactions=0
     )
+
+
+def test_finding_a_replay_over_the_budget_was_tightened_into_a_new_cut_called_reused() -> None:
+    """The history grew past the budget since its compaction. The replay's rendering (its
+    ledger note made it a recount) was over the budget, so it was planned again at a tightened
+    budget with every stage: a new cut without the summary, reported as the state "reused".
+    A rendering that is not the replay's own is now a new compaction."""
+    msgs = history(0) + read(0, name="send_email")
+    for i in range(1, 6):
+        msgs += read(i)
+    msgs[-1] = {**msgs[-1], "content": "page 5: " + "lorem " * 300}
+    cfg = config(
+        rb.count_tokens(msgs[:2] + msgs[-2:]) + 60,
+        recent_tool_rings=1,
+        side_effect_tools=("send_email",),
+    )
+    asm = rb.Assembler(cfg, summarizer=summarizers.extractive())
+    first = asm.assemble(msgs)
+    again = asm.assemble(msgs + read(6, words=20), state=first.state)
+    assert first.report.ledger_entries == 1
+    assert again.report.state == "compacted"
+    assert again.report.summarized
+    assert "reuse_previous_cut" not in {s.stage for s in again.report.stages}
