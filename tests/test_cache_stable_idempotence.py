@@ -6,6 +6,7 @@ so the next call does not compact again. One test per root cause the properties 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from typing import Any
@@ -44,6 +45,12 @@ def config(budget: int, **kw: Any) -> rb.AssemblyConfig:
         cache_stable=True,
         **kw,
     )
+
+
+def kept(msgs: list[Any], res: rb.AssemblyResult) -> set[int]:
+    """Indices of the caller's messages the request sends as themselves."""
+    mine = {id(m): i for i, m in enumerate(msgs)}
+    return {mine[id(m)] for m in res.messages if id(m) in mine}
 
 
 def assemble_twice(
@@ -238,3 +245,35 @@ def test_finding_a_replay_over_the_budget_was_tightened_into_a_new_cut_called_re
     assert again.report.state == "compacted"
     assert again.report.summarized
     assert "reuse_previous_cut" not in {s.stage for s in again.report.stages}
+
+
+def test_finding_the_summary_note_appears_above_a_budget_in_place_of_kept_messages() -> None:
+    """Monotonicity, narrowed (thorough profile, 1 case in about 6,000): one token below the
+    least budget with room for the summary note, the compaction drops units without a note
+    (reason no_room) and keeps the plain turns that fit; at that budget the note is
+    inserted and its room made by dropping those turns too. The larger budget keeps fewer
+    of the caller's messages, each of them in the span the note summarizes: the property
+    counts a summarized message as kept."""
+    msgs = history(0)
+    for i in range(6):
+        msgs += read(i, words=300)
+    for k in range(4):
+        msgs += [
+            {"role": "user", "content": f"and page {k}?"},
+            {"role": "assistant", "content": "ok"},
+        ]
+    msgs += read(6, words=20)
+    results = []
+    for budget in range(150, 400):
+        cfg = config(budget, recent_tool_rings=1, recent_user_turns=0, min_recent_user_turns=0)
+        with contextlib.suppress(rb.BudgetExceededError):
+            results.append(rb.Assembler(cfg, summarizer=summarizers.extractive()).assemble(msgs))
+        if results and results[-1].report.summarized:
+            break
+    lo, hi = results[-2:]
+    assert hi.report.budget == lo.report.budget + 1
+    assert lo.report.summary is not None and lo.report.summary.reason == "no_room"
+    assert hi.report.summarized and hi.report.summary is not None
+    lost = kept(msgs, lo) - kept(msgs, hi)
+    assert lost
+    assert lost <= set(range(*hi.report.summary.span))

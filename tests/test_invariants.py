@@ -764,7 +764,12 @@ def test_monotone_in_the_budget_cache_stable_with_a_summarizer(
     case: gen.Case, fraction: float
 ) -> None:
     """With cache_stable and a summarizer too, a larger budget keeps a superset of the
-    caller's messages, and fails only if the smaller one fails too."""
+    caller's messages, and fails only if the smaller one fails too; a message its summary
+    note stands for counts as kept. The note is inserted only where it has room (below, the
+    units are dropped without one: docs/summaries.md, reason ``no_room``), and its room is
+    made by dropping more of the middle: just above that budget the request keeps fewer
+    messages, each of them in the span the note summarizes (regression test
+    ``test_finding_the_summary_note_appears_above_a_budget_in_place_of_kept_messages``)."""
     other = gen.budget_for(case.full_tokens, fraction)
     small, large = (
         case.with_budget(min(case.budget, other)),
@@ -782,7 +787,11 @@ def test_monotone_in_the_budget_cache_stable_with_a_summarizer(
         return
     if isinstance(lo, Exception):
         return
-    assert set(shape(case.messages, lo).positions) <= set(shape(case.messages, hi).positions)
+    kept = set(shape(case.messages, hi).positions)
+    if hi.report.summarized:
+        assert hi.report.summary is not None
+        kept |= set(range(*hi.report.summary.span))
+    assert set(shape(case.messages, lo).positions) <= kept
 
 
 # 8. The input is never mutated ---------------------------------------------------------------
