@@ -6,6 +6,7 @@ so the next call does not compact again. One test per root cause the properties 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from typing import Any
@@ -44,6 +45,12 @@ def config(budget: int, **kw: Any) -> rb.AssemblyConfig:
         cache_stable=True,
         **kw,
     )
+
+
+def kept(msgs: list[Any], res: rb.AssemblyResult) -> set[int]:
+    """Indices of the caller's messages the request sends as themselves."""
+    mine = {id(m): i for i, m in enumerate(msgs)}
+    return {mine[id(m)] for m in res.messages if id(m) in mine}
 
 
 def assemble_twice(
@@ -169,3 +176,104 @@ def test_finding_a_fresh_cut_of_the_summarized_units_lost_the_summary() -> None:
     assert dataclasses.replace(again.state, compactions=0) == dataclasses.replace(
         first.state, compactions=0
     )
+
+
+def newest_result_cut(slack: int, **kw: Any) -> tuple[list[Any], rb.AssemblyConfig]:
+    """A history whose newest ring, released by the floors, has a result too large for the
+    budget, and a user turn after it; the budget is ``slack`` tokens above the rest of the
+    protected part."""
+    msgs = history(6)
+    msgs[-1] = {**msgs[-1], "content": "page 5: " + "lorem " * 2000}
+    msgs.append({"role": "user", "content": "Go on."})
+    rest = rb.count_tokens(msgs[:2] + msgs[-3:-2] + msgs[-1:])
+    cfg = config(
+        rest + slack,
+        recent_tool_rings=1,
+        min_recent_tool_rings=0,
+        recent_user_turns=0,
+        min_recent_user_turns=0,
+        **kw,
+    )
+    return msgs, cfg
+
+
+@pytest.mark.parametrize(
+    "slack, limits",
+    [
+        pytest.param(100, {"max_tool_result_tokens": 120, "min_result_tokens": 16}, id="deeper"),
+        pytest.param(400, {"max_tool_result_tokens": 64, "min_result_tokens": 300}, id="shallower"),
+    ],
+)
+def test_finding_the_replay_cut_the_newest_result_to_another_depth(
+    slack: int, limits: dict[str, int]
+) -> None:
+    """truncate_protected_results cuts the newest ring's results only as far as the budget
+    needs, and never below min_result_tokens: deeper or shallower than max_tool_result_tokens.
+    The state records the cut's kind, not its depth, and the replay cut at
+    max_tool_result_tokens: over the budget (then planned again at a tightened budget, here
+    shrink_recent dropping the ring, and reported "reused"), or under it with another text.
+    That cut is not replayed: the compaction is planned afresh and makes it again."""
+    msgs, cfg = newest_result_cut(slack, **limits)
+    first, again = assemble_twice(cfg, msgs, summarizers.extractive())
+    assert [r.kind for r in first.report.rewrites] == ["truncated"]
+    assert "truncate_protected_results" in {s.stage for s in first.report.stages}
+    assert again.report.state.startswith("stale: message 13 was cut to fit the budget")
+    assert again.messages == first.messages
+    assert dataclasses.replace(again.state, compactions=0) == dataclasses.replace(
+        first.state, compactions=0
+    )
+
+
+def test_finding_a_replay_over_the_budget_was_tightened_into_a_new_cut_called_reused() -> None:
+    """The history grew past the budget since its compaction. The replay's rendering (its
+    ledger note made it a recount) was over the budget, so it was planned again at a tightened
+    budget with every stage: a new cut without the summary, reported as the state "reused".
+    A rendering that is not the replay's own is now a new compaction."""
+    msgs = history(0) + read(0, name="send_email")
+    for i in range(1, 6):
+        msgs += read(i)
+    msgs[-1] = {**msgs[-1], "content": "page 5: " + "lorem " * 300}
+    cfg = config(
+        rb.count_tokens(msgs[:2] + msgs[-2:]) + 60,
+        recent_tool_rings=1,
+        side_effect_tools=("send_email",),
+    )
+    asm = rb.Assembler(cfg, summarizer=summarizers.extractive())
+    first = asm.assemble(msgs)
+    again = asm.assemble(msgs + read(6, words=20), state=first.state)
+    assert first.report.ledger_entries == 1
+    assert again.report.state == "compacted"
+    assert again.report.summarized
+    assert "reuse_previous_cut" not in {s.stage for s in again.report.stages}
+
+
+def test_finding_the_summary_note_appears_above_a_budget_in_place_of_kept_messages() -> None:
+    """Monotonicity, narrowed (thorough profile, 1 case in about 6,000): one token below the
+    least budget with room for the summary note, the compaction drops units without a note
+    (reason no_room) and keeps the plain turns that fit; at that budget the note is
+    inserted and its room made by dropping those turns too. The larger budget keeps fewer
+    of the caller's messages, each of them in the span the note summarizes: the property
+    counts a summarized message as kept."""
+    msgs = history(0)
+    for i in range(6):
+        msgs += read(i, words=300)
+    for k in range(4):
+        msgs += [
+            {"role": "user", "content": f"and page {k}?"},
+            {"role": "assistant", "content": "ok"},
+        ]
+    msgs += read(6, words=20)
+    results = []
+    for budget in range(150, 400):
+        cfg = config(budget, recent_tool_rings=1, recent_user_turns=0, min_recent_user_turns=0)
+        with contextlib.suppress(rb.BudgetExceededError):
+            results.append(rb.Assembler(cfg, summarizer=summarizers.extractive()).assemble(msgs))
+        if results and results[-1].report.summarized:
+            break
+    lo, hi = results[-2:]
+    assert hi.report.budget == lo.report.budget + 1
+    assert lo.report.summary is not None and lo.report.summary.reason == "no_room"
+    assert hi.report.summarized and hi.report.summary is not None
+    lost = kept(msgs, lo) - kept(msgs, hi)
+    assert lost
+    assert lost <= set(range(*hi.report.summary.span))

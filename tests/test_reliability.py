@@ -476,3 +476,15 @@ def test_finding_recover_reads_a_content_list_whose_iteration_raises_as_stored(p
     history = [{"role": "tool", "tool_call_id": "c1", "content": content}]
     found = rb.recover(history, rb._core.content_id(text))
     assert found.text == text and found.index == 0
+
+
+def test_finding_recover_reads_a_message_whose_get_raises_as_stored() -> None:
+    """An atheris finding (issue 18, exploring run): ``recover`` read an OpenAI Chat message's
+    role, content and call id through the message's own ``get``, and a dict subclass's
+    RuntimeError left it. A dict is read as stored, as the core reads it; a mapping that is
+    not a dict and raises is a malformed message."""
+    text = "the original result " * 10
+    history = [RaisingMapping({"role": "tool", "tool_call_id": "c1", "content": text})]
+    found = rb.recover(history, rb._core.content_id(text))
+    assert found.text == text and found.index == 0 and found.call_id == "c1"
+    assert found.content == text

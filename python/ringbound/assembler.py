@@ -796,9 +796,12 @@ class Assembler:
                         if fits:
                             raise
                     # A compaction that could not get under the trigger is reused as long as
-                    # the request is no larger than it made it.
-                    if replayed is not None and (
-                        fits or replayed.raw["tokens_after"] <= max(trigger, state.floor)
+                    # the request is no larger than it made it. A rendering over the budget
+                    # is planned again with the stages: that is a new cut, not the replay.
+                    if (
+                        replayed is not None
+                        and replayed.raw["stages"] == first[1]["stages"]
+                        and (fits or replayed.raw["tokens_after"] <= max(trigger, state.floor))
                     ):
                         job.state_status = "reused"
                         job.note = state.summary

@@ -186,16 +186,16 @@ def _recover(
         canonical = read_canonical(adapter(provider), original_messages, system)
     for k in reversed(range(len(canonical.messages))):
         message = canonical.messages[k]
-        if message.get("role") != "tool":
+        if _read(message, "role") != "tool":
             continue
-        text = _full_text(message.get("content"))
+        text = _full_text(_read(message, "content"))
         try:
             found = _core.content_id(text)
         except UnicodeEncodeError:
             continue  # not text ringbound could have cut (a lone surrogate): never this anchor
         if found != message_id:
             continue
-        call_id = str(message.get("tool_call_id") or "")
+        call_id = str(_read(message, "tool_call_id") or "")
         index, content = _native(provider, original_messages, canonical, k, call_id)
         return Recovered(index=index, call_id=call_id, text=text, content=content)
     raise AnchorNotFoundError(
@@ -269,25 +269,30 @@ def _full_text(content: Any) -> str:
     parts = list.copy(content) if isinstance(content, list) else tuple.__iter__(content)
     texts = []
     for part in parts:
-        get = dict.get if isinstance(part, dict) else _get if isinstance(part, Mapping) else None
-        if get is not None and get(part, "type") == "text" and isinstance(get(part, "text"), str):
-            texts.append(get(part, "text"))
+        if isinstance(part, Mapping) and _read(part, "type") == "text":
+            text = _read(part, "text")
+            if isinstance(text, str):
+                texts.append(text)
     return "".join(texts)
 
 
-def _get(part: Mapping[str, Any], key: str) -> Any:
-    """A mapping's value read through its own methods: raising there is a malformed message."""
+def _read(obj: Mapping[str, Any], key: str) -> Any:
+    """A message's or part's value: a dict's as stored, as the core reads it (a subclass's own
+    ``get`` may raise); another mapping's through its ``get``, raising there being a
+    malformed message."""
+    if isinstance(obj, dict):
+        return dict.get(obj, key)
     try:
-        return part.get(key)
+        return obj.get(key)
     except Exception as e:
-        reason = f"a content part cannot be read ({type(e).__name__}: {e})"
+        reason = f"a message or content part cannot be read ({type(e).__name__}: {e})"
         raise InvalidMessageError(reason, reason=reason) from None
 
 
 def _field(obj: Any, *names: str) -> Any:
     """The first of ``names`` an object (a mapping or an SDK object) sets."""
     for name in names:
-        value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+        value = _read(obj, name) if isinstance(obj, Mapping) else getattr(obj, name, None)
         if value is not None:
             return value
     return None

@@ -195,3 +195,50 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_newest_result_cut_to_fit_is_not_replayed() {
+    // Two rings, both protected but released by floors of 0; the budget needs the newest
+    // result cut below `max_tool_result_tokens`, a depth a replay cannot know.
+    let req = request(heavy(2, 2000));
+    let mut c = degrading(600);
+    c.recent_user_turns = 1;
+    c.min_recent_tool_rings = 0;
+    c.min_recent_user_turns = 0;
+    let p = plan(&req, &c, &[], None).unwrap();
+    assert_eq!(stage_names(&p), vec!["truncate_protected_results"]);
+    let cut: Vec<(usize, u64)> = p
+        .rewrites
+        .iter()
+        .map(|r| (r.index, r.tokens_saved))
+        .collect();
+    assert_eq!(cut.iter().map(|c| c.0).collect::<Vec<_>>(), vec![3, 5]);
+    assert!(
+        cut[1].1 > cut[0].1,
+        "the newest result is cut deeper than the older one"
+    );
+    let replay = |rewrites: Vec<(usize, RewriteKind)>| {
+        let mut r = c.clone();
+        r.replay = Some(Replay {
+            dropped: Vec::new(),
+            rewrites,
+        });
+        plan(&req, &r, &[], None)
+    };
+    match replay(vec![
+        (3, RewriteKind::Truncated),
+        (5, RewriteKind::Truncated),
+    ]) {
+        Err(CoreError::StaleState { reason }) => {
+            assert!(
+                reason.starts_with("message 5 was cut to fit the budget"),
+                "{reason}"
+            )
+        }
+        other => panic!("the newest cut was replayed: {other:?}"),
+    }
+    // The older result's cut, at `max_tool_result_tokens`, is replayed as it was made.
+    let again = replay(vec![(3, RewriteKind::Truncated)]).unwrap();
+    assert_eq!(again.rewrites.len(), 1);
+    assert_eq!(again.rewrites[0].tokens_saved, cut[0].1);
+}

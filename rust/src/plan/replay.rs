@@ -11,13 +11,19 @@ use super::{
 
 const REUSED: &str = "reuse_previous_cut";
 use crate::error::CoreError;
+use crate::rewrite::RewriteKind;
+use crate::view::Role;
 
 /// The outcome of making a previous plan's decisions again, or `StaleState` when they no
 /// longer fit this request: a dropped message outside the middle or not a whole unit, a
 /// rewrite that cannot be made. A unit `ShrinkRecent` released (protected as recent, not at
 /// the floors, not pinned) may be dropped or rewritten again: a compaction that had to
-/// degrade the suffix to fit is made again by the same history. Side effects enter the ledger
-/// in the order the stage loop drops their units, so the note reads as the cut first made it.
+/// degrade the suffix to fit is made again by the same history. A result of the newest
+/// protected ring cut by `TruncateProtectedResults` is not: that cut goes as far as the budget
+/// needed and no further than `min_result_tokens`, a depth the state does not record, and a
+/// replay at `max_tool_result_tokens` would send another text (the caller plans afresh
+/// instead, which makes the same cut). Side effects enter the ledger in the order the stage loop drops their
+/// units, so the note reads as the cut first made it.
 pub(super) fn replay(
     r: &Replay,
     p: &Planning<'_, '_, '_>,
@@ -46,6 +52,21 @@ pub(super) fn replay(
         .1
     });
     let released = |k: usize| floors.as_ref().is_some_and(|f| !f[k]);
+    // The ring whose results `truncate_protected` cuts as far as needed: the newest one with a
+    // result it may cut.
+    let newest = cfg
+        .stages
+        .contains(&Stage::TruncateProtectedResults)
+        .then(|| {
+            (b.suffix_start..len).rev().find(|&w| {
+                work.msgs[w].role == Role::Tool
+                    && work.original(w).is_some()
+                    && !p.notes.skipped[w]
+                    && !b.is_pinned(w)
+            })
+        })
+        .flatten()
+        .map(|w| b.unit_of[w]);
     for &i in &r.dropped {
         let w = *b
             .original_to_work
@@ -85,6 +106,11 @@ pub(super) fn replay(
         }
         if b.protected[k] && !released(k) {
             return Err(stale(format!("message {i} it rewrote is protected now")));
+        }
+        if kind == RewriteKind::Truncated && b.protected[k] && newest == Some(k) {
+            return Err(stale(format!(
+                "message {i} was cut to fit the budget, to a depth the state does not record"
+            )));
         }
         let act = p
             .cheap
