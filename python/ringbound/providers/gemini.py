@@ -37,6 +37,7 @@ __all__ = [
     "OPENING_TEXT",
     "RESPONSE_TURN_POSITION",
     "GeminiAdapter",
+    "response_position",
 ]
 
 #: Gemini's 400 when a response turn does not answer every call of the call turn before it
@@ -544,24 +545,31 @@ def _for_render(
     responses_at: dict[int, int] = {}
     for item in items:
         if not isinstance(item, int) and item[0] == "rewrite":
-            k = item[1]
-            start = canonical.spans[k][0]  # type: ignore[index]
-            nth = sum(
-                1
-                for j in range(k)  # type: ignore[arg-type]
-                if canonical.spans[j][0] == start and canonical.messages[j].get("role") == "tool"
-            )
-            positions = [
-                p
-                for p, part in enumerate(_parts_of(messages[start]))
-                if _get(_view(part, "a part", start), "functionResponse", "function_response")
-                is not None
-            ]
-            if nth < len(positions):
-                responses_at[k] = positions[nth]  # type: ignore[index]
+            k: int = item[1]  # type: ignore[assignment]
+            at = response_position(messages, canonical, k)
+            if at is not None:
+                responses_at[k] = at
     return _GeminiCanonical(
         **vars(canonical), turns=turns, responses_at=responses_at, **_notes_at(canonical)
     )
+
+
+def response_position(messages: Sequence[Any], canonical: Canonical, k: int) -> int | None:
+    """The position among its content's parts of the functionResponse that canonical tool
+    message ``k`` stands for (a content's tool messages stand for its functionResponse parts,
+    in order); None if the content has no such part."""
+    start = canonical.spans[k][0]
+    nth = sum(
+        1
+        for j in range(k)
+        if canonical.spans[j][0] == start and canonical.messages[j].get("role") == "tool"
+    )
+    positions = [
+        p
+        for p, part in enumerate(_parts_of(messages[start]))
+        if _get(_view(part, "a part", start), "functionResponse", "function_response") is not None
+    ]
+    return positions[nth] if nth < len(positions) else None
 
 
 def _notes_at(canonical: Canonical) -> dict[str, int | None]:

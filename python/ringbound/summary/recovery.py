@@ -21,6 +21,7 @@ from ..errors import InvalidMessageError, RingboundError
 from ..payload import nesting_guard, snapshot
 from ..providers import adapter, check_provider
 from ..providers.base import Canonical, UnreadableObject, as_mapping
+from ..providers.gemini import response_position
 
 __all__ = [
     "EXPAND_MESSAGE",
@@ -325,18 +326,11 @@ def _native(
     if provider == "openai_chat":
         return start, _field(messages[start], "content")
     if provider == "gemini":
-        # The content's tool messages stand for its functionResponse parts, in order.
-        nth = sum(
-            1
-            for j in range(k)
-            if canonical.spans[j][0] == start and canonical.messages[j].get("role") == "tool"
-        )
-        responses = [
-            body
-            for part in _field(messages[start], "parts")
-            if (body := _field(part, "functionResponse", "function_response")) is not None
-        ]
-        return start, _field(responses[nth], "response")
+        at = response_position(messages, canonical, k)
+        if at is None:
+            return start, None
+        part = list(_field(messages[start], "parts"))[at]
+        return start, _field(_field(part, "functionResponse", "function_response"), "response")
     for i in range(start, end):
         content = _result_content(provider, messages[i], call_id)
         if content is not _ABSENT:
