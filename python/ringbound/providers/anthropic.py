@@ -216,11 +216,11 @@ def _read_uncached(messages: Any) -> list[_Msg]:
 def _turns(roles: Sequence[str]) -> list[_Turn]:
     """The turns of messages of these roles."""
     out: list[_Turn] = []
-    for i, role in enumerate(roles):
-        if out and out[-1].role == role:
-            out[-1] = _Turn(role, out[-1].start, i + 1)
-        else:
-            out.append(_Turn(role, i, i + 1))
+    start = 0
+    for i in range(1, len(roles) + 1):
+        if i == len(roles) or roles[i] != roles[start]:
+            out.append(_Turn(roles[start], start, i))
+            start = i
     return out
 
 
@@ -516,7 +516,8 @@ class AnthropicAdapter:
                 breakpoints (Anthropic rejects it; ringbound never moves one, and adds its own
                 only within the limit: ``ringbound.cache_markers``).
         """
-        roles = [_role(m) for m in messages]
+        facts = canonical.facts
+        roles = facts.roles if facts is not None else [_role(m) for m in messages]
         turns = _turns(roles)
         turn_of = [0] * len(roles)
         for t, turn in enumerate(turns):
@@ -558,7 +559,9 @@ class AnthropicAdapter:
         stripped: list[tuple[int, str, int]] = []
         for i in kept:
             message = replaced.get(i, messages[i])
-            cleaned = _without_blank_text(message)
+            cleaned = (
+                _without_blank_text(message) if facts is None or facts.blank_text[i] else message
+            )
             if cleaned is not message:
                 # Never counted, so stripping them saves nothing the plan counted.
                 stripped.append((i, "blank_text", 0))
@@ -573,7 +576,11 @@ class AnthropicAdapter:
 
         rendered, merged = self._merge(out)
         system_out = self._system(system, note, summary)
-        self._check_cache_markers(rendered, system_out)
+        if facts is None or MAX_CACHE_MARKERS < sum(facts.cache_markers[i] for i in kept) + (
+            _cache_markers(system_out) if isinstance(system_out, list) else 0
+        ):
+            # The core's figures bound what the rendering carries: only then read it.
+            self._check_cache_markers(rendered, system_out)
         return Rendered(
             messages=[o.message for o in rendered],
             system=system_out,

@@ -23,6 +23,7 @@ from ..payload import dump_native
 __all__ = [
     "Adapter",
     "Canonical",
+    "ItemFacts",
     "PlanItem",
     "Rendered",
     "UnreadableObject",
@@ -50,6 +51,22 @@ PlanItem = int | tuple[str, str] | tuple[str, str, str] | tuple[str, int, str, s
 
 
 @dataclass(frozen=True)
+class ItemFacts:
+    """What the core read of each native item for rendering, so that copying kept items into
+    the request never reads them again.
+
+    Attributes:
+        roles: Each item's role in the provider's own word (None where it has none).
+        blank_text: Whether it holds a whitespace-only text block (stripped when rendered).
+        cache_markers: Its blocks carrying a prompt-cache marker (an upper bound).
+    """
+
+    roles: list[str | None]
+    blank_text: list[bool]
+    cache_markers: list[int]
+
+
+@dataclass(frozen=True)
 class Canonical:
     """A native request as the core sees it.
 
@@ -62,12 +79,15 @@ class Canonical:
             next (a reasoning item with its call).
         pinned: Canonical messages the provider's rules keep whatever the budget (the latest
             OpenAI Responses ``compaction`` item).
+        facts: What the core read of each native item for rendering, when the core read
+            them; None for a view built in Python.
     """
 
     messages: list[dict[str, Any]]
     spans: list[tuple[int, int]]
     binds_next: list[bool] = field(default_factory=list)
     pinned: list[int] = field(default_factory=list)
+    facts: ItemFacts | None = None
 
     def groups(self) -> list[int]:
         """Non-decreasing group ids: canonical messages of one native item share one."""

@@ -541,7 +541,9 @@ def _for_render(
     """What rendering needs of the core's canonical view, read from the contents only where the
     plan needs it: every content's role; the functionResponse position of each result a
     rewrite changes. Not for a plan that synthesizes responses (it needs every call)."""
-    turns = tuple(_Turn(i, _role_of(m), False) for i, m in enumerate(messages))
+    facts = canonical.facts
+    roles = facts.roles if facts is not None else [_role_of(m) for m in messages]
+    turns = tuple(_Turn(i, role, False) for i, role in enumerate(roles))  # type: ignore[arg-type]
     responses_at: dict[int, int] = {}
     for item in items:
         if not isinstance(item, int) and item[0] == "rewrite":

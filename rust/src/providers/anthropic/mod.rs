@@ -12,7 +12,7 @@ pub(crate) mod parse;
 mod rules;
 
 use super::item_cache::ItemCache;
-use super::{cached_items, Canonical, Provider};
+use super::{cached_items, Canonical, ItemFacts, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role};
@@ -64,6 +64,8 @@ impl Block {
 pub struct AnthropicMessage {
     pub role: Role,
     pub blocks: Vec<Block>,
+    /// Blocks carrying `cache_control` (never counted; rendering checks the API's limit).
+    pub cache_markers: u32,
 }
 
 /// Where the API starts reading: the message and block of the latest `compaction` block, or
@@ -114,6 +116,21 @@ impl Provider for Anthropic {
 
     fn item_cache(&self) -> Option<&'static ItemCache<AnthropicMessage>> {
         cached_items!(AnthropicMessage, 1)
+    }
+
+    fn facts(&self, m: &AnthropicMessage) -> ItemFacts {
+        ItemFacts {
+            role: Some(if m.role == Role::Assistant {
+                "assistant"
+            } else {
+                "user"
+            }),
+            blank_text: m
+                .blocks
+                .iter()
+                .any(|b| matches!(b, Block::Text { blank: true, .. })),
+            cache_markers: m.cache_markers,
+        }
     }
 
     fn parse(&self, i: usize, raw: &[u8]) -> Result<AnthropicMessage, CoreError> {

@@ -400,6 +400,13 @@ pub(super) fn general(i: usize, raw: &[u8]) -> Result<AnthropicMessage, CoreErro
             )))
         }
     };
+    let cache_markers = match msg.get("content") {
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter(|b| !matches!(b.get("cache_control"), None | Some(Value::Null)))
+            .count() as u32,
+        _ => 0,
+    };
     let blocks = match msg.get("content") {
         None => return Err(at.err("missing `content`")),
         Some(Value::String(s)) => vec![text(s)],
@@ -415,5 +422,9 @@ pub(super) fn general(i: usize, raw: &[u8]) -> Result<AnthropicMessage, CoreErro
             )))
         }
     };
-    Ok(AnthropicMessage { role, blocks })
+    Ok(AnthropicMessage {
+        role,
+        blocks,
+        cache_markers,
+    })
 }

@@ -16,7 +16,7 @@ mod rules;
 pub use rules::{answers, Answer};
 
 use super::item_cache::ItemCache;
-use super::{cached_items, Canonical, Provider};
+use super::{cached_items, Canonical, ItemFacts, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role};
@@ -98,6 +98,17 @@ impl Provider for Gemini {
 
     fn item_cache(&self) -> Option<&'static ItemCache<GeminiContent>> {
         cached_items!(GeminiContent, 3)
+    }
+
+    fn facts(&self, c: &GeminiContent) -> ItemFacts {
+        ItemFacts {
+            role: Some(if c.role == Role::Assistant {
+                "model"
+            } else {
+                "user"
+            }),
+            ..ItemFacts::default()
+        }
     }
 
     fn parse(&self, i: usize, raw: &[u8]) -> Result<GeminiContent, CoreError> {

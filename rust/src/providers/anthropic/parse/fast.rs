@@ -45,6 +45,8 @@ struct RawBlock<'a> {
     thinking: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     data: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    cache_control: Option<&'a RawValue>,
 }
 
 /// The message the general reading makes of `raw`, when it has the shapes read here.
@@ -56,15 +58,23 @@ pub fn message(raw: &[u8]) -> Option<AnthropicMessage> {
         _ => return None,
     };
     let content = msg.content.get();
+    let mut cache_markers = 0;
     let blocks = if content.starts_with('"') {
         vec![text(&serde_json::from_str::<Cow<str>>(content).ok()?)]
     } else {
         let raws: Vec<RawBlock> = serde_json::from_str(content).ok()?;
         raws.into_iter()
-            .map(|b| block(role, b))
+            .map(|b| {
+                cache_markers += u32::from(b.cache_control.is_some_and(|c| c.get() != "null"));
+                block(role, b)
+            })
             .collect::<Option<_>>()?
     };
-    Some(AnthropicMessage { role, blocks })
+    Some(AnthropicMessage {
+        role,
+        blocks,
+        cache_markers,
+    })
 }
 
 fn block(role: Role, b: RawBlock) -> Option<Block> {
