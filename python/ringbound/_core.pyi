@@ -114,6 +114,13 @@ class NativeView:
     def groups(self) -> list[int]: ...
     @property
     def pinned(self) -> list[int]: ...
+    @property
+    def facts(self) -> tuple[list[str | None], list[bool], list[int]]:
+        """Per native item, what rendering needs: its role in the provider's word (or None),
+        whether it holds a whitespace-only text block, and its ``cache_control`` blocks."""
+    def native_spans(self, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Canonical index spans as the native item spans they stand for; a span of system
+        texts alone is left out."""
     def __len__(self) -> int: ...
     def message(self, k: int) -> dict[str, Any]:
         """Canonical message ``k`` as an OpenAI Chat dict; IndexError past the end."""

@@ -12,7 +12,15 @@ import orjson
 from . import _core
 from .errors import BudgetExceededError, InvalidMessageError, PairingError, PairingIssue
 from .payload import dump_messages, dump_tools
-from .providers.base import Adapter, Canonical, Rendered, guarded, named_by, tools_as_openai
+from .providers.base import (
+    Adapter,
+    Canonical,
+    ItemFacts,
+    Rendered,
+    guarded,
+    named_by,
+    tools_as_openai,
+)
 
 __all__ = [
     "CanonicalMessages",
@@ -30,8 +38,6 @@ class NativePlan:
     rendered: Rendered
     raw: dict[str, Any]
     canonical: Canonical
-    #: The serialized canonical messages the core planned from.
-    payload: list[bytes]
 
 
 def _canonical_pins(pinned: Sequence[int], canonical: Canonical) -> list[int]:
@@ -50,10 +56,12 @@ def _canonical_pins(pinned: Sequence[int], canonical: Canonical) -> list[int]:
 def native_spans(spans: Sequence[tuple[int, int]], canonical: Canonical) -> list[tuple[int, int]]:
     """Canonical index spans of dropped units as spans of the caller's native items."""
     out = []
+    every = canonical.spans
     for start, end in spans:
-        natives = [i for k in range(start, end) for i in range(*canonical.spans[k]) if i >= 0]
+        # A system text stands for no item (-1, -1); every other span is a non-empty range.
+        natives = [span for span in every[start:end] if span[0] >= 0 and span[1] > span[0]]
         if natives:
-            out.append((min(natives), max(natives) + 1))
+            out.append((min(s for s, _ in natives), max(e for _, e in natives)))
     return out
 
 
@@ -131,24 +139,34 @@ def _canonical_of(view: Any) -> Canonical:
         spans=view.spans,
         binds_next=view.binds_next,
         pinned=view.pinned,
+        facts=ItemFacts(*view.facts),
     )
 
 
 def read_view(
     adapter: Adapter,
-    parts: list[bytes],
+    messages: Sequence[Any],
     system: Any,
     tools_payload: bytes | None,
     core: Any,
     cache: Any,
 ) -> Any:
-    """The core's reading of a native request given as ``adapter.native_parts`` wrote it
-    (``_core.read_native``), its errors naming the items by the provider's own field."""
+    """The core's reading of a native request, its errors naming the items by the provider's
+    own field. A list of plain objects is read by the core itself, which serializes only the
+    items it has not met (``_core.read_native_objects``); anything else is serialized here,
+    as ``adapter.native_parts`` writes it (``_core.read_native``)."""
     texts = adapter.system_texts(system)  # type: ignore[attr-defined]
-    return named_by(
-        adapter.items_field,
-        lambda: _core.read_native(adapter.key, parts, texts, tools_payload, core, cache),
-    )
+    key = adapter.key
+
+    def read() -> Any:
+        if type(messages) is list:
+            view = _core.read_native_objects(key, messages, texts, tools_payload, core, cache)
+            if view is not None:
+                return view
+        parts = adapter.native_parts(messages)  # type: ignore[attr-defined]
+        return _core.read_native(key, parts, texts, tools_payload, core, cache)
+
+    return named_by(adapter.items_field, read)
 
 
 def read_canonical(adapter: Adapter, messages: Sequence[Any], system: Any) -> Canonical:
@@ -156,8 +174,7 @@ def read_canonical(adapter: Adapter, messages: Sequence[Any], system: Any) -> Ca
     callers that only look at it (recovery, simulation), never to plan."""
     from .assembler import default_core  # the assembler imports this module
 
-    parts = adapter.native_parts(messages)  # type: ignore[attr-defined]
-    return _canonical_of(read_view(adapter, parts, system, None, default_core(), None))
+    return _canonical_of(read_view(adapter, messages, system, None, default_core(), None))
 
 
 def _pairing_error(issues: Sequence[PairingIssue]) -> PairingError:
@@ -203,9 +220,9 @@ class NativeRequest:
         self._core, self._cache = core, cache
         self.tools_payload = dump_tools(tools_as_openai(adapter, tools)) if tools else None
         self.view: Any = None
+        self._payload: list[bytes] | None = None
         if hasattr(adapter, "system_texts"):
-            self.payload = adapter.native_parts(messages)
-            self.view = self._read(self.payload, system, self.tools_payload)
+            self.view = self._read(messages, system, self.tools_payload)
             issues = [PairingIssue(*t) for t in self.view.issues]
             if _blocking(issues, repair):
                 raise _pairing_error(issues)
@@ -218,13 +235,23 @@ class NativeRequest:
             self.canonical = adapter.to_canonical(  # type: ignore[attr-defined]
                 messages, system=system
             )
-            self.payload = dump_messages(self.canonical.messages)
+            self._payload = dump_messages(self.canonical.messages)
             self._groups = self.canonical.groups()
         self._pins = _canonical_pins(pinned, self.canonical)
         self._binds = self.canonical.binds_next or [False] * len(self.canonical.messages)
 
-    def _read(self, parts: list[bytes], system: Any, tools_payload: bytes | None) -> Any:
-        return read_view(self.adapter, parts, system, tools_payload, self._core, self._cache)
+    def _read(self, messages: Sequence[Any], system: Any, tools_payload: bytes | None) -> Any:
+        return read_view(self.adapter, messages, system, tools_payload, self._core, self._cache)
+
+    @property
+    def payload(self) -> list[bytes]:
+        """The serialized messages (the canonical ones for OpenAI Chat), made when asked."""
+        if self._payload is None:
+            self._payload = self.adapter.native_parts(self.messages)  # type: ignore[attr-defined]
+        return self._payload
+
+    def serialized(self) -> list[bytes]:
+        return self.payload
 
     def render(self, items: Sequence[Any]) -> Rendered:
         """The plan's items as the native request. The core read the caller's objects as they
@@ -240,8 +267,7 @@ class NativeRequest:
                 rendered.messages, system=rendered.system
             )
             return counting.count(canonical, tools_payload)
-        parts = self.adapter.native_parts(rendered.messages)  # type: ignore[attr-defined]
-        view = self._read(parts, rendered.system, tools_payload)
+        view = self._read(rendered.messages, rendered.system, tools_payload)
         issues = [PairingIssue(*t) for t in view.issues]
         if _blocking(issues, False):
             raise _pairing_error(issues)
@@ -286,6 +312,8 @@ class NativeRequest:
             raise
 
     def native_spans(self, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        if self.view is not None:
+            return self.view.native_spans(spans)  # type: ignore[no-any-return]
         return native_spans(spans, self.canonical)
 
 
@@ -372,6 +400,4 @@ def plan_native(
     raw["rewrites"] = [
         (native.canonical.spans[k][0], kind, saved) for k, kind, saved in raw["rewrites"]
     ] + rendered.rewrites
-    return NativePlan(
-        rendered=rendered, raw=raw, canonical=native.canonical, payload=native.payload
-    )
+    return NativePlan(rendered=rendered, raw=raw, canonical=native.canonical)

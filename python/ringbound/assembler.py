@@ -10,7 +10,7 @@ import functools
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from . import _core, cache_markers, flow, low_water, notes, routing
@@ -685,7 +685,7 @@ class Assembler:
             first = None
         else:
             native = self._read(self._adapter, messages, tools, system, pins, repair)
-            job.payload = native.payload
+            job.payload = native.serialized
             first = native.plan(self._core_for(budget), self._cache, budget, recorded=recorded)
             if job.tail and first[1]["stages"] and budget - job.tail > 0:
                 with contextlib.suppress(BudgetExceededError):
@@ -742,7 +742,7 @@ class Assembler:
         """Cache-stable assembly: the previous cut again while it fits under the trigger,
         else a compaction down to the low-water mark (see ``ringbound.state``)."""
         cfg = self.config
-        job.native, job.recorded, job.payload = native, recorded, native.payload
+        job.native, job.recorded, job.payload = native, recorded, native.serialized
         job.budget = budget = cfg.budget
         canon = native.canonical.messages
 
@@ -1140,7 +1140,8 @@ class _Job:
     #: The budget planned for: the config's, or lower after ``tighten`` notches.
     budget: int = 0
     tighten: int = 0
-    payload: list[bytes] = field(default_factory=list)
+    #: The input serialized, made when asked (a DEBUG log hashes it).
+    payload: tracing.Payload | None = None
     #: The finished request of the direct chat path: (messages, raw, system, merged).
     done: tuple[list[Any], dict[str, Any], Any, int] | None = None
     native: NativeRequest | None = None

@@ -9,7 +9,7 @@ use crate::pairing::PairingIssue;
 use crate::plan::Layout;
 use crate::providers::{
     anthropic::Anthropic, bedrock_converse::BedrockConverse, gemini::Gemini,
-    openai_chat::OpenAIChat, openai_responses::OpenAIResponses, Provider,
+    openai_chat::OpenAIChat, openai_responses::OpenAIResponses, Dump, ItemFacts, Provider,
 };
 use crate::view::{Message, Role};
 
@@ -32,8 +32,42 @@ pub struct Native {
     pub pinned: Vec<usize>,
     /// Native items read.
     pub items: usize,
+    /// What rendering needs to know of each native item.
+    pub facts: Vec<ItemFacts>,
     /// Tokens the provider adds to the prompt when tools are given.
     pub tool_system_tokens: u32,
+}
+
+/// Something to do with whichever provider a key names (`with_provider`).
+pub trait ForProvider {
+    type Out;
+    fn run<P: Provider>(self, p: P) -> Self::Out;
+}
+
+/// Runs `f` with the provider `provider` names.
+///
+/// Errors: `Config` naming `provider` when no provider of that key exists.
+pub fn with_provider<F: ForProvider>(provider: &str, f: F) -> Result<F::Out, CoreError> {
+    Ok(match provider {
+        OpenAIChat::KEY => f.run(OpenAIChat),
+        Anthropic::KEY => f.run(Anthropic),
+        OpenAIResponses::KEY => f.run(OpenAIResponses),
+        Gemini::KEY => f.run(Gemini),
+        BedrockConverse::KEY => f.run(BedrockConverse),
+        other => {
+            return Err(CoreError::Config {
+                key: "provider".to_owned(),
+                reason: format!(
+                    "no provider '{other}' (have: {}, {}, {}, {}, {})",
+                    OpenAIChat::KEY,
+                    Anthropic::KEY,
+                    OpenAIResponses::KEY,
+                    Gemini::KEY,
+                    BedrockConverse::KEY
+                ),
+            })
+        }
+    })
 }
 
 /// Reads a request of `provider`'s native items, given as JSON arrays whose elements follow
@@ -43,39 +77,78 @@ pub struct Native {
 /// Errors: `Config` naming `provider` when no provider of that key exists; `InvalidMessage`
 /// naming the item when one is malformed.
 pub fn read(provider: &str, parts: &[&[u8]], system: &[Vec<String>]) -> Result<Native, CoreError> {
-    match provider {
-        OpenAIChat::KEY => read_with(OpenAIChat, parts, system),
-        Anthropic::KEY => read_with(Anthropic, parts, system),
-        OpenAIResponses::KEY => read_with(OpenAIResponses, parts, system),
-        Gemini::KEY => read_with(Gemini, parts, system),
-        BedrockConverse::KEY => read_with(BedrockConverse, parts, system),
-        other => Err(CoreError::Config {
-            key: "provider".to_owned(),
-            reason: format!(
-                "no provider '{other}' (have: {}, {}, {}, {}, {})",
-                OpenAIChat::KEY,
-                Anthropic::KEY,
-                OpenAIResponses::KEY,
-                Gemini::KEY,
-                BedrockConverse::KEY
-            ),
-        }),
+    struct Read<'a>(&'a [&'a [u8]], &'a [Vec<String>]);
+    impl ForProvider for Read<'_> {
+        type Out = Result<Native, CoreError>;
+        fn run<P: Provider>(self, p: P) -> Self::Out {
+            let items = p.parse_all(self.0)?;
+            Ok(view(p, &items, self.1))
+        }
     }
+    with_provider(provider, Read(parts, system))?
 }
 
-fn read_with<P: Provider>(
-    p: P,
-    parts: &[&[u8]],
+/// Reads a request whose items were keyed from the caller's objects (`keys`, seeded with
+/// `item_seed`): each item met before comes from the provider's cache, the others are
+/// serialized by `dump` and parsed; `check` is given the bytes of JSON the items are before
+/// any is parsed.
+///
+/// Errors: as `read`, and what `dump` or `check` return.
+pub fn read_keyed(
+    provider: &str,
+    keys: &[u128],
+    dump: &mut Dump<'_>,
+    check: &dyn Fn(usize) -> Result<(), CoreError>,
     system: &[Vec<String>],
 ) -> Result<Native, CoreError> {
-    let items = p.parse_all(parts)?;
-    let issues = p.validate(&items);
+    struct Keyed<'a, 'd> {
+        keys: &'a [u128],
+        dump: &'a mut Dump<'d>,
+        check: &'a dyn Fn(usize) -> Result<(), CoreError>,
+        system: &'a [Vec<String>],
+    }
+    impl ForProvider for Keyed<'_, '_> {
+        type Out = Result<Native, CoreError>;
+        fn run<P: Provider>(self, p: P) -> Self::Out {
+            let items = p.parse_keyed(self.keys, self.dump, self.check)?;
+            Ok(view(p, &items, self.system))
+        }
+    }
+    with_provider(
+        provider,
+        Keyed {
+            keys,
+            dump,
+            check,
+            system,
+        },
+    )?
+}
+
+/// The seed of `provider`'s item keys, None for a provider that keeps no items.
+///
+/// Errors: `Config` naming `provider` when no provider of that key exists.
+pub fn item_seed(provider: &str) -> Result<Option<u64>, CoreError> {
+    struct Seed;
+    impl ForProvider for Seed {
+        type Out = Option<u64>;
+        fn run<P: Provider>(self, p: P) -> Self::Out {
+            p.item_cache().map(|cache| cache.seed())
+        }
+    }
+    with_provider(provider, Seed)
+}
+
+/// The native request of `items` behind `system`.
+fn view<P: Provider>(p: P, items: &[P::Item], system: &[Vec<String>]) -> Native {
+    let issues = p.validate(items);
     let mut out = Native {
         items: items.len(),
+        facts: items.iter().map(|item| p.facts(item)).collect(),
         tool_system_tokens: P::TOOL_SYSTEM_TOKENS,
         ..Native::default()
     };
-    let canonical = p.canonical(&items);
+    let canonical = p.canonical(items);
     // Where the provider needs a user turn first, the system holds on to the first turn, so
     // no plan can leave a request opening with the model's turn.
     let glue = P::SYSTEM_HOLDS_FIRST_TURN && !canonical.messages.is_empty();
@@ -88,7 +161,7 @@ fn read_with<P: Provider>(
         out.layout.binds_next.push(glue);
         out.spans.push(None);
     }
-    let pinned_items = p.pinned(&items);
+    let pinned_items = p.pinned(items);
     let starts = &canonical.layout.groups;
     for (k, &start) in starts.iter().enumerate() {
         // A message stands for the items up to the next message's first item.
@@ -106,7 +179,7 @@ fn read_with<P: Provider>(
     out.layout.binds_next.extend(&canonical.layout.binds_next);
     out.messages.extend(canonical.messages);
     out.issues = issues;
-    Ok(out)
+    out
 }
 
 #[cfg(test)]
@@ -212,6 +285,83 @@ mod tests {
             let other = read_json(provider, edited, &[]);
             assert_eq!(other.messages[0].texts, ["cache me twice"], "{provider}");
         }
+    }
+
+    /// Keys as a walk of the caller's objects would make them: here, the hash of each item's
+    /// JSON under a seed no JSON key uses.
+    fn keyed(provider: &str, items: &[&str], system: &[Vec<String>]) -> (Native, Vec<usize>) {
+        let seed = item_seed(provider).expect("a provider").expect("keeps items") ^ 0xdead;
+        let keys: Vec<u128> = items
+            .iter()
+            .map(|raw| xxhash_rust::xxh3::xxh3_128_with_seed(raw.as_bytes(), seed))
+            .collect();
+        let mut asked = Vec::new();
+        let mut dump = |missed: &[usize]| {
+            asked.extend_from_slice(missed);
+            Ok(missed
+                .iter()
+                .map(|&i| (keys[i], items[i].as_bytes().to_vec()))
+                .collect())
+        };
+        let native = read_keyed(provider, &keys, &mut dump, &|_| Ok(()), system).expect("reads");
+        (native, asked)
+    }
+
+    #[test]
+    fn a_keyed_reading_is_the_reading_and_serializes_only_what_it_has_not_met() {
+        let items = [
+            r#"{"role":"user","content":[{"type":"text","text":"keyed 1","cache_control":{"type":"ephemeral"}}]}"#,
+            r#"{"role":"assistant","content":[{"type":"text","text":" \n"},{"type":"text","text":"ok"}]}"#,
+        ];
+        let json = format!("[{}]", items.join(","));
+        let system = [vec!["rules".to_owned()]];
+        let read = read_json("anthropic", &json, &system);
+        let (first, asked) = keyed("anthropic", &items, &system);
+        assert_eq!(asked, [0, 1]);
+        let (again, asked) = keyed("anthropic", &items, &system);
+        assert!(asked.is_empty(), "every item met before");
+        for native in [first, again] {
+            assert_eq!(native.messages, read.messages);
+            assert_eq!(native.spans, read.spans);
+            assert_eq!(native.facts, read.facts);
+        }
+        assert_eq!(
+            read.facts,
+            [
+                ItemFacts {
+                    role: Some("user"),
+                    blank_text: false,
+                    cache_markers: 1
+                },
+                ItemFacts {
+                    role: Some("assistant"),
+                    blank_text: true,
+                    cache_markers: 0
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_keyed_reading_refuses_a_list_that_changed_and_checks_the_size_first() {
+        let keys = [1u128, 2];
+        let mut short = |_: &[usize]| Ok(vec![(1u128, b"{}".to_vec())]);
+        let err = read_keyed("gemini", &keys, &mut short, &|_| Ok(()), &[]).unwrap_err();
+        assert!(err.to_string().contains("changed while it was read"), "{err}");
+        let mut dump = |missed: &[usize]| {
+            Ok(missed
+                .iter()
+                .map(|&i| (keys[i], br#"{"role":"user","parts":[{"text":"x"}]}"#.to_vec()))
+                .collect())
+        };
+        let too_big = |bytes: usize| {
+            Err(CoreError::Config {
+                key: "max_request_bytes".into(),
+                reason: format!("{bytes}"),
+            })
+        };
+        let err = read_keyed("gemini", &keys, &mut dump, &too_big, &[]).unwrap_err();
+        assert!(matches!(err, CoreError::Config { .. }), "{err}");
     }
 
     #[test]

@@ -21,7 +21,8 @@ pub struct ItemCache<T> {
 }
 
 struct Shard<T> {
-    items: HashMap<u128, Arc<T>>,
+    /// Each item and the bytes of JSON it was read from.
+    items: HashMap<u128, (Arc<T>, usize)>,
     bytes: usize,
 }
 
@@ -40,6 +41,11 @@ impl<T> ItemCache<T> {
         }
     }
 
+    /// What keys of this cache are seeded with (its provider's, for object keys too).
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     pub fn key(&self, raw: &[u8]) -> u128 {
         xxh3_128_with_seed(raw, self.seed)
     }
@@ -54,6 +60,11 @@ impl<T> ItemCache<T> {
     }
 
     pub fn get(&self, key: u128) -> Option<Arc<T>> {
+        self.get_sized(key).map(|(item, _)| item)
+    }
+
+    /// The item and the bytes of JSON it was read from.
+    pub fn get_sized(&self, key: u128) -> Option<(Arc<T>, usize)> {
         self.shard(key).items.get(&key).cloned()
     }
 
@@ -67,7 +78,7 @@ impl<T> ItemCache<T> {
             shard.items.clear();
             shard.bytes = 0;
         }
-        if shard.items.insert(key, Arc::new(item)).is_none() {
+        if shard.items.insert(key, (Arc::new(item), bytes)).is_none() {
             shard.bytes += bytes;
         }
     }

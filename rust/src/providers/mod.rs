@@ -42,6 +42,18 @@ pub struct Canonical {
     pub first_counted: usize,
 }
 
+/// What rendering a plan needs to know of one native item, read with it, so the adapter that
+/// copies the caller's items into the request never reads them again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ItemFacts {
+    /// The item's role in the provider's own word, where it has one.
+    pub role: Option<&'static str>,
+    /// It holds a text block of only whitespace, which the provider refuses: rendering strips it.
+    pub blank_text: bool,
+    /// Its blocks that carry a prompt-cache marker (an upper bound: a blank block's counts).
+    pub cache_markers: u32,
+}
+
 /// One provider's wire format.
 pub trait Provider {
     /// The key callers name the provider by.
@@ -65,6 +77,11 @@ pub trait Provider {
     /// Whether the request must open with the first turn as given (a user turn): the system
     /// then holds on to it, and no plan drops it.
     const SYSTEM_HOLDS_FIRST_TURN: bool = false;
+
+    /// What rendering needs to know of `item` (`ItemFacts`).
+    fn facts(&self, _item: &Self::Item) -> ItemFacts {
+        ItemFacts::default()
+    }
 
     /// Native items the provider's rules keep whatever the budget.
     fn pinned(&self, _items: &[Self::Item]) -> Vec<usize> {
@@ -110,6 +127,63 @@ pub trait Provider {
         self.check_items(&items)?;
         Ok(items)
     }
+
+    /// Reads items keyed from the caller's objects (`native::read_keyed`): each one met
+    /// before taken from the provider's cache by its key, the others serialized by `dump`,
+    /// parsed and kept under the key of what was serialized. `check` is given the bytes of
+    /// JSON the items are before any is parsed.
+    fn parse_keyed(
+        &self,
+        keys: &[u128],
+        dump: &mut Dump<'_>,
+        check: &dyn Fn(usize) -> Result<(), CoreError>,
+    ) -> Result<Vec<Self::Item>, CoreError> {
+        let cache = self.item_cache();
+        let mut bytes = 0;
+        let mut found: Vec<Option<Self::Item>> = keys
+            .iter()
+            .map(|&key| {
+                let (item, size) = cache?.get_sized(key)?;
+                bytes += size;
+                Some(Self::Item::clone(&item))
+            })
+            .collect();
+        let missed: Vec<usize> = (0..keys.len()).filter(|&i| found[i].is_none()).collect();
+        let dumped = if missed.is_empty() {
+            Vec::new()
+        } else {
+            dump(&missed)?
+        };
+        if dumped.len() != missed.len() {
+            return Err(list_changed());
+        }
+        check(bytes + dumped.iter().map(|(_, raw)| raw.len()).sum::<usize>())?;
+        for (&i, (key, raw)) in missed.iter().zip(dumped) {
+            let item = self.parse(i, &raw)?;
+            if let Some(cache) = cache {
+                cache.insert(key, item.clone(), raw.len());
+            }
+            found[i] = Some(item);
+        }
+        let items: Vec<Self::Item> = found
+            .into_iter()
+            .collect::<Option<_>>()
+            .ok_or_else(list_changed)?;
+        self.check_items(&items)?;
+        Ok(items)
+    }
+}
+
+/// Serializes the caller's items at the given indices (those a keyed reading did not find),
+/// each with the key of the object it was serialized from.
+pub type Dump<'a> = dyn FnMut(&[usize]) -> Result<Vec<(u128, Vec<u8>)>, CoreError> + 'a;
+
+/// The caller's list changed while it was read (another thread appended or replaced items).
+pub fn list_changed() -> CoreError {
+    CoreError::InvalidMessage {
+        index: None,
+        reason: "the list of messages changed while it was read".into(),
+    }
 }
 
 /// A cache of parsed items for a provider, made on first use.
@@ -137,28 +211,15 @@ pub fn clear_item_caches() {
 
 /// The pairing issues of a request given as JSON arrays of `provider`'s native items.
 ///
-/// Errors: `Config` naming `provider` when no Rust provider reads it; `InvalidMessage` when an
-/// item is malformed.
+/// Errors: `Config` naming `provider` when no provider of that key exists; `InvalidMessage`
+/// when an item is malformed.
 pub fn validate_json(provider: &str, parts: &[&[u8]]) -> Result<Vec<PairingIssue>, CoreError> {
-    fn run<P: Provider>(p: P, parts: &[&[u8]]) -> Result<Vec<PairingIssue>, CoreError> {
-        Ok(p.validate(&p.parse_all(parts)?))
+    struct Validate<'a>(&'a [&'a [u8]]);
+    impl crate::native::ForProvider for Validate<'_> {
+        type Out = Result<Vec<PairingIssue>, CoreError>;
+        fn run<P: Provider>(self, p: P) -> Self::Out {
+            Ok(p.validate(&p.parse_all(self.0)?))
+        }
     }
-    match provider {
-        openai_chat::OpenAIChat::KEY => run(openai_chat::OpenAIChat, parts),
-        anthropic::Anthropic::KEY => run(anthropic::Anthropic, parts),
-        openai_responses::OpenAIResponses::KEY => run(openai_responses::OpenAIResponses, parts),
-        gemini::Gemini::KEY => run(gemini::Gemini, parts),
-        bedrock_converse::BedrockConverse::KEY => run(bedrock_converse::BedrockConverse, parts),
-        other => Err(CoreError::Config {
-            key: "provider".to_owned(),
-            reason: format!(
-                "no Rust validator for provider '{other}' (have: {}, {}, {}, {}, {})",
-                openai_chat::OpenAIChat::KEY,
-                anthropic::Anthropic::KEY,
-                openai_responses::OpenAIResponses::KEY,
-                gemini::Gemini::KEY,
-                bedrock_converse::BedrockConverse::KEY
-            ),
-        }),
-    }
+    crate::native::with_provider(provider, Validate(parts))?
 }

@@ -6,6 +6,7 @@ use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use super::objects::{dump_walked, Walk};
 use super::{
     chosen, counting, guard, issue_tuple, per_call, plan_report, tagged_items, to_py, CoreConfig,
     JsonParts, PyCountCache, RecordedEntry, ReplayArg,
@@ -13,8 +14,10 @@ use super::{
 use crate::cache::CountCache;
 use crate::count::chat::REPLY_PRIMING;
 use crate::error::CoreError;
+use crate::json_array;
 use crate::native::{self, Native};
 use crate::plan;
+use crate::providers::list_changed;
 use crate::request::{check_count, check_size, load_canonical, Request};
 use crate::request::{Limits, Scheme};
 
@@ -60,6 +63,72 @@ pub(super) fn read_native<'py>(
     })
 }
 
+/// `read_native` of the caller's items themselves: a list of JSON-native objects (dicts,
+/// lists, str, numbers, bool, None) is walked for keys, the items met before come from the
+/// provider's cache, and only the others are serialized. None when an item is not JSON-native
+/// (an SDK object) or the provider keeps no items: then the caller serializes them all.
+#[pyfunction]
+#[pyo3(signature = (provider, messages, system, tools_json, config, cache=None))]
+pub(super) fn read_native_objects<'py>(
+    py: Python<'py>,
+    provider: &str,
+    messages: Bound<'py, PyList>,
+    system: Vec<Vec<String>>,
+    tools_json: Option<&[u8]>,
+    config: &CoreConfig,
+    cache: Option<&PyCountCache>,
+) -> PyResult<Option<NativeView>> {
+    guard(py, || {
+        let cache = chosen(cache);
+        let Some(seed) = native::item_seed(provider).map_err(|e| to_py(py, e))? else {
+            return Ok(None);
+        };
+        check_count(messages.len(), config.limits).map_err(|e| to_py(py, e))?;
+        let mut walk = Walk::new(&messages, true);
+        let lookup = walk.look_up();
+        let keys = py.detach(|| lookup.keys(seed));
+        drop(walk);
+        let Some(keys) = keys.into_iter().collect::<Option<Vec<u128>>>() else {
+            return Ok(None);
+        };
+        let list = messages.unbind();
+        let mut dump = |missed: &[usize]| dump_items(&list, missed, seed);
+        let system_bytes = system.iter().flatten().map(String::len).sum::<usize>();
+        let check = |bytes: usize| check_size(bytes + system_bytes, tools_json, config.limits);
+        py.detach(|| {
+            let native = native::read_keyed(provider, &keys, &mut dump, &check, &system)?;
+            let (native, request) =
+                loaded(native, tools_json, config.scheme, config.limits, cache)?;
+            Ok(Some(NativeView { native, request }))
+        })
+        .map_err(|e| to_py(py, e))
+    })
+}
+
+/// The JSON of the caller's items at `missed` with the key of each, walked again with the
+/// GIL taken back: what is serialized is what is keyed, whatever the caller changed since.
+fn dump_items(
+    list: &Py<PyList>,
+    missed: &[usize],
+    seed: u64,
+) -> Result<Vec<(u128, Vec<u8>)>, CoreError> {
+    Python::attach(|py| {
+        let list = list.bind(py);
+        let items = missed
+            .iter()
+            .map(|&i| list.get_item(i).ok())
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(list_changed)?;
+        let sub = PyList::new(py, items).map_err(|_| list_changed())?;
+        let (keys, json) = dump_walked(&sub, seed).ok_or_else(list_changed)?;
+        let raws = json_array::split(json.as_bytes())?;
+        Ok(keys
+            .into_iter()
+            .zip(raws.into_iter().map(<[u8]>::to_vec))
+            .collect())
+    })
+}
+
 #[pymethods]
 impl NativeView {
     /// Pairing issues as `(kind, call_id, index, message)` tuples, in item order.
@@ -98,10 +167,38 @@ impl NativeView {
         self.native.layout.groups.clone()
     }
 
+    /// What rendering needs to know of each native item, read with it: `(roles, blank_text,
+    /// cache_markers)`, one list each; a role is the provider's own word, or None.
+    #[getter]
+    fn facts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        guard(py, || {
+            let facts = &self.native.facts;
+            let roles = PyList::new(py, facts.iter().map(|f| f.role))?;
+            let blank = PyList::new(py, facts.iter().map(|f| f.blank_text))?;
+            let markers = PyList::new(py, facts.iter().map(|f| f.cache_markers))?;
+            PyTuple::new(py, [roles.into_any(), blank.into_any(), markers.into_any()])
+        })
+    }
+
     /// Canonical messages the provider's rules keep whatever the budget.
     #[getter]
     fn pinned(&self) -> Vec<usize> {
         self.native.pinned.clone()
+    }
+
+    /// Canonical index spans `[start, end)` (units the plan dropped) as the spans of native
+    /// items they stand for; a span of system texts alone stands for none and is left out.
+    fn native_spans(&self, spans: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+        let of = &self.native.spans;
+        spans
+            .into_iter()
+            .filter_map(|(start, end)| {
+                let natives = of.get(start..end.min(of.len()))?.iter().flatten();
+                let lo = natives.clone().map(|s| s.0).min()?;
+                let hi = natives.map(|s| s.1).max()?;
+                Some((lo, hi))
+            })
+            .collect()
     }
 
     fn __len__(&self) -> usize {
@@ -234,7 +331,23 @@ fn load(
     let bytes = json.iter().map(|p| p.len()).sum::<usize>()
         + system.iter().flatten().map(String::len).sum::<usize>();
     check_size(bytes, tools_json, limits)?;
-    let mut native = native::read(provider, json, system)?;
+    loaded(
+        native::read(provider, json, system)?,
+        tools_json,
+        scheme,
+        limits,
+        cache,
+    )
+}
+
+/// A native request read, its canonical view loaded.
+fn loaded(
+    mut native: Native,
+    tools_json: Option<&[u8]>,
+    scheme: Scheme,
+    limits: Limits,
+    cache: &CountCache,
+) -> Result<(Native, Request<'static>), CoreError> {
     check_count(native.items, limits)?;
     let messages = std::mem::take(&mut native.messages);
     let mut request = load_canonical(messages, tools_json, scheme, cache)?;

@@ -47,7 +47,7 @@ static ORJSON_DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 /// them between the walk and the serialization, and the keys are those of the JSON. (Between
 /// the first walk and this one, with the GIL released, the caller may have changed them.)
 /// None when a message is no longer JSON-native.
-fn dump_walked<'py>(
+pub(super) fn dump_walked<'py>(
     messages: &Bound<'py, PyList>,
     seed: u64,
 ) -> Option<(Vec<u128>, Bound<'py, PyBytes>)> {
@@ -332,6 +332,11 @@ pub struct Found {
 }
 
 impl Lookup<'_> {
+    /// Each message's key (None: not JSON-native), nothing looked up.
+    pub fn keys(self, seed: u64) -> Vec<Option<u128>> {
+        self.0.keys(seed)
+    }
+
     pub fn run(self, seed: u64, cache: &CountCache) -> Found {
         let keys = self.0.keys(seed);
         let entries = keys.iter().map(|k| k.and_then(|k| cache.get(k))).collect();

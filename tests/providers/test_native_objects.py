@@ -1,0 +1,191 @@
+"""The core reads a native request from the caller's objects (``_core.read_native_objects``):
+items it met before come from its cache by a walk of their contents, and only the others are
+serialized. Whatever it reads must be what reading the serialized items gives, cold or warm,
+for every provider; an item changed in place is read again; an SDK object leaves the reading
+to the serializer; and the facts rendering relies on are the ones the adapter would read."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+import pydantic
+import pytest
+import strategies as gen
+from hypothesis import given, settings
+
+import ringbound as rb
+from ringbound import _core
+from ringbound.assembler import default_core
+from ringbound.providers import adapter
+
+PROVIDERS = ("anthropic", "openai_responses", "gemini", "bedrock_converse")
+
+
+def views(provider: str, messages: list[Any], system: Any) -> tuple[Any, Any]:
+    """The keyed reading and the reading of the serialized items, each with its own cache."""
+    ad = adapter(provider)
+    texts = ad.system_texts(system)
+    core = default_core()
+    keyed = _core.read_native_objects(provider, messages, texts, None, core, _core.CountCache())
+    read = _core.read_native(
+        provider, ad.native_parts(messages), texts, None, core, _core.CountCache()
+    )
+    return keyed, read
+
+
+def same(keyed: Any, read: Any) -> None:
+    assert keyed is not None
+    for name in ("issues", "spans", "groups", "binds_next", "pinned", "facts"):
+        assert getattr(keyed, name) == getattr(read, name), name
+    assert keyed.count() == read.count()
+    assert [keyed.message(k) for k in range(len(keyed))] == [
+        read.message(k) for k in range(len(read))
+    ]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@settings(max_examples=25, deadline=None)
+@given(chat=gen.sessions())
+def test_a_keyed_reading_is_the_reading_of_the_serialized_items(
+    provider: str, chat: list[dict[str, Any]]
+) -> None:
+    messages, system = adapter(provider).from_canonical(chat)
+    before = copy.deepcopy(messages)
+    same(*views(provider, messages, system))
+    # Warm: every item comes from the cache now, and reads the same.
+    same(*views(provider, messages, system))
+    assert messages == before
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_item_changed_in_place_is_read_again(provider: str) -> None:
+    chat = [
+        {"role": "user", "content": "Summarize the report."},
+        {"role": "assistant", "content": "It says sales rose."},
+    ]
+    messages, system = adapter(provider).from_canonical(chat)
+    first, _ = views(provider, messages, system)
+    text_of = {"anthropic": "content", "openai_responses": "content"}
+    last = messages[-1]
+    if provider in text_of:
+        last[text_of[provider]] = [
+            {
+                "type": "output_text" if provider == "openai_responses" else "text",
+                "text": "x " * 300,
+            }
+        ]
+    elif provider == "gemini":
+        last["parts"] = [{"text": "x " * 300}]
+    else:
+        last["content"] = [{"text": "x " * 300}]
+    again, read = views(provider, messages, system)
+    same(again, read)
+    assert again.count() > first.count() + 250
+
+
+class _SdkText(pydantic.BaseModel):
+    type: str = "text"
+    text: str
+
+
+class _SdkMessage(pydantic.BaseModel):
+    role: str
+    content: list[_SdkText]
+
+
+def test_an_sdk_object_is_left_to_the_serializer() -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": "hi"},
+        _SdkMessage(role="assistant", content=[_SdkText(text="hello")]),
+    ]
+    keyed = _core.read_native_objects("anthropic", messages, [], None, default_core(), None)
+    assert keyed is None
+    res = rb.Assembler(
+        rb.AssemblyConfig(model_input_limit=10_000, output_reserve_tokens=0),
+        provider="anthropic",
+    ).assemble(messages)
+    assert res.messages[1] is messages[1]
+
+
+def test_the_facts_are_what_the_adapter_reads() -> None:
+    marker = {"type": "ephemeral"}
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "go", "cache_control": marker}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "\n\n"}, {"type": "text", "text": "ok"}],
+        },
+        {"role": "user", "content": "again"},
+    ]
+    keyed, _ = views("anthropic", messages, None)
+    roles, blank, markers = keyed.facts
+    assert roles == ["user", "assistant", "user"]
+    assert blank == [False, True, False]
+    assert markers == [1, 0, 0]
+    res = rb.Assembler(
+        rb.AssemblyConfig(model_input_limit=10_000, output_reserve_tokens=0),
+        provider="anthropic",
+    ).assemble(messages)
+    assert res.messages[1]["content"] == [{"type": "text", "text": "ok"}]
+    assert res.messages[0] is messages[0]
+
+
+def test_more_than_four_cache_markers_are_still_refused() -> None:
+    marker = {"type": "ephemeral"}
+    messages = [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": [{"type": "text", "text": f"turn {i}", "cache_control": marker}],
+        }
+        for i in range(5)
+    ]
+    asm = rb.Assembler(
+        rb.AssemblyConfig(model_input_limit=10_000, output_reserve_tokens=0),
+        provider="anthropic",
+    )
+    with pytest.raises(rb.InvalidMessageError, match="cache_control"):
+        asm.assemble(messages)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "gemini"])
+def test_a_list_changed_by_another_thread_gives_a_valid_request_or_a_typed_error(
+    provider: str,
+) -> None:
+    chat: list[dict[str, Any]] = [{"role": "user", "content": "Start."}]
+    for i in range(30):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        chat += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"result {i} " * 50},
+        ]
+    chat.append({"role": "assistant", "content": "done"})
+    messages, system = adapter(provider).from_canonical(chat)
+    spare = copy.deepcopy(messages)
+    stop = threading.Event()
+
+    def churn() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            # Replaced by equal copies: the request stays valid, the objects are new.
+            for i in range(2, len(messages), 2):
+                messages[i] = copy.deepcopy(spare[i])
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    try:
+        asm = rb.Assembler(
+            rb.AssemblyConfig(model_input_limit=2_000, output_reserve_tokens=0), provider=provider
+        )
+        for _ in range(100):
+            try:
+                res = asm.assemble(messages, system=system)
+            except rb.InvalidMessageError as e:
+                assert "changed while it was read" in str(e)
+                continue
+            assert rb.validate(res.messages, provider=provider, system=res.system) == []
+    finally:
+        stop.set()
+        thread.join()
