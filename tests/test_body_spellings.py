@@ -203,3 +203,53 @@ def test_the_cli_refuses_a_system_given_twice(tmp_path: Path, command: str) -> N
     assert proc.returncode == 2, proc
     assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
     assert "both systemInstruction and system_instruction" in proc.stderr
+
+
+# The core reads the reserve as the dict path does ---------------------------------------------
+
+
+BOTH = "the body gives both {} and {}, two spellings of one field; send only one of them"
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        ({"generationConfig": {"maxOutputTokens": 7}}, ("generationConfig.maxOutputTokens", 7)),
+        (
+            {"generation_config": {"max_output_tokens": 8}},
+            ("generation_config.max_output_tokens", 8),
+        ),
+        ({"generationConfig": {"max_output_tokens": 6}}, ("generationConfig.max_output_tokens", 6)),
+        ({"generation_config": {"maxOutputTokens": 5}}, ("generation_config.maxOutputTokens", 5)),
+        ({"generation_config": {"max_output_tokens": None}, "max_tokens": 4}, ("max_tokens", 4)),
+        (
+            {"generation_config": {"max_output_tokens": "many"}},
+            "generation_config.max_output_tokens must be a non-negative integer",
+        ),
+        ({"generation_config": 3}, None),
+        (
+            {"generationConfig": {"maxOutputTokens": 1}, "generation_config": {}},
+            BOTH.format("generationConfig", "generation_config"),
+        ),
+        (
+            {"generation_config": {"maxOutputTokens": 1, "max_output_tokens": 1}},
+            BOTH.format("maxOutputTokens", "max_output_tokens"),
+        ),
+    ],
+)
+def test_the_core_reads_each_spelling_of_the_reserve_as_the_dict_path(
+    head: dict[str, Any], expected: Any
+) -> None:
+    """``_core.body_head`` (the native path's reading of a body) and ``output_reserve`` (the
+    dict path's) give the same field and count, or the same error, for every spelling."""
+    from ringbound import _core
+    from ringbound.body import output_reserve
+
+    def outcome(read: Any) -> Any:
+        try:
+            return read()
+        except rb.InvalidBodyError as e:
+            return str(e).split(", got ")[0]  # the value is quoted as each language writes it
+
+    assert outcome(lambda: _core.body_head(orjson.dumps(head), 10**6)[1]) == expected
+    assert outcome(lambda: output_reserve(head)) == expected
