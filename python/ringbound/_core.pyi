@@ -68,8 +68,9 @@ def assemble_openai_chat_body(
     ``default_reserve``."""
 
 def body_head(body: bytes, max_request_bytes: int) -> tuple[str | None, tuple[str, int] | None]:
-    """A body's ``model`` and output reserve as ``(field, count)``, read without building
-    its values."""
+    """A body's ``model`` and output reserve as ``(field, count)``, the field as the body
+    spells it (``generation_config.max_output_tokens``), read without building its values;
+    ``InvalidBodyError`` for a field on the reserve's path given under two spellings."""
 
 def count_openai_chat(
     messages_json: bytes | list[bytes],

@@ -287,7 +287,7 @@ class Assembler:
         Raises:
             InvalidBodyError: The body is not a JSON object of its provider's shape (not
                 UTF-8, truncated, over ``max_request_bytes``, a history that is not a list,
-                a ``max_tokens`` that is not a count).
+                a ``max_tokens`` that is not a count, a field under both its spellings).
             InvalidMessageError: A message of the history is malformed (its index named),
                 or the format cannot be detected.
             PairingError, BudgetExceededError, SummaryError, StaleStateError, StoreError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -42,7 +42,41 @@ class _Shape:
     system: str | None
     tools: tuple[str, ...]
     with_tools: tuple[str, ...]
+    #: Top-level fields the provider reads under a second spelling, as (camelCase, other):
+    #: Gemini's REST API parses proto field names (``system_instruction``) as well as their
+    #: JSON names (``systemInstruction``).
+    spellings: tuple[tuple[str, str], ...] = ()
 
+    def spelled(self, parsed: dict[str, Any]) -> _Shape:
+        """This shape with each field named as ``parsed`` spells it, so that the system is
+        read and counted whichever spelling the caller used and written back under that one.
+
+        Raises:
+            InvalidBodyError: The body gives one field under both spellings (which one the
+                API reads is not documented, so neither can be fitted as the one sent).
+        """
+        renamed: dict[str, str] = {}
+        for camel, other in self.spellings:
+            if camel in parsed and other in parsed:
+                raise both_spellings(camel, other)
+            if other in parsed:
+                renamed[camel] = other
+        if not renamed:
+            return self
+        return replace(
+            self,
+            system=renamed.get(self.system, self.system) if self.system else None,
+            with_tools=tuple(renamed.get(k, k) for k in self.with_tools),
+        )
+
+
+#: The fields a Gemini body may spell either way (the reserve's ``generationConfig`` too, so
+#: that a body giving it twice is refused as the others are).
+_GEMINI_SPELLINGS = (
+    ("systemInstruction", "system_instruction"),
+    ("toolConfig", "tool_config"),
+    ("generationConfig", "generation_config"),
+)
 
 _SHAPES = {
     "openai_chat": _Shape("messages", None, ("tools",), ("tool_choice", "parallel_tool_calls")),
@@ -50,17 +84,20 @@ _SHAPES = {
         "input", "instructions", ("tools",), ("tool_choice", "parallel_tool_calls")
     ),
     "anthropic": _Shape("messages", "system", ("tools",), ("tool_choice",)),
-    "gemini": _Shape("contents", "systemInstruction", ("tools",), ("toolConfig",)),
+    "gemini": _Shape(
+        "contents", "systemInstruction", ("tools",), ("toolConfig",), _GEMINI_SPELLINGS
+    ),
     "bedrock_converse": _Shape("messages", "system", ("toolConfig", "tools"), ("toolConfig",)),
 }
 #: Where each format may name its output reserve, the first present winning (as the core
-#: reads it for the native path).
-_RESERVE_PATHS = (
-    ("max_completion_tokens",),
-    ("max_tokens",),
-    ("max_output_tokens",),
-    ("generationConfig", "maxOutputTokens"),
-    ("inferenceConfig", "maxTokens"),
+#: reads it for the native path). Each step lists the spellings of one field: Gemini's
+#: ``generation_config.max_output_tokens`` is its ``generationConfig.maxOutputTokens``.
+_RESERVE_PATHS: tuple[tuple[tuple[str, ...], ...], ...] = (
+    (("max_completion_tokens",),),
+    (("max_tokens",),),
+    (("max_output_tokens",),),
+    (("generationConfig", "generation_config"), ("maxOutputTokens", "max_output_tokens")),
+    (("inferenceConfig",), ("maxTokens",)),
 )
 #: A body's output reserve: the field that named it (``max_tokens``,
 #: ``generationConfig.maxOutputTokens``...) and its count.
@@ -230,6 +267,7 @@ def assemble(
             return _native(target, data, entry)
     parsed = _parse(data)
     provider = detect_provider(parsed) if asm._detect else asm.provider
+    shape = _SHAPES[provider].spelled(parsed)
     entry = _model_entry(asm, parsed.get("model"))
     target = asm._variants.get(provider, entry, output_reserve(parsed))
     why = _native_reason(target, state, session_id)
@@ -238,7 +276,7 @@ def assemble(
     elif why is None:
         # A detected chat body: the format cost a parse, the assembly is still native.
         return _native(target, data, entry)
-    return target, parsed, _SHAPES[provider], provider, entry, why
+    return target, parsed, shape, provider, entry, why
 
 
 def _native(asm: Assembler, data: bytes, entry: str | None) -> BodyResult:
@@ -280,20 +318,42 @@ def _parse(data: bytes) -> dict[str, Any]:
 
 
 def output_reserve(parsed: dict[str, Any]) -> Reserve | None:
-    """The output reserve a parsed body names and its field, as the core reads them from
-    bytes."""
+    """The output reserve a parsed body names and its field (as the body spells it), as the
+    core reads them from bytes.
+
+    Raises:
+        InvalidBodyError: The reserve is not a count, or a field on its path is given under
+            two spellings (``generationConfig`` and ``generation_config``).
+    """
     for path in _RESERVE_PATHS:
         value: Any = parsed
-        for key in path:
-            value = value.get(key) if isinstance(value, dict) else None
+        names: list[str] = []
+        for spellings in path:
+            if not isinstance(value, dict):
+                value = None
+                break
+            given = [k for k in spellings if k in value]
+            if len(given) > 1:
+                raise both_spellings(*given)
+            names.append(given[0] if given else spellings[0])
+            value = value.get(names[-1])
         if value is None:
             continue
+        name = ".".join(names)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            name = ".".join(path)
             reason = f"{name} must be a non-negative integer, got {value!r:.40}"
             raise InvalidBodyError(reason, reason=reason)
-        return ".".join(path), value
+        return name, value
     return None
+
+
+def both_spellings(first: str, second: str) -> InvalidBodyError:
+    """The error for a body that gives one field under both of its spellings."""
+    reason = (
+        f"the body gives both {first} and {second}, two spellings of one field; "
+        "send only one of them"
+    )
+    return InvalidBodyError(reason, reason=reason)
 
 
 def split(parsed: dict[str, Any], shape: _Shape) -> tuple[Any, Any, Any]:

@@ -33,6 +33,46 @@ def _blocks(items: Sequence[Any]) -> list[Mapping[str, Any]]:
     return out
 
 
+#: Input item types only an OpenAI Responses input carries: every type the core's Responses
+#: parser reads (``rust/src/providers/openai_responses/parse``; ``message`` too, as no other
+#: format's request messages carry a ``type``), and ``item_reference``, which it refuses by
+#: name. tests/test_detect_responses.py checks this against the list the core's refusals give.
+_RESPONSES_ITEMS = frozenset(
+    {
+        "message",
+        "reasoning",
+        "compaction",
+        "compaction_trigger",
+        "item_reference",
+        # Calls and their outputs.
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "computer_call",
+        "computer_call_output",
+        "shell_call",
+        "shell_call_output",
+        "local_shell_call",
+        "local_shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        # Hosted tools, which carry their own results.
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+        "mcp_list_tools",
+    }
+)
+#: Content part types only a Responses message carries (OpenAI Chat's are ``text``,
+#: ``image_url``, ``input_audio``, ``file``, ``refusal``).
+_RESPONSES_PARTS = frozenset({"input_text", "input_image", "input_file", "output_text"})
+
+
 def _votes(body: Mapping[str, Any]) -> set[str]:
     votes: set[str] = set()
     if "contents" in body or "systemInstruction" in body or "system_instruction" in body:
@@ -42,11 +82,18 @@ def _votes(body: Mapping[str, Any]) -> set[str]:
     if "toolConfig" in body or "inferenceConfig" in body:
         votes.add("bedrock_converse")
     items = _items(body)
+    # Item types are read on the items alone: a content block may share a name with one
+    # (Anthropic's `compaction` block is no Responses compaction item).
+    kinds = {
+        t for item in items if isinstance(item, Mapping) and isinstance(t := item.get("type"), str)
+    }
+    if kinds & _RESPONSES_ITEMS:
+        votes.add("openai_responses")
     for block in _blocks(items):
         kind = block.get("type")
         if kind in ("tool_use", "tool_result", "thinking", "redacted_thinking"):
             votes.add("anthropic")
-        elif kind in ("function_call", "function_call_output", "reasoning", "input_text"):
+        elif isinstance(kind, str) and kind in _RESPONSES_PARTS:
             votes.add("openai_responses")
         if "toolUse" in block or "toolResult" in block or "reasoningContent" in block:
             votes.add("bedrock_converse")

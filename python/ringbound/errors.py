@@ -60,9 +60,11 @@ class InvalidMessageError(RingboundError, ValueError):
 
 class InvalidBodyError(InvalidMessageError):
     """A request body given to ``assemble_body`` is not what its provider sends: not UTF-8,
-    not JSON, not an object, over ``max_request_bytes``, or a field of the wrong type (a
-    history that is not a list, a ``max_tokens`` that is not a count). ``index`` is None;
-    a malformed message inside a well-formed body is an ``InvalidMessageError`` naming it.
+    not JSON, not an object, over ``max_request_bytes``, a field of the wrong type (a
+    history that is not a list, a ``max_tokens`` that is not a count), or a field given under
+    both its spellings (Gemini's ``systemInstruction`` and ``system_instruction``).
+    ``index`` is None; a malformed message inside a well-formed body is an
+    ``InvalidMessageError`` naming it.
 
     Attributes:
         reason: What is wrong.

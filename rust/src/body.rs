@@ -17,13 +17,18 @@ use crate::plan::{self, Item, Plan, PlanConfig, SYNTHESIZED_RESULT_TEXT};
 use crate::request::{check_count, load_given, Given, Limits, Scheme};
 use crate::rewrite::RewriteKind;
 
-/// The fields a body may give its output reserve in, by provider (the first present wins).
-const RESERVE_KEYS: [&[&str]; 5] = [
-    &["max_completion_tokens"],
-    &["max_tokens"],
-    &["max_output_tokens"],
-    &["generationConfig", "maxOutputTokens"],
-    &["inferenceConfig", "maxTokens"],
+/// The fields a body may give its output reserve in, by provider (the first present wins),
+/// each step with its spellings: Gemini reads its proto field names
+/// (`generation_config.max_output_tokens`) as well as their JSON names.
+const RESERVE_KEYS: [&[&[&str]]; 5] = [
+    &[&["max_completion_tokens"]],
+    &[&["max_tokens"]],
+    &[&["max_output_tokens"]],
+    &[
+        &["generationConfig", "generation_config"],
+        &["maxOutputTokens", "max_output_tokens"],
+    ],
+    &[&["inferenceConfig"], &["maxTokens"]],
 ];
 
 /// Fields an OpenAI Chat body sends only with its `tools`: dropped with them, since the
@@ -114,17 +119,17 @@ impl<'a> Body<'a> {
     }
 
     /// The output reserve the body asks for (`max_tokens` and each provider's spelling of
-    /// it) with the field that gave it, None when it names none. InvalidBody when the field
-    /// is not a count.
+    /// it) with the field that gave it, as the body spells it; None when it names none.
+    /// InvalidBody when the field is not a count, or a field on its path is given under two
+    /// spellings.
     pub fn reserve(&self) -> Result<Option<(String, u64)>, CoreError> {
         for path in RESERVE_KEYS {
-            let Some(value) = self.nested(path)? else {
+            let Some((field, value)) = self.nested(path)? else {
                 continue;
             };
             if value.get() == "null" {
                 continue;
             }
-            let field = path.join(".");
             return match serde_json::from_str::<u64>(value.get()) {
                 Ok(n) => Ok(Some((field, n))),
                 Err(_) => Err(invalid(format!(
@@ -136,23 +141,49 @@ impl<'a> Body<'a> {
         Ok(None)
     }
 
-    fn nested(&self, path: &[&str]) -> Result<Option<&'a RawValue>, CoreError> {
-        let Some(mut value) = self.fields.get(path[0]) else {
+    /// The value at `path` (each step one of its spellings) and the path as spelled.
+    fn nested(&self, path: &[&[&str]]) -> Result<Option<(String, &'a RawValue)>, CoreError> {
+        let Some((first, mut value)) = one_of(&self.fields, path[0])? else {
             return Ok(None);
         };
-        for key in &path[1..] {
+        let mut names = vec![first];
+        for spellings in &path[1..] {
             if !value.get().starts_with('{') {
                 return Ok(None);
             }
             let inner = Fields::parse(value.get())
-                .map_err(|e| invalid(format!("{} is not an object ({e})", path[0])))?;
-            match inner.get(key) {
-                Some(v) => value = v,
+                .map_err(|e| invalid(format!("{} is not an object ({e})", names.join("."))))?;
+            match one_of(&inner, spellings)? {
+                Some((name, v)) => {
+                    names.push(name);
+                    value = v;
+                }
                 None => return Ok(None),
             }
         }
-        Ok(Some(value))
+        Ok(Some((names.join("."), value)))
     }
+}
+
+/// The field of `fields` given under one of `spellings`, with the spelling used; InvalidBody
+/// when two are given (which one the provider reads is not documented).
+fn one_of<'a, 's>(
+    fields: &Fields<'a>,
+    spellings: &[&'s str],
+) -> Result<Option<(&'s str, &'a RawValue)>, CoreError> {
+    let mut found: Option<(&'s str, &'a RawValue)> = None;
+    for &name in spellings {
+        if let Some(value) = fields.get(name) {
+            if let Some((first, _)) = found {
+                return Err(invalid(format!(
+                    "the body gives both {first} and {name}, two spellings of one field; \
+                     send only one of them"
+                )));
+            }
+            found = Some((name, value));
+        }
+    }
+    Ok(found)
 }
 
 /// The body's text: InvalidBody when it exceeds `max_request_bytes` or is not UTF-8.
@@ -606,6 +637,23 @@ mod tests {
             read(r#"{"inferenceConfig":{"maxTokens":9}}"#).unwrap(),
             some("inferenceConfig.maxTokens", 9)
         );
+        assert_eq!(
+            read(r#"{"generation_config":{"max_output_tokens":8}}"#).unwrap(),
+            some("generation_config.max_output_tokens", 8)
+        );
+        assert_eq!(
+            read(r#"{"generationConfig":{"max_output_tokens":6}}"#).unwrap(),
+            some("generationConfig.max_output_tokens", 6)
+        );
+        for both in [
+            r#"{"generationConfig":{"maxOutputTokens":1},"generation_config":{}}"#,
+            r#"{"generation_config":{"maxOutputTokens":1,"max_output_tokens":1}}"#,
+        ] {
+            let Err(CoreError::InvalidBody { reason }) = read(both) else {
+                panic!("{both} is refused");
+            };
+            assert!(reason.starts_with("the body gives both "), "{reason}");
+        }
         assert_eq!(read(r#"{"max_tokens":null}"#).unwrap(), None);
         assert!(read(r#"{"max_tokens":-1}"#).is_err());
         assert!(read(r#"{"max_tokens":"x"}"#).is_err());

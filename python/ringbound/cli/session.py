@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from ..body import both_spellings
 from ..detect import detect_provider, provider_candidates
 from ..errors import InvalidMessageError
 
@@ -21,6 +22,9 @@ __all__ = ["Session", "load_session"]
 #: Where each provider's request body keeps its messages and its top-level system.
 _MESSAGE_KEYS = ("messages", "input", "contents")
 _SYSTEM_KEYS = ("system", "instructions", "systemInstruction", "system_instruction")
+#: Gemini's two spellings of its system: a body giving both is refused, as ``assemble_body``
+#: refuses it, rather than one of them read and the other kept.
+_GEMINI_SYSTEM = ("systemInstruction", "system_instruction")
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,8 @@ def load_session(path: str | Path, *, index: int | None = None, key: str | None 
     if isinstance(doc, dict):
         found = next((k for k in _MESSAGE_KEYS if isinstance(doc.get(k), list)), None)
         if found is not None:
+            if all(k in doc for k in _GEMINI_SYSTEM):
+                raise both_spellings(*_GEMINI_SYSTEM)
             system_key = next((k for k in _SYSTEM_KEYS if k in doc), None)
             tools = doc.get("tools")
             return Session(
