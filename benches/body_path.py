@@ -23,7 +23,6 @@ from measure import CLOCKS, Case, interleaved_medians, thread_speedup
 
 import ringbound as rb
 from ringbound import _core
-from ringbound.body import NATIVE_PROVIDERS
 from ringbound.providers import PROVIDERS
 
 #: Fields a gateway sends next to the history, kept through assembly.
@@ -83,11 +82,12 @@ def measure(repeat: int, clock: Callable[[], float]) -> dict[str, Any]:
     budget = workload.BUDGET
     cases: dict[str, Case] = {}
     sizes: dict[str, int] = {}
+    paths: dict[str, str] = {}
     for provider in PROVIDERS:
         asm = workload.assembler(budget, provider=provider)
         data, before = body(provider, chat), body(provider, history_of(chat))
         sizes[provider] = len(data)
-        checked(asm.assemble_body(data), provider)
+        paths[provider] = checked(asm.assemble_body(data), provider).path
 
         def prime(a: rb.Assembler = asm, d: bytes = before) -> None:
             _core.cache_clear()
@@ -111,7 +111,13 @@ def measure(repeat: int, clock: Callable[[], float]) -> dict[str, Any]:
         return lambda: [hashlib.sha256(blob).digest() for _ in range(times)]
 
     control = thread_speedup(sha(2), [sha(1), sha(1)], rounds)
-    return {"t": t, "sizes": sizes, "threads": threads(chat, budget, rounds), "control": control}
+    return {
+        "t": t,
+        "sizes": sizes,
+        "paths": paths,
+        "threads": threads(chat, budget, rounds),
+        "control": control,
+    }
 
 
 def threads(chat: list[dict[str, Any]], budget: int, repeat: int) -> tuple[float, float]:
@@ -150,7 +156,7 @@ def section(repeat: int, clock: Callable[[], float]) -> str:
         f"| | LangChain `trim_messages` | {ms(t['langchain trim_messages'])} |",
     ]
     for provider in PROVIDERS:
-        path = "native" if provider in NATIVE_PROVIDERS else "dict"
+        path = m["paths"][provider]
         rows.append(
             f"| {provider} body ({sizes[provider] // 1000} KB, {path} path) | `assemble_body` "
             f"warm | {ms(t[f'{provider} body warm'])} |"

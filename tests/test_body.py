@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from strategies import budget_for, fractions, policies, sessions, tools_schema
 
 import ringbound as rb
+from ringbound import _core
 from ringbound.cli.simulate import SIDE_EFFECT_TOOLS, agent_session
 from ringbound.providers import adapter
 
@@ -311,7 +312,7 @@ def test_other_formats_keep_every_field(provider: str) -> None:
     same = dataclasses.replace(cfg, output_reserve_tokens=1000)
     expected = rb.Assembler(same, provider=provider).assemble(messages, tools, system=system)
     out = orjson.loads(res.body)
-    assert res.path == "dict" and res.provider == provider
+    assert res.path == "items" and res.provider == provider
     assert "not assembled natively" in (res.path_reason or "")
     assert out[history] == orjson.loads(orjson.dumps(expected.messages))
     assert out[system_key] == orjson.loads(orjson.dumps(expected.system))
@@ -319,6 +320,51 @@ def test_other_formats_keep_every_field(provider: str) -> None:
     assert res.report.dropped_rings and res.report.budget == same.budget
     detected = rb.Assembler(cfg, provider=None).assemble_body(orjson.dumps(body))
     assert detected.provider == provider and detected.body == res.body
+
+
+@pytest.mark.parametrize("provider", sorted(SHAPES))
+def test_other_formats_write_kept_items_as_their_own_bytes(provider: str) -> None:
+    """The history's items stay bytes: those the assembly keeps unchanged go back as the
+    input's own bytes (spacing and key order included), everything else as the dict path
+    writes it."""
+    body, messages, system, tools = provider_body(provider)
+    history = SHAPES[provider][0]
+    data = orjson.dumps(body, option=orjson.OPT_INDENT_2)
+    _, array, spans = _core.split_body(data, history, 1 << 30)
+    raws = [array[s:e] for s, e in spans]
+    cfg = config(model_input_limit=rb.count_tokens(messages, provider=provider) // 3 + 1000)
+    res = rb.Assembler(cfg, provider=provider).assemble_body(data)
+    same = dataclasses.replace(cfg, output_reserve_tokens=1000)
+    expected = rb.Assembler(same, provider=provider).assemble(messages, tools, system=system)
+    out = orjson.loads(res.body)
+    assert res.path == "items"
+    assert out[history] == orjson.loads(orjson.dumps(expected.messages))
+    kept = [i for i, m in enumerate(messages) if any(m is e for e in expected.messages)]
+    assert kept and b"\n  " in raws[kept[-1]]
+    for i in kept:
+        assert raws[i] in res.body, i
+    assert body[history] == messages  # the input is read, never changed
+
+
+@pytest.mark.parametrize("provider", sorted(SHAPES))
+def test_a_damaged_item_of_another_format_is_refused_as_the_dict_path_refuses_it(
+    provider: str,
+) -> None:
+    body, messages, _, _ = provider_body(provider, turns=3)
+    history = SHAPES[provider][0]
+    asm = rb.Assembler(config(model_input_limit=10**6), provider=provider)
+    asm.assemble_body(orjson.dumps(body))  # its items cached
+    good = orjson.dumps(body)
+    last = orjson.dumps(messages[-1])
+    with pytest.raises(rb.InvalidBodyError, match="not valid JSON"):
+        asm.assemble_body(good.replace(last, last[:-1] + b",}"))
+    seven = good.replace(last, b"7")
+    with pytest.raises(rb.InvalidMessageError) as got:
+        asm.assemble_body(seven)
+    with pytest.raises(rb.InvalidMessageError) as dict_path:
+        asm.assemble(orjson.loads(seven)[history])
+    assert str(got.value) == str(dict_path.value)
+    assert got.value.index == len(messages) - 1
 
 
 def test_detected_chat_bodies_run_natively() -> None:

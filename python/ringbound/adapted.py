@@ -21,6 +21,7 @@ from .providers.base import (
     named_by,
     tools_as_openai,
 )
+from .raw_items import items_json
 
 __all__ = [
     "CanonicalMessages",
@@ -159,6 +160,9 @@ def read_view(
     key = adapter.key
 
     def read() -> Any:
+        items = items_json(messages)
+        if items is not None:
+            return _core.read_native(key, items, texts, tools_payload, core, cache)
         if type(messages) is list:
             view = _core.read_native_objects(key, messages, texts, tools_payload, core, cache)
             if view is not None:
@@ -247,7 +251,10 @@ class NativeRequest:
     def payload(self) -> list[bytes]:
         """The serialized messages (the canonical ones for OpenAI Chat), made when asked."""
         if self._payload is None:
-            self._payload = self.adapter.native_parts(self.messages)  # type: ignore[attr-defined]
+            items = items_json(self.messages)
+            self._payload = (
+                [items] if items is not None else self.adapter.native_parts(self.messages)  # type: ignore[attr-defined]
+            )
         return self._payload
 
     def serialized(self) -> list[bytes]:

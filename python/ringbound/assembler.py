@@ -18,7 +18,7 @@ from . import body as bodies
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
 from .config import AssemblyConfig
 from .counters.gate import count_gate
-from .errors import BudgetExceededError, ConfigError, StaleStateError
+from .errors import BudgetExceededError, ConfigError, InvalidMessageError, StaleStateError
 from .ledgers.side_effects import SideEffectLedger
 from .ledgers.tokens import TokenLedger
 from .observability import tracing
@@ -319,9 +319,18 @@ class Assembler:
             return got
         target, parsed, shape, provider, entry, why = got
         history, tools, system = bodies.split(parsed, shape)
-        result = yield from target._entry(
-            history, tools, system, (), None, 0, state, None, session_id
-        )
+        try:
+            result = yield from target._entry(
+                history, tools, system, (), None, 0, state, None, session_id
+            )
+        except InvalidMessageError:
+            parsed = bodies.whole(parsed, shape, body)
+            if parsed is None:
+                raise
+            history, tools, system = bodies.split(parsed, shape)
+            result = yield from target._entry(
+                history, tools, system, (), None, 0, state, None, session_id
+            )
         return bodies.joined(parsed, shape, result, tools, provider, entry, why)
 
     def assemble(

@@ -21,6 +21,7 @@ from .config import AssemblyConfig
 from .detect import detect_provider
 from .errors import ConfigError, InvalidBodyError
 from .observability import tracing
+from .raw_items import RawItem, dumps_with_items, raw_items
 from .report import AssemblyReport
 from .state import AssemblyState
 
@@ -117,8 +118,11 @@ class BodyResult:
         state: The checkpoint for the next turn when a ``state`` was given or the config is
             ``cache_stable``; None otherwise.
         provider: The body's format (the assembler's, or the one detected).
-        path: ``native`` (the core read and wrote the body, the GIL released) or ``dict``
-            (parsed in Python, assembled by ``assemble``, serialized again).
+        path: ``native`` (the core read and wrote the body, the GIL released), ``items``
+            (the history's items read by the core from the body's bytes, and the kept ones
+            written back as those bytes; the other fields parsed and written in Python,
+            insertions rendered by the provider's adapter) or ``dict`` (parsed in Python,
+            assembled by ``assemble``, serialized again).
         path_reason: Why the dict path was taken; None on the native path.
         model: The models-table entry the body's ``model`` picked (``Assembler.for_models``),
             else None.
@@ -265,12 +269,19 @@ def assemble(
         why = _native_reason(target, state, session_id)
         if why is None:
             return _native(target, data, entry)
-    parsed = _parse(data)
+    parsed = None
+    if not asm._detect and _native_reason(asm, state, session_id) is None:
+        parsed = _with_raw_items(data, _SHAPES[asm.provider].history, limit)
+    if parsed is None:
+        parsed = _parse(data)
     provider = detect_provider(parsed) if asm._detect else asm.provider
     shape = _SHAPES[provider].spelled(parsed)
     entry = _model_entry(asm, parsed.get("model"))
     target = asm._variants.get(provider, entry, output_reserve(parsed))
     why = _native_reason(target, state, session_id)
+    if why is not None and holds_raw_items(parsed, shape):
+        # What needs Python (a summarizer, a state) reads the whole history: parse it all.
+        parsed = _parse(data)
     if provider not in NATIVE_PROVIDERS:
         why = f"{provider} bodies are not assembled natively yet"
     elif why is None:
@@ -303,6 +314,31 @@ def _native(asm: Assembler, data: bytes, entry: str | None) -> BodyResult:
         tracing.rejected(e, asm.provider, asm._sink, span)
         raise
     return BodyResult(body=out, report=report, provider=asm.provider, model=entry)
+
+
+def _with_raw_items(data: bytes, history: str, limit: int) -> dict[str, Any] | None:
+    """The body parsed but for its history, whose items stay their own bytes (``RawItem``:
+    the core reads them from those, and writes back the ones kept unchanged); None when the
+    core cannot split the body so (``_parse`` then says what is wrong)."""
+    split = _core.split_body(data, history, limit)
+    if split is None:
+        return None
+    head, array, spans = split
+    parsed = _parse(head)
+    parsed[history] = raw_items(array, spans)
+    return parsed
+
+
+def holds_raw_items(parsed: dict[str, Any], shape: _Shape) -> bool:
+    history = parsed.get(shape.history)
+    return isinstance(history, list) and bool(history) and type(history[0]) is RawItem
+
+
+def whole(parsed: dict[str, Any], shape: _Shape, body: Any) -> dict[str, Any] | None:
+    """The body parsed whole when ``parsed`` kept its history's items as bytes, else None:
+    an item the core refused is read again the usual way, so that a body that is not JSON is
+    refused as such (``InvalidBodyError``) and a malformed item in the dict path's words."""
+    return _parse(_bytes(body)) if holds_raw_items(parsed, shape) else None
 
 
 def _parse(data: bytes) -> dict[str, Any]:
@@ -382,7 +418,9 @@ def joined(
     why: str,
 ) -> BodyResult:
     """The dict path's body: the input's fields with the assembled history, system and tools
-    in their places (a dropped tools schema takes its companions with it)."""
+    in their places (a dropped tools schema takes its companions with it). Kept items that
+    stayed bytes (the ``items`` path) are written as those bytes."""
+    raw = holds_raw_items(parsed, shape)
     out = dict(parsed)
     out[shape.history] = result.messages
     if shape.system is not None and (result.system is not None or shape.system in out):
@@ -391,11 +429,11 @@ def joined(
         for key in (shape.tools[0], *shape.with_tools):
             out.pop(key, None)
     return BodyResult(
-        body=orjson.dumps(out),
+        body=dumps_with_items(out) if raw else orjson.dumps(out),
         report=result.report,
         state=result.state,
         provider=provider,
-        path="dict",
+        path="items" if raw else "dict",
         path_reason=why,
         model=entry,
     )

@@ -105,10 +105,24 @@ impl<'a> Body<'a> {
         limits: Limits,
     ) -> Result<(Body<'a>, Option<Elements<'a>>), CoreError> {
         let json = text(bytes, limits)?;
-        Ok(match split_chat(json) {
-            Some((fields, messages)) => (Body { fields }, Some(messages)),
+        Ok(match split_history(json, "messages") {
+            Some((fields, messages, _)) => (Body { fields }, Some(messages)),
             None => (Body::parse(bytes, limits)?, None),
         })
+    }
+
+    /// The history array `key` of a body the scan can read (see `parse_chat`): its elements
+    /// and the byte range of the whole array. None when the scan cannot tell (not an object,
+    /// a stray byte between fields, no such array or two): the caller then reads the body
+    /// some other way, which reports what is wrong.
+    pub fn split_history(
+        bytes: &'a [u8],
+        key: &str,
+        limits: Limits,
+    ) -> Option<(Elements<'a>, std::ops::Range<usize>)> {
+        let json = text(bytes, limits).ok()?;
+        let (_, elements, range) = split_history(json, key)?;
+        Some((elements, range))
     }
 
     /// The body's `model`, when it is a string.
@@ -218,15 +232,18 @@ fn malformed(bytes: &[u8]) -> Option<CoreError> {
     Fields::parse(json).err().map(not_an_object)
 }
 
-/// Stands for the `messages` array among the fields `split_chat` read: the value is never
+/// Stands for the history array among the fields `split_history` read: the value is never
 /// read (`render` writes the messages from the split), so it needs no parse of the array.
 const SPLIT_ARRAY: &RawValue = RawValue::NULL;
 
-/// The top-level fields of `json` with the `messages` array split by `json_array` instead of
-/// read by serde, every other key and value read by serde; None when the scan cannot tell
-/// (not an object, a stray byte between fields, no `messages` array or two): serde then
-/// decides and reports.
-fn split_chat(json: &str) -> Option<(Fields<'_>, Elements<'_>)> {
+/// The top-level fields of `json` with the history array `key` split by `json_array` instead
+/// of read by serde, every other key and value read by serde, and the array's byte range;
+/// None when the scan cannot tell (not an object, a stray byte between fields, no such array
+/// or two): serde then decides and reports.
+fn split_history<'a>(
+    json: &'a str,
+    key: &str,
+) -> Option<(Fields<'a>, Elements<'a>, std::ops::Range<usize>)> {
     let b = json.as_bytes();
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
@@ -235,6 +252,7 @@ fn split_chat(json: &str) -> Option<(Fields<'_>, Elements<'_>)> {
     i = skip_ws(b, i + 1);
     let mut fields = Vec::new();
     let mut messages = None;
+    let mut range = 0..0;
     if b.get(i) == Some(&b'}') {
         i += 1;
     } else {
@@ -243,15 +261,16 @@ fn split_chat(json: &str) -> Option<(Fields<'_>, Elements<'_>)> {
                 return None;
             }
             let raw_key = raw_value(json, i)?;
-            let key: Cow<str> = serde_json::from_str(raw_key.get()).ok()?;
+            let name: Cow<str> = serde_json::from_str(raw_key.get()).ok()?;
             i = skip_ws(b, i + raw_key.get().len());
             if b.get(i) != Some(&b':') {
                 return None;
             }
             i = skip_ws(b, i + 1);
-            let value = if key == "messages" && b.get(i) == Some(&b'[') && messages.is_none() {
+            let value = if name == key && b.get(i) == Some(&b'[') && messages.is_none() {
                 let (parts, end) = json_array::split_prefix(&b[i..])?;
                 messages = Some(parts);
+                range = i..i + end;
                 i += end;
                 SPLIT_ARRAY
             } else {
@@ -259,7 +278,7 @@ fn split_chat(json: &str) -> Option<(Fields<'_>, Elements<'_>)> {
                 i += value.get().len();
                 value
             };
-            fields.push((key, value));
+            fields.push((name, value));
             i = skip_ws(b, i);
             match b.get(i) {
                 Some(b',') => i = skip_ws(b, i + 1),
@@ -271,11 +290,11 @@ fn split_chat(json: &str) -> Option<(Fields<'_>, Elements<'_>)> {
             }
         }
     }
-    let once = fields.iter().filter(|(k, _)| k == "messages").count() == 1;
+    let once = fields.iter().filter(|(k, _)| k == key).count() == 1;
     if skip_ws(b, i) != b.len() || !once {
         return None;
     }
-    Some((Fields(fields), messages?))
+    Some((Fields(fields), messages?, range))
 }
 
 /// The JSON value starting at byte `i` of `json`, read by serde.

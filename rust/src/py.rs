@@ -769,6 +769,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan_openai_chat, m)?)?;
     m.add_function(wrap_pyfunction!(body::assemble_openai_chat_body, m)?)?;
     m.add_function(wrap_pyfunction!(body::body_head, m)?)?;
+    m.add_function(wrap_pyfunction!(body::split_body, m)?)?;
     m.add_function(wrap_pyfunction!(count_openai_chat, m)?)?;
     m.add_function(wrap_pyfunction!(count_text, m)?)?;
     m.add_function(wrap_pyfunction!(cut_text, m)?)?;

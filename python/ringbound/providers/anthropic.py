@@ -216,11 +216,14 @@ def _read_uncached(messages: Any) -> list[_Msg]:
 def _turns(roles: Sequence[str]) -> list[_Turn]:
     """The turns of messages of these roles."""
     out: list[_Turn] = []
-    start = 0
-    for i in range(1, len(roles) + 1):
-        if i == len(roles) or roles[i] != roles[start]:
-            out.append(_Turn(roles[start], start, i))
-            start = i
+    start, role = 0, None
+    for i, r in enumerate(roles):
+        if r != role:
+            if i:
+                out.append(_Turn(role, start, i))
+            start, role = i, r
+    if roles:
+        out.append(_Turn(role, start, len(roles)))
     return out
 
 

@@ -73,3 +73,45 @@ pub(super) fn body_head(py: Python<'_>, body: &[u8], max_request_bytes: usize) -
         .map_err(|e| to_py(py, e))
     })
 }
+
+/// `split_body`'s answer: the body with its history emptied, the history, each item's span.
+type Split<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Vec<(usize, usize)>);
+
+/// A body split for a format the core does not write out: the body with its history array
+/// `key` emptied to `[]` (the few fields Python reads), the history array's own bytes, and
+/// each item's byte span in it, found without reading the items. None when the scan cannot
+/// split the body so (the caller parses it whole, which says what is wrong).
+#[pyfunction]
+pub(super) fn split_body<'py>(
+    py: Python<'py>,
+    body: &[u8],
+    key: &str,
+    max_request_bytes: usize,
+) -> PyResult<Option<Split<'py>>> {
+    guard(py, || {
+        let limits = crate::request::Limits {
+            max_messages: usize::MAX,
+            max_request_bytes,
+        };
+        let Some((elements, range)) = py.detach(|| Body::split_history(body, key, limits)) else {
+            return Ok(None);
+        };
+        let base = body.as_ptr() as usize + range.start;
+        let spans = elements
+            .iter()
+            .map(|e| {
+                let start = e.as_ptr() as usize - base;
+                (start, start + e.len())
+            })
+            .collect();
+        let mut head = Vec::with_capacity(body.len() - range.len() + 2);
+        head.extend_from_slice(&body[..range.start]);
+        head.extend_from_slice(b"[]");
+        head.extend_from_slice(&body[range.end..]);
+        Ok(Some((
+            PyBytes::new(py, &head),
+            PyBytes::new(py, &body[range]),
+            spans,
+        )))
+    })
+}
