@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import _core
 from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
@@ -50,9 +50,9 @@ class _Msg:
     blocks: list[dict[str, Any]]
 
 
-@dataclass(frozen=True)
-class _Turn:
-    """Consecutive native messages of one role, ``[start, end)``: one turn to the API."""
+class _Turn(NamedTuple):
+    """Consecutive native messages of one role, ``[start, end)``: one turn to the API (a
+    tuple: a rendering makes one per message of a long session)."""
 
     role: str
     start: int
@@ -224,6 +224,17 @@ def _turns(roles: Sequence[str]) -> list[_Turn]:
             start, role = i, r
     if roles:
         out.append(_Turn(role, start, len(roles)))
+    return out
+
+
+def _turn_of(roles: Sequence[str | None]) -> list[int]:
+    """The turn of each message (``_turns``' index), without making the turns."""
+    out: list[int] = []
+    t, role = -1, object()
+    for r in roles:
+        if r != role:
+            t, role = t + 1, r
+        out.append(t)
     return out
 
 
@@ -521,10 +532,7 @@ class AnthropicAdapter:
         """
         facts = canonical.facts
         roles = facts.roles if facts is not None else [_role(m) for m in messages]
-        turns = _turns(roles)
-        turn_of = [0] * len(roles)
-        for t, turn in enumerate(turns):
-            turn_of[turn.start : turn.end] = [t] * (turn.end - turn.start)
+        turn_of = _turn_of(roles)
 
         note: str | None = None
         summary: str | None = None
@@ -549,6 +557,7 @@ class AnthropicAdapter:
         kept_set = set(kept)
         into: dict[int, list[str]] = {}
         after: dict[int, list[str]] = {}
+        turns = _turns(roles) if synthesized else []
         call_turn = _call_turns(messages, roles, turn_of) if synthesized else {}
         for cid in synthesized:
             t = call_turn[cid]

@@ -396,6 +396,7 @@ class BedrockConverseAdapter:
             i: _rewritten(messages[i], rewrites, canonical)
             for i, rewrites in plan_rewrites(items, canonical).items()
         }
+        roles = canonical.facts.roles if canonical.facts is not None else None
         entries: list[_Entry] = []
         emitted: set[int] = set()
         note: str | None = None
@@ -409,7 +410,8 @@ class BedrockConverseAdapter:
                 if start >= 0 and start not in emitted:
                     emitted.add(start)
                     message = replaced.get(start, messages[start])
-                    entries.append(_Entry(message["role"], [(start, message)]))
+                    role = roles[start] if roles is not None else message["role"]
+                    entries.append(_Entry(role, [(start, message)]))
             elif item[0] == "synthesized":
                 block = synthesized_result(item[1])
                 if entries and entries[-1].role == "user":

@@ -129,7 +129,10 @@ class _Turn:
 class _GeminiCanonical(Canonical):
     """The canonical view plus what rendering needs to map the plan back."""
 
+    #: Every content read (only when a plan synthesizes responses: placing them needs the calls).
     turns: tuple[_Turn, ...] = ()
+    #: Every content's role, ``user`` or ``model``.
+    roles: Sequence[str] = ()
     #: Canonical index of the ledger note an earlier assembly left in the system instruction.
     note: int | None = None
     #: Canonical index of the summary note an earlier assembly left there.
@@ -543,7 +546,6 @@ def _for_render(
     rewrite changes. Not for a plan that synthesizes responses (it needs every call)."""
     facts = canonical.facts
     roles = facts.roles if facts is not None else [_role_of(m) for m in messages]
-    turns = tuple(_Turn(i, role, False) for i, role in enumerate(roles))  # type: ignore[arg-type]
     responses_at: dict[int, int] = {}
     for item in items:
         if not isinstance(item, int) and item[0] == "rewrite":
@@ -552,7 +554,7 @@ def _for_render(
             if at is not None:
                 responses_at[k] = at
     return _GeminiCanonical(
-        **vars(canonical), turns=turns, responses_at=responses_at, **_notes_at(canonical)
+        **vars(canonical), roles=roles, responses_at=responses_at, **_notes_at(canonical)
     )
 
 
@@ -608,7 +610,7 @@ def _rewrites(
             at = canonical.responses_at[k]
             new = list(parts)
             new[at] = _response_as_text(i, parts[at], text)
-        out[i] = _with_parts(current, new, canonical.turns[i].role)
+        out[i] = _with_parts(current, new, canonical.roles[i])
     return out
 
 
@@ -767,6 +769,7 @@ class GeminiAdapter:
             spans=spans,
             binds_next=binds,
             turns=tuple(turns),
+            roles=tuple(t.role for t in turns),
             note=note,
             summary=summary,
             calls_at=calls_at,
@@ -815,7 +818,7 @@ class GeminiAdapter:
                     continue
                 if not entries or entries[-1].first != start:
                     obj = replaced.get(start, messages[start])
-                    entries.append(_Entry(obj, turns[start].role, start, start))
+                    entries.append(_Entry(obj, canonical.roles[start], start, start))
                 for call in canonical.calls_at.get(k, ()):
                     call_turn[call.cid] = (len(entries) - 1, call)
             elif item[0] == "synthesized":

@@ -9,7 +9,7 @@ mod parse;
 mod rules;
 
 use super::item_cache::ItemCache;
-use super::{cached_items, Canonical, Provider};
+use super::{cached_items, Canonical, ItemFacts, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::Role;
@@ -86,6 +86,17 @@ impl Provider for BedrockConverse {
 
     fn item_cache(&self) -> Option<&'static ItemCache<BedrockMessage>> {
         cached_items!(BedrockMessage, 4)
+    }
+
+    fn facts(&self, m: &BedrockMessage) -> ItemFacts {
+        ItemFacts {
+            role: Some(if m.role == Role::Assistant {
+                "assistant"
+            } else {
+                "user"
+            }),
+            ..ItemFacts::default()
+        }
     }
 
     fn parse(&self, i: usize, raw: &[u8]) -> Result<BedrockMessage, CoreError> {
