@@ -12,6 +12,7 @@ pub mod native;
 pub mod pairing;
 pub mod plan;
 pub mod providers;
+pub mod readings;
 pub mod request;
 pub mod rewrite;
 pub mod summary;

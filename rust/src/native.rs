@@ -290,7 +290,10 @@ mod tests {
     /// Keys as a walk of the caller's objects would make them: here, the hash of each item's
     /// JSON under a seed no JSON key uses.
     fn keyed(provider: &str, items: &[&str], system: &[Vec<String>]) -> (Native, Vec<usize>) {
-        let seed = item_seed(provider).expect("a provider").expect("keeps items") ^ 0xdead;
+        let seed = item_seed(provider)
+            .expect("a provider")
+            .expect("keeps items")
+            ^ 0xdead;
         let keys: Vec<u128> = items
             .iter()
             .map(|raw| xxhash_rust::xxh3::xxh3_128_with_seed(raw.as_bytes(), seed))
@@ -347,11 +350,19 @@ mod tests {
         let keys = [1u128, 2];
         let mut short = |_: &[usize]| Ok(vec![(1u128, b"{}".to_vec())]);
         let err = read_keyed("gemini", &keys, &mut short, &|_| Ok(()), &[]).unwrap_err();
-        assert!(err.to_string().contains("changed while it was read"), "{err}");
+        assert!(
+            err.to_string().contains("changed while it was read"),
+            "{err}"
+        );
         let mut dump = |missed: &[usize]| {
             Ok(missed
                 .iter()
-                .map(|&i| (keys[i], br#"{"role":"user","parts":[{"text":"x"}]}"#.to_vec()))
+                .map(|&i| {
+                    (
+                        keys[i],
+                        br#"{"role":"user","parts":[{"text":"x"}]}"#.to_vec(),
+                    )
+                })
                 .collect())
         };
         let too_big = |bytes: usize| {

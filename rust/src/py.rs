@@ -741,6 +741,7 @@ fn cache_clear(py: Python<'_>) -> PyResult<()> {
     guard(py, || {
         cache::global().clear();
         crate::providers::clear_item_caches();
+        crate::readings::clear();
         crate::count::forget_pieces();
         Ok(())
     })

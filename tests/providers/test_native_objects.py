@@ -189,3 +189,34 @@ def test_a_list_changed_by_another_thread_gives_a_valid_request_or_a_typed_error
     finally:
         stop.set()
         thread.join()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_repeated_request_is_read_again_for_whatever_it_does_not_share(provider: str) -> None:
+    """The core keeps the reading of a whole request; a request that repeats its items but not
+    its system, its tools or its count cache must not get that reading back."""
+    chat = [
+        {"role": "user", "content": "Look up the order."},
+        {"role": "assistant", "content": "It shipped on Monday."},
+    ]
+    messages, system = adapter(provider).from_canonical(chat)
+    ad = adapter(provider)
+    core = default_core()
+    tools = b'[{"type":"function","function":{"name":"lookup","parameters":{}}}]'
+    cache = _core.CountCache()
+
+    def count(system_texts: list[list[str]], tools_json: bytes | None, cache: Any) -> int:
+        view = _core.read_native_objects(provider, messages, system_texts, tools_json, core, cache)
+        by_json = _core.read_native(
+            provider, ad.native_parts(messages), system_texts, tools_json, core, cache
+        )
+        assert view.count() == by_json.count()
+        return view.count()  # type: ignore[no-any-return]
+
+    bare = count([], None, cache)
+    assert count([], None, cache) == bare
+    assert count([["You answer in one line."]], None, cache) > bare
+    assert count([], tools, cache) > bare
+    assert count([], None, _core.CountCache()) == bare
+    _core.cache_clear()
+    assert count([], None, None) == bare

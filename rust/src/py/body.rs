@@ -75,7 +75,11 @@ pub(super) fn body_head(py: Python<'_>, body: &[u8], max_request_bytes: usize) -
 }
 
 /// `split_body`'s answer: the body with its history emptied, the history, each item's span.
-type Split<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Vec<(usize, usize)>);
+type Split<'py> = (
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Vec<(usize, usize)>,
+);
 
 /// A body split for a format the core does not write out: the body with its history array
 /// `key` emptied to `[]` (the few fields Python reads), the history array's own bytes, and

@@ -2,6 +2,9 @@
 //! and looked up in the count cache) with the GIL released, then planned and counted as often
 //! as the assembly needs without reading anything again.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -18,6 +21,7 @@ use crate::json_array;
 use crate::native::{self, Native};
 use crate::plan;
 use crate::providers::list_changed;
+use crate::readings::{self, Context, Reading};
 use crate::request::{check_count, check_size, load_canonical, Request};
 use crate::request::{Limits, Scheme};
 
@@ -25,8 +29,7 @@ use crate::request::{Limits, Scheme};
 /// asked for (`message`): an assembly reads a few (a note, the first user message), never all.
 #[pyclass(frozen, module = "ringbound._core")]
 pub struct NativeView {
-    native: Native,
-    request: Request<'static>,
+    reading: Arc<Reading>,
 }
 
 /// Reads `provider`'s native items (`messages_json`: a JSON array, or a list of arrays whose
@@ -47,7 +50,21 @@ pub(super) fn read_native<'py>(
         let cache = chosen(cache);
         let parts = JsonParts::new(&messages_json)?;
         let json = parts.slices();
+        let context = Context {
+            provider,
+            system: &system,
+            tools: tools_json,
+            scheme: config.scheme,
+            cache,
+        };
         py.detach(|| {
+            let bytes = json.iter().map(|p| p.len()).sum::<usize>();
+            check_size(bytes + system_bytes(&system), tools_json, config.limits)?;
+            let key = context.key(b"json", json.iter().copied());
+            if let Some(reading) = readings::get(key) {
+                check_count(reading.native.items, config.limits)?;
+                return Ok(NativeView { reading });
+            }
             let (native, request) = load(
                 provider,
                 &json,
@@ -57,7 +74,13 @@ pub(super) fn read_native<'py>(
                 config.limits,
                 cache,
             )?;
-            Ok(NativeView { native, request })
+            let reading = Arc::new(Reading {
+                native,
+                request,
+                bytes,
+            });
+            readings::insert(key, Arc::clone(&reading));
+            Ok(NativeView { reading })
         })
         .map_err(|e| to_py(py, e))
     })
@@ -93,13 +116,36 @@ pub(super) fn read_native_objects<'py>(
         };
         let list = messages.unbind();
         let mut dump = |missed: &[usize]| dump_items(&list, missed, seed);
-        let system_bytes = system.iter().flatten().map(String::len).sum::<usize>();
-        let check = |bytes: usize| check_size(bytes + system_bytes, tools_json, config.limits);
+        let system_bytes = system_bytes(&system);
+        let read_bytes = AtomicUsize::new(0);
+        let check = |bytes: usize| {
+            read_bytes.store(bytes, Ordering::Relaxed);
+            check_size(bytes + system_bytes, tools_json, config.limits)
+        };
+        let context = Context {
+            provider,
+            system: &system,
+            tools: tools_json,
+            scheme: config.scheme,
+            cache,
+        };
         py.detach(|| {
+            let identity: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
+            let key = context.key(b"objects", std::iter::once(identity.as_slice()));
+            if let Some(reading) = readings::get(key) {
+                check(reading.bytes)?;
+                return Ok(Some(NativeView { reading }));
+            }
             let native = native::read_keyed(provider, &keys, &mut dump, &check, &system)?;
             let (native, request) =
                 loaded(native, tools_json, config.scheme, config.limits, cache)?;
-            Ok(Some(NativeView { native, request }))
+            let reading = Arc::new(Reading {
+                native,
+                request,
+                bytes: read_bytes.load(Ordering::Relaxed),
+            });
+            readings::insert(key, Arc::clone(&reading));
+            Ok(Some(NativeView { reading }))
         })
         .map_err(|e| to_py(py, e))
     })
@@ -136,7 +182,7 @@ impl NativeView {
     fn issues<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         guard(py, || {
             let out = PyList::empty(py);
-            for i in &self.native.issues {
+            for i in &self.reading.native.issues {
                 out.append(issue_tuple(py, i)?)?;
             }
             Ok(out)
@@ -147,7 +193,8 @@ impl NativeView {
     /// for a system text.
     #[getter]
     fn spans(&self) -> Vec<(isize, isize)> {
-        self.native
+        self.reading
+            .native
             .spans
             .iter()
             .map(|s| match *s {
@@ -159,12 +206,12 @@ impl NativeView {
 
     #[getter]
     fn binds_next(&self) -> Vec<bool> {
-        self.native.layout.binds_next.clone()
+        self.reading.native.layout.binds_next.clone()
     }
 
     #[getter]
     fn groups(&self) -> Vec<usize> {
-        self.native.layout.groups.clone()
+        self.reading.native.layout.groups.clone()
     }
 
     /// What rendering needs to know of each native item, read with it: `(roles, blank_text,
@@ -172,7 +219,7 @@ impl NativeView {
     #[getter]
     fn facts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         guard(py, || {
-            let facts = &self.native.facts;
+            let facts = &self.reading.native.facts;
             let roles = PyList::new(py, facts.iter().map(|f| f.role))?;
             let blank = PyList::new(py, facts.iter().map(|f| f.blank_text))?;
             let markers = PyList::new(py, facts.iter().map(|f| f.cache_markers))?;
@@ -183,13 +230,13 @@ impl NativeView {
     /// Canonical messages the provider's rules keep whatever the budget.
     #[getter]
     fn pinned(&self) -> Vec<usize> {
-        self.native.pinned.clone()
+        self.reading.native.pinned.clone()
     }
 
     /// Canonical index spans `[start, end)` (units the plan dropped) as the spans of native
     /// items they stand for; a span of system texts alone stands for none and is left out.
     fn native_spans(&self, spans: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
-        let of = &self.native.spans;
+        let of = &self.reading.native.spans;
         spans
             .into_iter()
             .filter_map(|(start, end)| {
@@ -202,14 +249,14 @@ impl NativeView {
     }
 
     fn __len__(&self) -> usize {
-        self.request.len()
+        self.reading.request.len()
     }
 
     /// Canonical message `k` as an OpenAI Chat dict: role, content (its texts), and its tool
     /// calls or the call it answers.
     fn message<'py>(&self, py: Python<'py>, k: usize) -> PyResult<Bound<'py, PyDict>> {
         guard(py, || {
-            let req = &self.request;
+            let req = &self.reading.request;
             if k >= req.len() {
                 return Err(PyIndexError::new_err(format!(
                     "canonical message {k} of {}",
@@ -248,7 +295,7 @@ impl NativeView {
     /// priming and the tools schema.
     fn count(&self, py: Python<'_>) -> PyResult<u64> {
         guard(py, || {
-            let req = &self.request;
+            let req = &self.reading.request;
             Ok(py.detach(|| total(req)))
         })
     }
@@ -267,10 +314,10 @@ impl NativeView {
         replay: Option<ReplayArg>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         guard(py, || {
-            let req = &self.request;
+            let req = &self.reading.request;
             let cfg =
                 per_call(config, summary_reserve, recorded, replay).map_err(|e| to_py(py, e))?;
-            let layout = &self.native.layout;
+            let layout = &self.reading.native.layout;
             let plan = py
                 .detach(|| plan::plan(req, &cfg, &pinned, Some(layout)))
                 .map_err(|e| to_py(py, e))?;
@@ -318,6 +365,11 @@ pub(super) fn count_native(
     })
 }
 
+/// Bytes of the system texts, counted with the items against `max_request_bytes`.
+fn system_bytes(system: &[Vec<String>]) -> usize {
+    system.iter().flatten().map(String::len).sum()
+}
+
 /// The native request read and its canonical view loaded: limits first, then parsing.
 fn load(
     provider: &str,
@@ -328,8 +380,7 @@ fn load(
     limits: Limits,
     cache: &CountCache,
 ) -> Result<(Native, Request<'static>), CoreError> {
-    let bytes = json.iter().map(|p| p.len()).sum::<usize>()
-        + system.iter().flatten().map(String::len).sum::<usize>();
+    let bytes = json.iter().map(|p| p.len()).sum::<usize>() + system_bytes(system);
     check_size(bytes, tools_json, limits)?;
     loaded(
         native::read(provider, json, system)?,
