@@ -199,7 +199,7 @@ def test_a_repeated_request_is_read_again_for_whatever_it_does_not_share(provide
         {"role": "user", "content": "Look up the order."},
         {"role": "assistant", "content": "It shipped on Monday."},
     ]
-    messages, system = adapter(provider).from_canonical(chat)
+    messages, _ = adapter(provider).from_canonical(chat)
     ad = adapter(provider)
     core = default_core()
     tools = b'[{"type":"function","function":{"name":"lookup","parameters":{}}}]'
