@@ -147,21 +147,6 @@ def read_native(
     """Reads ``provider``'s native items behind system messages of ``system`` texts;
     InvalidMessageError naming a malformed item, ConfigError for an unknown provider."""
 
-def count_native(
-    provider: str,
-    messages_json: bytes | list[bytes],
-    system: list[list[str]],
-    tools_json: bytes | None,
-    encoding: str,
-    tokenizer_backend: str | None = None,
-    max_messages: int = ...,
-    max_request_bytes: int = ...,
-    cache: CountCache | None = None,
-    image_formula: str = "openai",
-    token_ratio: float = 1.0,
-) -> int:
-    """Tokens of a native request as its provider receives it."""
-
 def cache_len() -> int: ...
 def _panic(message: str) -> None:
     """Panics in the core with ``message`` (for tests: it arrives as ``InternalError``)."""

@@ -3,6 +3,7 @@ assembler uses, for callers that only need the number or the verdict."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from . import _core
@@ -10,7 +11,7 @@ from .config import AssemblyConfig
 from .errors import ConfigError, InvalidMessageError, PairingIssue
 from .payload import check_tools, dump_messages, dump_tools, nesting_guard, snapshot
 from .providers import adapter, check_provider, check_system
-from .providers.base import named_by, tools_as_openai
+from .providers.base import tools_as_openai
 
 __all__ = ["count_text", "count_tokens", "validate"]
 
@@ -71,27 +72,28 @@ def _count(
             "openai",
             1.0 if token_ratio is None else token_ratio,
         )
+    from .adapted import read_view  # the adapters' reading imports this module
+
     native = adapter(provider)
-    parts = native.native_parts(messages)  # type: ignore[attr-defined]
-    texts = native.system_texts(system)  # type: ignore[attr-defined]
     tools_payload = dump_tools(tools_as_openai(native, tools)) if tools else None
     ratio = token_ratio if token_ratio is not None else native.default_token_ratio
-    return named_by(
-        native.items_field,
-        lambda: _core.count_native(
-            native.key,
-            parts,
-            texts,
-            tools_payload,
-            encoding,
-            tokenizer_backend,
-            _DEFAULTS.max_messages,
-            _DEFAULTS.max_request_bytes,
-            None,
-            native.image_formula,
-            ratio,
-        ),
-    )
+    core = _counting_core(encoding, tokenizer_backend, native.image_formula, ratio)
+    # Read as an assembly with the same counting reads it, so that counting a request and then
+    # assembling it read it once (the core keeps the reading of a whole request).
+    view = read_view(native, messages, system, tools_payload, core, None)
+    return view.count()  # type: ignore[no-any-return]
+
+
+@functools.lru_cache(maxsize=64)
+def _counting_core(
+    encoding: str, tokenizer_backend: str | None, image_formula: str, ratio: float
+) -> Any:
+    """The core config an assembler with these counting settings has (only its counting is
+    read: nothing is planned with it)."""
+    from .assembler import _core_config
+
+    cfg = AssemblyConfig(encoding=encoding, tokenizer_backend=tokenizer_backend)
+    return _core_config(cfg, image_formula, ratio)
 
 
 def _check_ratio(ratio: Any) -> None:

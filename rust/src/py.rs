@@ -779,7 +779,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_native, m)?)?;
     m.add_function(wrap_pyfunction!(native::read_native, m)?)?;
     m.add_function(wrap_pyfunction!(native::read_native_objects, m)?)?;
-    m.add_function(wrap_pyfunction!(native::count_native, m)?)?;
     m.add_class::<native::NativeView>()?;
     m.add_function(wrap_pyfunction!(cache_len, m)?)?;
     m.add_function(wrap_pyfunction!(cache_clear, m)?)?;

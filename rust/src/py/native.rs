@@ -11,8 +11,8 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::objects::{dump_walked, Walk};
 use super::{
-    chosen, counting, guard, issue_tuple, per_call, plan_report, tagged_items, to_py, CoreConfig,
-    JsonParts, PyCountCache, RecordedEntry, ReplayArg,
+    chosen, guard, issue_tuple, per_call, plan_report, tagged_items, to_py, CoreConfig, JsonParts,
+    PyCountCache, RecordedEntry, ReplayArg,
 };
 use crate::cache::CountCache;
 use crate::count::chat::REPLY_PRIMING;
@@ -327,42 +327,6 @@ impl NativeView {
             PyTuple::new(py, [items.into_any(), report.into_any()])
         })
     }
-}
-
-/// Tokens of a request in `provider`'s native format, as `count_openai_chat` counts chat:
-/// every canonical message with its framing, the reply priming and the tools schema.
-#[pyfunction]
-#[pyo3(signature = (provider, messages_json, system, tools_json, encoding, tokenizer_backend=None, max_messages=usize::MAX, max_request_bytes=usize::MAX, cache=None, image_formula="openai", token_ratio=1.0))]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn count_native(
-    py: Python<'_>,
-    provider: &str,
-    messages_json: Bound<'_, PyAny>,
-    system: Vec<Vec<String>>,
-    tools_json: Option<&[u8]>,
-    encoding: &str,
-    tokenizer_backend: Option<&str>,
-    max_messages: usize,
-    max_request_bytes: usize,
-    cache: Option<&PyCountCache>,
-    image_formula: &str,
-    token_ratio: f64,
-) -> PyResult<u64> {
-    guard(py, || {
-        let cache = chosen(cache);
-        let (scheme, limits) = counting(
-            py,
-            (encoding, tokenizer_backend, image_formula, token_ratio),
-            (max_messages, max_request_bytes),
-        )?;
-        let parts = JsonParts::new(&messages_json)?;
-        let json = parts.slices();
-        py.detach(|| {
-            let (_, req) = load(provider, &json, &system, tools_json, scheme, limits, cache)?;
-            Ok(total(&req))
-        })
-        .map_err(|e| to_py(py, e))
-    })
 }
 
 /// Bytes of the system texts, counted with the items against `max_request_bytes`.
