@@ -133,6 +133,8 @@ pub fn native(data: &[u8]) {
     assert!(read.pinned.iter().all(|&k| k < n));
     let again = ringbound::native::read(provider, &[json], &system).expect("read once already");
     assert_eq!(again.messages, read.messages, "the cached items read differently");
+    keyed_reads_alike(provider, json, &system, &read);
+    body_splits_alike(json);
     let scheme = Scheme::openai(Encoding::O200kBase, Backend::BpeOpenai);
     let cache = CountCache::new(64, 1 << 20);
     let req = load_canonical(read.messages, None, scheme, &cache).expect("no tools to read");
@@ -140,6 +142,63 @@ pub fn native(data: &[u8]) {
         let bound = req.bound(i);
         assert!(bound >= req.tokens(i), "message {i}: bound {bound} under its count");
     }
+}
+
+/// The keyed reading (items taken from the cache by a key of the caller's objects, the others
+/// serialized on demand) reads what reading the JSON reads, cold and then warm.
+fn keyed_reads_alike(
+    provider: &str,
+    json: &[u8],
+    system: &[Vec<String>],
+    read: &ringbound::native::Native,
+) {
+    let Ok(items) = json_array::split(json) else {
+        return;
+    };
+    // Keys that tell different items apart, as the walk's do (here: a hash and the length).
+    let keys: Vec<u128> = items
+        .iter()
+        .map(|raw| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (provider, raw).hash(&mut h);
+            (u128::from(h.finish()) << 64) | raw.len() as u128
+        })
+        .collect();
+    for _ in 0..2 {
+        let mut dump = |missed: &[usize]| {
+            Ok(missed
+                .iter()
+                .map(|&i| (keys[i], items[i].to_vec()))
+                .collect())
+        };
+        let keyed = ringbound::native::read_keyed(provider, &keys, &mut dump, &|_| Ok(()), system)
+            .expect("the JSON reading read these items");
+        assert_eq!(keyed.messages.len(), read.messages.len());
+        assert_eq!(keyed.spans, read.spans);
+        assert_eq!(keyed.issues, read.issues);
+        assert_eq!(keyed.facts, read.facts);
+        assert_eq!(keyed.pinned, read.pinned);
+    }
+}
+
+/// The gateway's split of a body holds the history's elements exactly as the splitter makes
+/// them, and the range of the array itself.
+fn body_splits_alike(json: &[u8]) {
+    let mut body = br#"{"model": "m", "input": "#.to_vec();
+    body.extend_from_slice(json);
+    body.extend_from_slice(br#", "store": false}"#);
+    let limits = ringbound::request::Limits {
+        max_messages: usize::MAX,
+        max_request_bytes: usize::MAX,
+    };
+    let Some((elements, range)) = ringbound::body::Body::split_history(&body, "input", limits)
+    else {
+        return;
+    };
+    let expected = json_array::split(json).expect("the body's scan split this array");
+    assert_eq!(elements, expected);
+    assert_eq!(&body[range], json.trim_ascii());
 }
 
 fn check_issues(issues: &[pairing::PairingIssue], len: usize) {
