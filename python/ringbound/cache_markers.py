@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ._core import LEDGER_MARKER
-from .providers.base import as_mapping, is_summary_note
+from .providers.base import as_mapping, guarded, is_summary_note
 from .report import AssemblyReport
 from .state import fingerprint
 
@@ -92,7 +92,11 @@ def apply(
         return messages, system, cache_key(canonical), report
     if provider not in MARKED:
         return messages, system, None, report
-    messages, system, placed = place(provider, messages, system, tools, stable)
+    # The caller's objects are read here, maybe for the first time (rendering copies the kept
+    # ones unread): what they raise while read is a malformed message.
+    messages, system, placed = guarded(
+        lambda m: place(provider, m, system, tools, stable), messages
+    )
     return messages, system, None, replace(report, cache_markers=placed)
 
 

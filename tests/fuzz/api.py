@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import atheris
+import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -165,7 +166,7 @@ def call(fdp: atheris.FuzzedDataProvider, provider: str, messages: list[Any]) ->
     tools = copy.deepcopy(TOOLS[provider]) if fdp.ConsumeBool() else None
     if tools is not None and fdp.ConsumeIntInRange(0, 7) == 0:
         tools = hostile(fdp)
-    entry = fdp.ConsumeIntInRange(0, 5)
+    entry = fdp.ConsumeIntInRange(0, 6)
     if entry == 0:
         rb.count_tokens(messages, provider=provider, tools=tools)
     elif entry == 1:
@@ -175,6 +176,8 @@ def call(fdp: atheris.FuzzedDataProvider, provider: str, messages: list[Any]) ->
         rb.recover(messages, anchor, provider=provider)
     elif entry == 3:
         rb.detect_provider(messages)
+    elif entry == 6:
+        body_alike(fdp, provider, messages)
     else:
         config = rb.AssemblyConfig(
             model_input_limit=fdp.ConsumeIntInRange(200, 4000),
@@ -191,6 +194,47 @@ def call(fdp: atheris.FuzzedDataProvider, provider: str, messages: list[Any]) ->
         res = assembler.assemble(messages, tools)
         if fdp.ConsumeBool():
             assembler.assemble(messages, tools, state=res.state)
+
+
+#: Where each provider's body holds its history.
+HISTORY = {
+    "openai_chat": "messages",
+    "openai_responses": "input",
+    "anthropic": "messages",
+    "gemini": "contents",
+    "bedrock_converse": "messages",
+}
+
+
+def body_alike(fdp: atheris.FuzzedDataProvider, provider: str, messages: list[Any]) -> None:
+    """The session as a request body: ``assemble_body`` gives the history ``assemble`` gives
+    for the same parsed body, or the same error."""
+    try:
+        body = orjson.dumps({"model": "m", HISTORY[provider]: messages, "temperature": 0.5})
+    except (TypeError, orjson.JSONEncodeError):
+        return
+    config = rb.AssemblyConfig(
+        model_input_limit=fdp.ConsumeIntInRange(200, 4000),
+        output_reserve_tokens=100,
+        safety_margin_tokens=0,
+    )
+    assembler = rb.Assembler(config, provider=provider)
+    parsed = orjson.loads(body)[HISTORY[provider]]
+    try:
+        expected: Any = assembler.assemble(parsed).messages
+    except rb.RingboundError as e:
+        expected = type(e)
+    try:
+        got: Any = orjson.loads(assembler.assemble_body(body).body)[HISTORY[provider]]
+    except rb.RingboundError as e:
+        got = type(e)
+    if isinstance(expected, list) and isinstance(got, list):
+        assert got == orjson.loads(orjson.dumps(expected)), provider
+    elif isinstance(expected, type) and isinstance(got, type):
+        # A body's error may be the narrower InvalidBodyError of the same message.
+        assert issubclass(got, expected), (provider, got, expected)
+    else:
+        raise AssertionError((provider, got, expected))
 
 
 def same(a: Any, b: Any) -> bool:
