@@ -192,8 +192,8 @@ def test_hostile_objects_are_invalid_messages(provider: str, kind: str) -> None:
         typed(lambda m=msgs: rb.Assembler(provider=provider).assemble(m))
         # Cache-stable results carry markers: the kept messages are read there, after a
         # rendering that copied them unread.
-        stable = rb.AssemblyConfig(cache_stable=True)
-        typed(lambda m=msgs: rb.Assembler(stable, provider=provider).assemble(m))
+        stable = rb.Assembler(rb.AssemblyConfig(cache_stable=True), provider=provider)
+        typed(lambda m=msgs, a=stable: a.assemble(m))
         typed(lambda m=msgs: rb.count_tokens(m, provider=provider))
         typed(lambda m=msgs: rb.validate(m, provider=provider))
 
