@@ -8,6 +8,7 @@ from typing import Any
 
 from .counting import validate
 from .errors import InvalidMessageError, RingboundError
+from .providers.openai_responses import ITEM_TYPES
 
 __all__ = ["detect_provider", "provider_candidates"]
 
@@ -33,41 +34,11 @@ def _blocks(items: Sequence[Any]) -> list[Mapping[str, Any]]:
     return out
 
 
-#: Input item types only an OpenAI Responses input carries: every type the core's Responses
-#: parser reads (``rust/src/providers/openai_responses/parse``; ``message`` too, as no other
-#: format's request messages carry a ``type``), and ``item_reference``, which it refuses by
-#: name. tests/test_detect_responses.py checks this against the list the core's refusals give.
-_RESPONSES_ITEMS = frozenset(
-    {
-        "message",
-        "reasoning",
-        "compaction",
-        "compaction_trigger",
-        "item_reference",
-        # Calls and their outputs.
-        "function_call",
-        "function_call_output",
-        "custom_tool_call",
-        "custom_tool_call_output",
-        "mcp_approval_request",
-        "mcp_approval_response",
-        "computer_call",
-        "computer_call_output",
-        "shell_call",
-        "shell_call_output",
-        "local_shell_call",
-        "local_shell_call_output",
-        "apply_patch_call",
-        "apply_patch_call_output",
-        # Hosted tools, which carry their own results.
-        "web_search_call",
-        "file_search_call",
-        "code_interpreter_call",
-        "image_generation_call",
-        "mcp_call",
-        "mcp_list_tools",
-    }
-)
+#: Input item types only an OpenAI Responses input carries: every type the Responses adapter
+#: and the core's parser read (``message`` too, as no other format's request messages carry
+#: a ``type``), and ``item_reference``, which they refuse by name.
+#: tests/test_detect_responses.py checks this against the list the core's refusals give.
+_RESPONSES_ITEMS = frozenset({*ITEM_TYPES, "item_reference"})
 #: Content part types only a Responses message carries (OpenAI Chat's are ``text``,
 #: ``image_url``, ``input_audio``, ``file``, ``refusal``).
 _RESPONSES_PARTS = frozenset({"input_text", "input_image", "input_file", "output_text"})

@@ -12,6 +12,7 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::cache::CountCache;
+use crate::error::CoreError;
 use crate::native::Native;
 use crate::request::{Request, Scheme};
 
@@ -52,7 +53,23 @@ pub struct Context<'a> {
     pub cache: &'a CountCache,
 }
 
-impl Context<'_> {
+impl<'a> Context<'a> {
+    pub fn new(
+        provider: &'a str,
+        system: &'a [Vec<String>],
+        tools: Option<&'a [u8]>,
+        scheme: Scheme,
+        cache: &'a CountCache,
+    ) -> Context<'a> {
+        Context {
+            provider,
+            system,
+            tools,
+            scheme,
+            cache,
+        }
+    }
+
     /// The key of a reading of items identified by `items` (their keys or their JSON, each
     /// fed whole: the kind of identity is part of the tag).
     pub fn key<'i>(&self, tag: &[u8], items: impl Iterator<Item = &'i [u8]>) -> u128 {
@@ -82,6 +99,22 @@ impl Context<'_> {
         }
         h.digest128()
     }
+}
+
+/// The reading kept under `key`, checked by `check` (the caller's limits), or the one `read`
+/// makes, kept.
+pub fn kept_or_read(
+    key: u128,
+    check: impl FnOnce(&Reading) -> Result<(), CoreError>,
+    read: impl FnOnce() -> Result<Reading, CoreError>,
+) -> Result<Arc<Reading>, CoreError> {
+    if let Some(reading) = get(key) {
+        check(&reading)?;
+        return Ok(reading);
+    }
+    let reading = Arc::new(read()?);
+    insert(key, Arc::clone(&reading));
+    Ok(reading)
 }
 
 /// The reading kept under `key`.
@@ -152,21 +185,9 @@ mod tests {
         let cache = CountCache::new(16, 1 << 20);
         let other = CountCache::new(16, 1 << 20);
         let system = [vec!["rules".to_owned()]];
-        fn at<'a>(
-            provider: &'a str,
-            system: &'a [Vec<String>],
-            tools: Option<&'a [u8]>,
-            cache: &'a CountCache,
-        ) -> Context<'a> {
-            let scheme = Scheme::openai(Encoding::O200kBase, Backend::BpeOpenai);
-            Context {
-                provider,
-                system,
-                tools,
-                scheme,
-                cache,
-            }
-        }
+        let scheme = Scheme::openai(Encoding::O200kBase, Backend::BpeOpenai);
+        let at =
+            |provider, system, tools, cache| Context::new(provider, system, tools, scheme, cache);
         let base = at("anthropic", &system, None, &cache);
         let key = |c: &Context, items: &[&[u8]]| c.key(b"json", items.iter().copied());
         let k = key(&base, &[b"[1]"]);

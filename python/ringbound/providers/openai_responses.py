@@ -106,7 +106,8 @@ _HOSTED = (
     "mcp_call",
     "mcp_list_tools",
 )
-_SUPPORTED = (
+#: Every input item type read (the core's parser reads the same: tests/test_detect_responses.py).
+ITEM_TYPES = (
     "message",
     "reasoning",
     *_BY_CALL,
@@ -403,10 +404,10 @@ def _parse(i: int, raw: Any) -> _Item:
             "item type 'item_reference' is not supported: it names a stored item whose content "
             "and pairing ringbound cannot see; send the item itself",
         )
-    if kind not in _SUPPORTED:
+    if kind not in ITEM_TYPES:
         raise _invalid(
             i,
-            f"item type '{kind}' is not supported (supported: {', '.join(_SUPPORTED)}); "
+            f"item type '{kind}' is not supported (supported: {', '.join(ITEM_TYPES)}); "
             "ringbound cannot count or pair what it cannot read",
         )
     if kind == "message":

@@ -14,7 +14,7 @@ use crate::error::CoreError;
 use crate::json_array;
 use crate::pairing::PairingIssue;
 use crate::plan::Layout;
-use crate::view::Message;
+use crate::view::{Message, Role};
 use item_cache::ItemCache;
 use serde_json::Value;
 
@@ -52,6 +52,21 @@ pub struct ItemFacts {
     pub blank_text: bool,
     /// Its blocks that carry a prompt-cache marker (an upper bound: a blank block's counts).
     pub cache_markers: u32,
+}
+
+impl ItemFacts {
+    /// The facts of an item of `role`, in a provider whose word for the model's turns is
+    /// `model` (and `user` for the rest).
+    pub fn of_role(role: Role, model: &'static str) -> ItemFacts {
+        ItemFacts {
+            role: Some(if role == Role::Assistant {
+                model
+            } else {
+                "user"
+            }),
+            ..ItemFacts::default()
+        }
+    }
 }
 
 /// One provider's wire format.

@@ -50,36 +50,32 @@ pub(super) fn read_native<'py>(
         let cache = chosen(cache);
         let parts = JsonParts::new(&messages_json)?;
         let json = parts.slices();
-        let context = Context {
-            provider,
-            system: &system,
-            tools: tools_json,
-            scheme: config.scheme,
-            cache,
-        };
+        let context = Context::new(provider, &system, tools_json, config.scheme, cache);
         py.detach(|| {
             let bytes = json.iter().map(|p| p.len()).sum::<usize>();
             check_size(bytes + system_bytes(&system), tools_json, config.limits)?;
             let key = context.key(b"json", json.iter().copied());
-            if let Some(reading) = readings::get(key) {
-                check_count(reading.native.items, config.limits)?;
-                return Ok(NativeView { reading });
-            }
-            let (native, request) = load(
-                provider,
-                &json,
-                &system,
-                tools_json,
-                config.scheme,
-                config.limits,
-                cache,
+            let limits = config.limits;
+            let reading = readings::kept_or_read(
+                key,
+                |kept| check_count(kept.native.items, limits),
+                || {
+                    let (native, request) = load(
+                        provider,
+                        &json,
+                        &system,
+                        tools_json,
+                        config.scheme,
+                        limits,
+                        cache,
+                    )?;
+                    Ok(Reading {
+                        native,
+                        request,
+                        bytes,
+                    })
+                },
             )?;
-            let reading = Arc::new(Reading {
-                native,
-                request,
-                bytes,
-            });
-            readings::insert(key, Arc::clone(&reading));
             Ok(NativeView { reading })
         })
         .map_err(|e| to_py(py, e))
@@ -122,29 +118,24 @@ pub(super) fn read_native_objects<'py>(
             read_bytes.store(bytes, Ordering::Relaxed);
             check_size(bytes + system_bytes, tools_json, config.limits)
         };
-        let context = Context {
-            provider,
-            system: &system,
-            tools: tools_json,
-            scheme: config.scheme,
-            cache,
-        };
+        let context = Context::new(provider, &system, tools_json, config.scheme, cache);
         py.detach(|| {
             let identity: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
             let key = context.key(b"objects", std::iter::once(identity.as_slice()));
-            if let Some(reading) = readings::get(key) {
-                check(reading.bytes)?;
-                return Ok(Some(NativeView { reading }));
-            }
-            let native = native::read_keyed(provider, &keys, &mut dump, &check, &system)?;
-            let (native, request) =
-                loaded(native, tools_json, config.scheme, config.limits, cache)?;
-            let reading = Arc::new(Reading {
-                native,
-                request,
-                bytes: read_bytes.load(Ordering::Relaxed),
-            });
-            readings::insert(key, Arc::clone(&reading));
+            let reading = readings::kept_or_read(
+                key,
+                |kept| check(kept.bytes),
+                || {
+                    let native = native::read_keyed(provider, &keys, &mut dump, &check, &system)?;
+                    let (native, request) =
+                        loaded(native, tools_json, config.scheme, config.limits, cache)?;
+                    Ok(Reading {
+                        native,
+                        request,
+                        bytes: read_bytes.load(Ordering::Relaxed),
+                    })
+                },
+            )?;
             Ok(Some(NativeView { reading }))
         })
         .map_err(|e| to_py(py, e))

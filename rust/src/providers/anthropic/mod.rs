@@ -120,16 +120,12 @@ impl Provider for Anthropic {
 
     fn facts(&self, m: &AnthropicMessage) -> ItemFacts {
         ItemFacts {
-            role: Some(if m.role == Role::Assistant {
-                "assistant"
-            } else {
-                "user"
-            }),
             blank_text: m
                 .blocks
                 .iter()
                 .any(|b| matches!(b, Block::Text { blank: true, .. })),
             cache_markers: m.cache_markers,
+            ..ItemFacts::of_role(m.role, "assistant")
         }
     }
 

@@ -89,14 +89,7 @@ impl Provider for BedrockConverse {
     }
 
     fn facts(&self, m: &BedrockMessage) -> ItemFacts {
-        ItemFacts {
-            role: Some(if m.role == Role::Assistant {
-                "assistant"
-            } else {
-                "user"
-            }),
-            ..ItemFacts::default()
-        }
+        ItemFacts::of_role(m.role, "assistant")
     }
 
     fn parse(&self, i: usize, raw: &[u8]) -> Result<BedrockMessage, CoreError> {

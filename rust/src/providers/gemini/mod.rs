@@ -101,14 +101,7 @@ impl Provider for Gemini {
     }
 
     fn facts(&self, c: &GeminiContent) -> ItemFacts {
-        ItemFacts {
-            role: Some(if c.role == Role::Assistant {
-                "model"
-            } else {
-                "user"
-            }),
-            ..ItemFacts::default()
-        }
+        ItemFacts::of_role(c.role, "model")
     }
 
     fn parse(&self, i: usize, raw: &[u8]) -> Result<GeminiContent, CoreError> {
