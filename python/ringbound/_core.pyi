@@ -1,6 +1,6 @@
 """Type stubs of the native module. Private: use the public API of ``ringbound``."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __version__: str
@@ -145,7 +145,29 @@ def read_native(
     cache: CountCache | None = None,
 ) -> NativeView:
     """Reads ``provider``'s native items behind system messages of ``system`` texts;
-    InvalidMessageError naming a malformed item, ConfigError for an unknown provider."""
+    InvalidMessageError naming a malformed item, ConfigError for an unknown provider. The
+    reading of a whole request is kept: the same items, system, tools and counting read again
+    are only looked up."""
+
+def read_native_objects(
+    provider: str,
+    messages: list[Any],
+    system: list[list[str]],
+    tools_json: bytes | None,
+    config: CoreConfig,
+    cache: CountCache | None = None,
+    dump: Callable[[list[int]], list[bytes]] | None = None,
+) -> NativeView | None:
+    """``read_native`` of the caller's list itself: JSON-native items keyed by a walk of their
+    contents (only those the provider's cache lacks are serialized), others serialized by
+    ``dump`` and keyed by their JSON. None when no item is JSON-native, or some are not and no
+    ``dump`` is given, or the provider keeps no items."""
+
+def split_body(
+    body: bytes, key: str, max_request_bytes: int
+) -> tuple[bytes, bytes, list[tuple[int, int]]] | None:
+    """The body with its history array ``key`` emptied to ``[]``, the array's bytes and each
+    item's span in it, found without reading the items; None when the scan cannot split it."""
 
 def cache_len() -> int: ...
 def _panic(message: str) -> None:

@@ -153,18 +153,30 @@ def read_view(
     cache: Any,
 ) -> Any:
     """The core's reading of a native request, its errors naming the items by the provider's
-    own field. A list of plain objects is read by the core itself, which serializes only the
-    items it has not met (``_core.read_native_objects``); anything else is serialized here,
-    as ``adapter.native_parts`` writes it (``_core.read_native``)."""
+    own field. A list is read by the core itself, which serializes only the plain items it has
+    not met and the others (SDK objects) as ``adapter.native_parts`` writes them
+    (``_core.read_native_objects``); anything else is serialized here (``_core.read_native``).
+    """
     texts = adapter.system_texts(system)  # type: ignore[attr-defined]
     key = adapter.key
+
+    def dump(indices: list[int]) -> list[bytes]:
+        try:
+            return adapter.native_parts([messages[i] for i in indices])  # type: ignore[attr-defined,no-any-return]
+        except InvalidMessageError as e:
+            if e.index is None or e.reason is None or not 0 <= e.index < len(indices):
+                raise
+            i = indices[e.index]
+            raise InvalidMessageError(
+                f"messages[{i}]: {e.reason}", index=i, reason=e.reason
+            ) from None
 
     def read() -> Any:
         items = items_json(messages)
         if items is not None:
             return _core.read_native(key, items, texts, tools_payload, core, cache)
         if type(messages) is list:
-            view = _core.read_native_objects(key, messages, texts, tools_payload, core, cache)
+            view = _core.read_native_objects(key, messages, texts, tools_payload, core, cache, dump)
             if view is not None:
                 return view
         parts = adapter.native_parts(messages)  # type: ignore[attr-defined]

@@ -95,18 +95,46 @@ class _SdkMessage(pydantic.BaseModel):
     content: list[_SdkText]
 
 
-def test_an_sdk_object_is_left_to_the_serializer() -> None:
+def test_sdk_objects_are_serialized_by_the_adapter_and_the_rest_walked() -> None:
     messages: list[Any] = [
         {"role": "user", "content": "hi"},
         _SdkMessage(role="assistant", content=[_SdkText(text="hello")]),
+        {"role": "user", "content": "and now?"},
     ]
-    keyed = _core.read_native_objects("anthropic", messages, [], None, default_core(), None)
-    assert keyed is None
+    ad = adapter("anthropic")
+    asked: list[list[int]] = []
+
+    def dump(indices: list[int]) -> list[bytes]:
+        asked.append(indices)
+        return ad.native_parts([messages[i] for i in indices])  # type: ignore[no-any-return]
+
+    core = default_core()
+    assert _core.read_native_objects("anthropic", messages, [], None, core, None) is None
+    for _ in range(2):
+        keyed = _core.read_native_objects("anthropic", messages, [], None, core, None, dump)
+        same(keyed, _core.read_native("anthropic", ad.native_parts(messages), [], None, core))
+    assert asked == [[1], [1]], "the SDK object is serialized on every reading, alone"
     res = rb.Assembler(
         rb.AssemblyConfig(model_input_limit=10_000, output_reserve_tokens=0),
         provider="anthropic",
     ).assemble(messages)
     assert res.messages[1] is messages[1]
+
+
+class _Unwritable(pydantic.BaseModel):
+    role: str
+    content: Any
+
+
+def test_an_sdk_object_that_cannot_be_serialized_is_named_by_its_index() -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        _Unwritable(role="user", content={1, 2}),
+    ]
+    with pytest.raises(rb.InvalidMessageError) as e:
+        rb.Assembler(provider="anthropic").assemble(messages)
+    assert e.value.index == 2, e.value
 
 
 def test_the_facts_are_what_the_adapter_reads() -> None:

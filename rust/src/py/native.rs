@@ -2,8 +2,11 @@
 //! and looked up in the count cache) with the GIL released, then planned and counted as often
 //! as the assembly needs without reading anything again.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
@@ -82,12 +85,15 @@ pub(super) fn read_native<'py>(
     })
 }
 
-/// `read_native` of the caller's items themselves: a list of JSON-native objects (dicts,
-/// lists, str, numbers, bool, None) is walked for keys, the items met before come from the
-/// provider's cache, and only the others are serialized. None when an item is not JSON-native
-/// (an SDK object) or the provider keeps no items: then the caller serializes them all.
+/// `read_native` of the caller's items themselves: JSON-native objects (dicts, lists, str,
+/// numbers, bool, None) are walked for keys, the items met before come from the provider's
+/// cache, and only the others are serialized. Other items (SDK objects) are serialized by
+/// `dump(indices) -> list[bytes]` (JSON arrays of the items at those indices, in order) and
+/// keyed by their JSON, as the chat path keys them. None when no item is JSON-native or the
+/// provider keeps no items: then the caller serializes them all.
 #[pyfunction]
-#[pyo3(signature = (provider, messages, system, tools_json, config, cache=None))]
+#[pyo3(signature = (provider, messages, system, tools_json, config, cache=None, dump=None))]
+#[allow(clippy::too_many_arguments)]
 pub(super) fn read_native_objects<'py>(
     py: Python<'py>,
     provider: &str,
@@ -96,6 +102,7 @@ pub(super) fn read_native_objects<'py>(
     tools_json: Option<&[u8]>,
     config: &CoreConfig,
     cache: Option<&PyCountCache>,
+    dump: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Option<NativeView>> {
     guard(py, || {
         let cache = chosen(cache);
@@ -107,11 +114,37 @@ pub(super) fn read_native_objects<'py>(
         let lookup = walk.look_up();
         let keys = py.detach(|| lookup.keys(seed));
         drop(walk);
-        let Some(keys) = keys.into_iter().collect::<Option<Vec<u128>>>() else {
+        let others: Vec<usize> = (0..keys.len()).filter(|&i| keys[i].is_none()).collect();
+        if others.len() == keys.len() || (!others.is_empty() && dump.is_none()) {
             return Ok(None);
+        }
+        let serialized = match &dump {
+            Some(dump) if !others.is_empty() => serialized_by(dump, &others)?,
+            _ => Vec::new(),
         };
+        let mut by_json: HashMap<usize, &[u8]> = HashMap::new();
+        let mut keys: Vec<u128> = keys.into_iter().map(Option::unwrap_or_default).collect();
+        for (&i, raw) in others.iter().zip(serialized.iter().map(Vec::as_slice)) {
+            // The item cache's own key of this JSON: the reading by JSON finds it too.
+            keys[i] = xxh3_128_with_seed(raw, seed);
+            by_json.insert(i, raw);
+        }
         let list = messages.unbind();
-        let mut dump = |missed: &[usize]| dump_items(&list, missed, seed);
+        let mut dump = |missed: &[usize]| {
+            let walked: Vec<usize> = missed
+                .iter()
+                .copied()
+                .filter(|i| !by_json.contains_key(i))
+                .collect();
+            let mut fresh = dump_items(&list, &walked, seed)?.into_iter();
+            missed
+                .iter()
+                .map(|i| match by_json.get(i) {
+                    Some(raw) => Ok((keys[*i], raw.to_vec())),
+                    None => fresh.next().ok_or_else(list_changed),
+                })
+                .collect()
+        };
         let system_bytes = system_bytes(&system);
         let read_bytes = AtomicUsize::new(0);
         let check = |bytes: usize| {
@@ -140,6 +173,20 @@ pub(super) fn read_native_objects<'py>(
         })
         .map_err(|e| to_py(py, e))
     })
+}
+
+/// The JSON of the items at `indices`, each alone, as the caller's `dump` writes them.
+fn serialized_by(dump: &Bound<'_, PyAny>, indices: &[usize]) -> PyResult<Vec<Vec<u8>>> {
+    let arrays = JsonParts::new(&dump.call1((indices.to_vec(),))?)?;
+    let mut out = Vec::with_capacity(indices.len());
+    for array in arrays.slices() {
+        let raws = json_array::split(array).map_err(|e| to_py(dump.py(), e))?;
+        out.extend(raws.into_iter().map(<[u8]>::to_vec));
+    }
+    if out.len() != indices.len() {
+        return Err(to_py(dump.py(), list_changed()));
+    }
+    Ok(out)
 }
 
 /// The JSON of the caller's items at `missed` with the key of each, walked again with the
