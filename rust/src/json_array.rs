@@ -359,7 +359,10 @@ mod tests {
         }
 
         #[test]
-        fn escapes_runs_as_the_loop_does(runs in prop::collection::vec((0u32..8, 0u32..8), 1..12), carry: bool) {
+        fn escapes_runs_as_the_loop_does(
+            runs in prop::collection::vec((0u32..8, 0u32..8), 1..12),
+            carry: bool,
+        ) {
             // Runs of backslashes and gaps: random words rarely hold long runs.
             let (mut backslash, mut at) = (0u64, 0u32);
             for (gap, run) in runs {

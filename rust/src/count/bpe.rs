@@ -2,10 +2,11 @@
 //! backtracking encoder that counts in linear time, even on one long run of a single character.
 //! ringbound drives it: ASCII is split by hand (`pretokenize`), pieces up to 15 bytes are
 //! merged here by tiktoken's rule (`ranks`), and the counts of pieces up to 62 bytes are
-//! remembered (`memo`); the crate's regex and encoder see only what those leave. Its one slow shape — runs of about a
-//! hundred to a few hundred identical punctuation or whitespace characters, as in padded logs
-//! and ASCII tables (1-3 MB/s) — is counted by `tiktoken-rs` instead, which handles such short
-//! runs at several times the speed; all are exact and equal, so no choice changes a count.
+//! remembered (`memo`); the crate's regex and encoder see only what those leave. Its one slow
+//! shape — runs of about a hundred to a few hundred identical punctuation or whitespace
+//! characters, as in padded logs and ASCII tables (1-3 MB/s) — is counted by `tiktoken-rs`
+//! instead, which handles such short runs at several times the speed; all are exact and equal,
+//! so no choice changes a count.
 
 use std::hash::{Hash, Hasher};
 use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
