@@ -1,19 +1,20 @@
 //! The `bpe-openai` backend (GitHub's `bpe` crate): the same pre-tokenization as tiktoken, then a
 //! backtracking encoder that counts in linear time, even on one long run of a single character.
 //! ringbound drives it: ASCII is split by hand (`pretokenize`), pieces up to 15 bytes are
-//! merged here by tiktoken's rule, and the counts of pieces up to 30 bytes are remembered; the
-//! crate's regex and encoder see only what those leave. Its one slow shape — runs of about a
-//! hundred to a few hundred identical punctuation or whitespace characters, as in padded logs
-//! and ASCII tables (1-3 MB/s) — is counted by `tiktoken-rs` instead, which handles such short
-//! runs at several times the speed; all are exact and equal, so no choice changes a count.
+//! merged here by tiktoken's rule (`ranks`), and the counts of pieces up to 62 bytes are
+//! remembered (`memo`); the crate's regex and encoder see only what those leave. Its one slow
+//! shape — runs of about a hundred to a few hundred identical punctuation or whitespace
+//! characters, as in padded logs and ASCII tables (1-3 MB/s) — is counted by `tiktoken-rs`
+//! instead, which handles such short runs at several times the speed; all are exact and equal,
+//! so no choice changes a count.
 
 use std::hash::{Hash, Hasher};
 use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 
 use bpe_openai::Tokenizer;
-use rustc_hash::FxHashMap;
-use xxhash_rust::xxh3::xxh3_64;
 
+use super::memo::{Memo, LONG_PIECE_BYTES, SHORT_PIECE_BYTES};
+use super::ranks::{short_key, Ranks, MERGE_PIECE_BYTES};
 use super::{encoder, pretokenize, tiktoken, Counter, Encoding};
 
 struct BpeOpenai(Encoding);
@@ -93,29 +94,6 @@ impl Counter for BpeOpenai {
     }
 }
 
-/// Pieces (the pre-tokenizer's words, numbers, punctuation runs) at most this long have their
-/// counts remembered. Text is mostly short pieces that recur (keywords, common words,
-/// indentation), and a lookup is several times cheaper than merging; long pieces
-/// (identifiers, base64) rarely recur.
-const MEMO_PIECE_BYTES: usize = 30;
-/// Slots per table (32 bytes each: 512 KB), direct-mapped by the piece's hash: a
-/// miss overwrites its slot, so remembering allocates nothing and never needs clearing, and
-/// random pieces (base64) cost one hash more than counting them alone.
-const MEMO_SLOTS_LOG2: u32 = 14;
-
-#[derive(Clone, Copy)]
-struct Slot {
-    len: u8,
-    count: u8,
-    bytes: [u8; MEMO_PIECE_BYTES],
-}
-
-const EMPTY: Slot = Slot {
-    len: 0,
-    count: 0,
-    bytes: [0; MEMO_PIECE_BYTES],
-};
-
 /// Tables per encoding, each behind its own lock: a count takes the first free one (from a
 /// place that depends on the thread, so a thread tends to find the table it warmed), so
 /// threads counting at once never wait for each other, and a table outlives the threads that
@@ -124,11 +102,11 @@ const EMPTY: Slot = Slot {
 /// count goes without one.
 const MEMO_TABLES: usize = 16;
 
-type Table = Mutex<Vec<Slot>>;
+type Table = Mutex<Memo>;
 
 static TABLES: [[Table; MEMO_TABLES]; 2] = [
-    [const { Mutex::new(Vec::new()) }; MEMO_TABLES],
-    [const { Mutex::new(Vec::new()) }; MEMO_TABLES],
+    [const { Mutex::new(Memo::new()) }; MEMO_TABLES],
+    [const { Mutex::new(Memo::new()) }; MEMO_TABLES],
 ];
 
 thread_local! {
@@ -139,92 +117,10 @@ thread_local! {
     };
 }
 
-/// Pieces up to this long are merged here, by tiktoken's own rule, instead of by the encoder:
-/// short pieces are most of the misses of the piece tables (random text, identifiers), and the
-/// encoder spends two allocations and an automaton walk on each.
-const MERGE_PIECE_BYTES: usize = 15;
-
-/// The rank (tiktoken's merge priority, which is the token id) of every token of at most
-/// `MERGE_PIECE_BYTES` bytes. Two-byte tokens, the first thing a merge asks about every
-/// adjacent pair, sit in a table indexed by the pair (256 KB, no hashing, and the pairs of
-/// ASCII text share a few of its cache lines); tokens of 3 to 7 bytes in a map of 8-byte keys
-/// (about half the memory of one map for all, and the lookups that matter stay in cache
-/// better).
-struct Ranks {
-    pairs: Vec<u32>,
-    short: FxHashMap<u64, u32>,
-    long: FxHashMap<u128, u32>,
-}
-
-impl Ranks {
-    fn get(&self, bytes: &[u8]) -> Option<u32> {
-        match *bytes {
-            [a, b] => {
-                Some(self.pairs[usize::from(a) << 8 | usize::from(b)]).filter(|&r| r != NO_RANK)
-            }
-            _ if bytes.len() <= 7 => self.short.get(&(key(bytes) as u64)).copied(),
-            _ => self.long.get(&key(bytes)).copied(),
-        }
-    }
-}
-
-/// A pair of bytes that is not a token.
-const NO_RANK: u32 = u32::MAX;
-
-/// The bytes (at most 15) with their length in the top byte: no two byte strings share a key,
-/// and up to 7 bytes the key fits in its low 64 bits.
-fn key(bytes: &[u8]) -> u128 {
-    let n = bytes.len();
-    let (low, high) = if n <= 8 {
-        (word(bytes), 0)
-    } else {
-        (word(&bytes[..8]), word(&bytes[8..]))
-    };
-    let top = if n < 8 { 56 } else { 120 };
-    (u128::from(high) << 64 | u128::from(low)) | ((n as u128) << top)
-}
-
-/// Up to 8 bytes as a little-endian word, read in at most two loads that may overlap (the
-/// bytes they share are the same, so OR-ing them is exact): a key is made for every lookup of
-/// a merge, and copying into a buffer took a call to `memcpy` each time.
-#[inline(always)]
-fn word(bytes: &[u8]) -> u64 {
-    let n = bytes.len();
-    let load4 = |at: usize| u64::from(u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()));
-    let load2 = |at: usize| u64::from(u16::from_le_bytes(bytes[at..at + 2].try_into().unwrap()));
-    match n {
-        0 => 0,
-        1 => u64::from(bytes[0]),
-        2..=3 => load2(0) | load2(n - 2) << (8 * (n - 2)),
-        4..=7 => load4(0) | load4(n - 4) << (8 * (n - 4)),
-        _ => u64::from_le_bytes(bytes[..8].try_into().unwrap()),
-    }
-}
-
+/// The rank tables of an encoding, built on its first count with `bpe_openai`'s tables.
 fn short_ranks(encoding: Encoding, tokenizer: &Tokenizer) -> &'static Ranks {
     static RANKS: [OnceLock<Ranks>; 2] = [OnceLock::new(), OnceLock::new()];
-    RANKS[encoding as usize].get_or_init(|| {
-        let bpe = &tokenizer.bpe;
-        let mut ranks = Ranks {
-            pairs: vec![NO_RANK; 1 << 16],
-            short: FxHashMap::default(),
-            long: FxHashMap::default(),
-        };
-        for id in 0..bpe.num_tokens() as u32 {
-            let bytes = bpe.token_bytes(id);
-            match *bytes {
-                [a, b] => ranks.pairs[usize::from(a) << 8 | usize::from(b)] = id,
-                _ if bytes.len() <= 7 => {
-                    ranks.short.insert(key(bytes) as u64, id);
-                }
-                _ if bytes.len() <= MERGE_PIECE_BYTES => {
-                    ranks.long.insert(key(bytes), id);
-                }
-                _ => {}
-            }
-        }
-        ranks
-    })
+    RANKS[encoding as usize].get_or_init(|| Ranks::new(&tokenizer.bpe))
 }
 
 /// Tokens of a piece of 2 to `MERGE_PIECE_BYTES` bytes by tiktoken's `byte_pair_merge`: a piece
@@ -286,7 +182,7 @@ fn count_piece(ranks: &Ranks, tokenizer: &Tokenizer, piece: &[u8]) -> usize {
 /// tables stay allocated, as in a process that has counted before.
 pub(super) fn forget_pieces() {
     for table in TABLES.iter().flatten() {
-        table.lock().unwrap_or_else(|e| e.into_inner()).fill(EMPTY);
+        table.lock().unwrap_or_else(|e| e.into_inner()).forget();
     }
 }
 
@@ -319,10 +215,10 @@ fn count_with_table(
     tokenizer: &Tokenizer,
     text: &str,
     limit: usize,
-    mut table: Option<MutexGuard<Vec<Slot>>>,
+    mut memo: Option<MutexGuard<Memo>>,
 ) -> Option<usize> {
-    if let Some(table) = table.as_mut().filter(|t| t.is_empty()) {
-        **table = vec![EMPTY; 1 << MEMO_SLOTS_LOG2];
+    if let Some(memo) = memo.as_mut() {
+        memo.allocate();
     }
     let ranks = short_ranks(encoding, tokenizer);
     let b = text.as_bytes();
@@ -339,25 +235,16 @@ fn count_with_table(
         };
         let piece = &b[p..end];
         p = end;
-        let n = piece.len();
-        total += match table.as_mut() {
+        total += match (piece.len(), memo.as_mut()) {
             // Every byte is a token of its own in these vocabularies.
-            _ if n == 1 => 1,
-            Some(table) if n <= MEMO_PIECE_BYTES => {
-                let slot = &mut table[(xxh3_64(piece) >> (64 - MEMO_SLOTS_LOG2)) as usize];
-                if usize::from(slot.len) == n && slot.bytes[..n] == *piece {
-                    usize::from(slot.count)
-                } else {
-                    // A piece never has more tokens than bytes, so the count fits in a u8.
-                    let count = count_piece(ranks, tokenizer, piece);
-                    *slot = Slot {
-                        len: n as u8,
-                        count: count as u8,
-                        bytes: [0; MEMO_PIECE_BYTES],
-                    };
-                    slot.bytes[..n].copy_from_slice(piece);
-                    count
-                }
+            (1, _) => 1,
+            // A pair is one token or two, looked up directly.
+            (2, _) => 2 - usize::from(ranks.pair(piece[0], piece[1]).is_some()),
+            (n, Some(memo)) if n <= SHORT_PIECE_BYTES => {
+                memo.short(short_key(piece), || merge_count(ranks, piece))
+            }
+            (n, Some(memo)) if n <= LONG_PIECE_BYTES => {
+                memo.long(piece, || count_piece(ranks, tokenizer, piece))
             }
             _ => count_piece(ranks, tokenizer, piece),
         };
@@ -374,21 +261,6 @@ mod tests {
 
     fn tokenizer(encoding: Encoding) -> &'static Tokenizer {
         encoder::wait(encoding)
-    }
-
-    #[test]
-    fn keys_are_the_bytes_and_their_length() {
-        for n in 0..=MERGE_PIECE_BYTES {
-            let bytes: Vec<u8> = (1..=n as u8).map(|i| i.wrapping_mul(37)).collect();
-            let mut padded = [0u8; 16];
-            padded[..n].copy_from_slice(&bytes);
-            let top = if n < 8 { 56 } else { 120 };
-            assert_eq!(
-                key(&bytes),
-                u128::from_le_bytes(padded) | ((n as u128) << top),
-                "{n}"
-            );
-        }
     }
 
     #[test]
@@ -468,8 +340,8 @@ mod tests {
 
     #[test]
     fn remembered_piece_counts_are_exact() {
-        let long_word = "x".repeat(MEMO_PIECE_BYTES);
-        let longer_word = "y".repeat(MEMO_PIECE_BYTES + 1);
+        let long_word = "x".repeat(LONG_PIECE_BYTES);
+        let longer_word = "y".repeat(LONG_PIECE_BYTES + 1);
         let texts = [
             "the cat sat on the mat; the cat sat again".to_owned(),
             format!("{long_word} {long_word} {longer_word} {longer_word}"),

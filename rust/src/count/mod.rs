@@ -7,7 +7,9 @@ pub mod chat;
 mod encoder;
 pub mod image;
 pub mod image_price;
+mod memo;
 mod pretokenize;
+mod ranks;
 mod tiktoken;
 pub mod tools;
 
