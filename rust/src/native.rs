@@ -12,6 +12,7 @@ use crate::providers::{
     openai_chat::OpenAIChat, openai_responses::OpenAIResponses, Dump, ItemFacts, Provider,
 };
 use crate::view::{Message, Role};
+use std::sync::Arc;
 
 /// A native request as the planner sees it.
 #[derive(Clone, Debug, Default)]
@@ -140,7 +141,7 @@ pub fn item_seed(provider: &str) -> Result<Option<u64>, CoreError> {
 }
 
 /// The native request of `items` behind `system`.
-fn view<P: Provider>(p: P, items: &[P::Item], system: &[Vec<String>]) -> Native {
+fn view<P: Provider>(p: P, items: &[Arc<P::Item>], system: &[Vec<String>]) -> Native {
     let issues = p.validate(items);
     let mut out = Native {
         items: items.len(),
@@ -290,7 +291,10 @@ mod tests {
     /// Keys as a walk of the caller's objects would make them: here, the hash of each item's
     /// JSON under a seed no JSON key uses.
     fn keyed(provider: &str, items: &[&str], system: &[Vec<String>]) -> (Native, Vec<usize>) {
-        let seed = item_seed(provider).expect("a provider").expect("keeps items") ^ 0xdead;
+        let seed = item_seed(provider)
+            .expect("a provider")
+            .expect("keeps items")
+            ^ 0xdead;
         let keys: Vec<u128> = items
             .iter()
             .map(|raw| xxhash_rust::xxh3::xxh3_128_with_seed(raw.as_bytes(), seed))
@@ -347,11 +351,19 @@ mod tests {
         let keys = [1u128, 2];
         let mut short = |_: &[usize]| Ok(vec![(1u128, b"{}".to_vec())]);
         let err = read_keyed("gemini", &keys, &mut short, &|_| Ok(()), &[]).unwrap_err();
-        assert!(err.to_string().contains("changed while it was read"), "{err}");
+        assert!(
+            err.to_string().contains("changed while it was read"),
+            "{err}"
+        );
         let mut dump = |missed: &[usize]| {
             Ok(missed
                 .iter()
-                .map(|&i| (keys[i], br#"{"role":"user","parts":[{"text":"x"}]}"#.to_vec()))
+                .map(|&i| {
+                    (
+                        keys[i],
+                        br#"{"role":"user","parts":[{"text":"x"}]}"#.to_vec(),
+                    )
+                })
                 .collect())
         };
         let too_big = |bytes: usize| {

@@ -7,9 +7,10 @@ use super::rules::{turns, Turn};
 use super::{read_blocks, start, AnthropicMessage, Block, Parts};
 use crate::providers::Canonical;
 use crate::view::{Message, Role, ToolCall};
+use std::sync::Arc;
 
 /// The canonical view of the messages the API reads.
-pub fn canonical(messages: &[AnthropicMessage]) -> Canonical {
+pub fn canonical(messages: &[Arc<AnthropicMessage>]) -> Canonical {
     let from = start(messages);
     let turns = turns(messages, from.message);
     let mut out = Canonical {
@@ -110,7 +111,7 @@ fn add(msg: &mut Message, parts: &Parts) {
 /// Whether assistant turn `t` must share a unit with the plain user turn after it: a message
 /// holding thinking must open with it, and dropping that user turn alone would merge the
 /// assistant turn before (text first) into the thinking turn after it.
-fn guards_thinking(messages: &[AnthropicMessage], turns: &[Turn], t: usize) -> bool {
+fn guards_thinking(messages: &[Arc<AnthropicMessage>], turns: &[Turn], t: usize) -> bool {
     if t + 2 >= turns.len() || turns[t].role != Role::Assistant {
         return false;
     }

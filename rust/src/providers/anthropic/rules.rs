@@ -4,6 +4,7 @@
 //! block are not checked (the API drops them).
 
 use rustc_hash::FxHashMap as HashMap;
+use std::sync::Arc;
 
 use super::{read_blocks, start, AnthropicMessage, Block, Start};
 use crate::pairing::stray::{self, Stray};
@@ -19,7 +20,7 @@ pub struct Turn {
 }
 
 /// The turns of the messages from `first` on.
-pub fn turns(messages: &[AnthropicMessage], first: usize) -> Vec<Turn> {
+pub fn turns(messages: &[Arc<AnthropicMessage>], first: usize) -> Vec<Turn> {
     let mut out: Vec<Turn> = Vec::new();
     for (i, m) in messages.iter().enumerate().skip(first) {
         match out.last_mut() {
@@ -57,7 +58,7 @@ impl Found {
 }
 
 /// Every pairing issue of the messages, in message order.
-pub fn validate(messages: &[AnthropicMessage]) -> Vec<PairingIssue> {
+pub fn validate(messages: &[Arc<AnthropicMessage>]) -> Vec<PairingIssue> {
     let from = start(messages);
     let turns = turns(messages, from.message);
     let mut uses: HashMap<&str, Vec<usize>> = HashMap::default();
@@ -90,7 +91,7 @@ pub fn validate(messages: &[AnthropicMessage]) -> Vec<PairingIssue> {
 }
 
 struct Rules<'a> {
-    messages: &'a [AnthropicMessage],
+    messages: &'a [Arc<AnthropicMessage>],
     from: Start,
     turns: &'a [Turn],
 }

@@ -5,6 +5,7 @@
 //! is classified by the shared stray classifier.
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::sync::Arc;
 
 use super::{
     BedrockMessage, ToolResult, ALTERNATE, DUPLICATE_RESULTS, DUPLICATE_USES, EMPTY_ERROR_RESULT,
@@ -29,7 +30,7 @@ fn role_name(role: Role) -> &'static str {
 }
 
 /// Every pairing issue of the messages, in message order.
-pub fn validate(messages: &[BedrockMessage]) -> Vec<PairingIssue> {
+pub fn validate(messages: &[Arc<BedrockMessage>]) -> Vec<PairingIssue> {
     let mut callers: HashMap<&str, Vec<usize>> = HashMap::default();
     for (i, m) in messages.iter().enumerate() {
         for u in &m.uses {
@@ -68,7 +69,7 @@ pub fn validate(messages: &[BedrockMessage]) -> Vec<PairingIssue> {
 }
 
 /// Duplicate ids, and calls the next message does not answer.
-fn calls(messages: &[BedrockMessage], i: usize, out: &mut Vec<PairingIssue>) {
+fn calls(messages: &[Arc<BedrockMessage>], i: usize, out: &mut Vec<PairingIssue>) {
     let mut seen: HashSet<&str> = HashSet::default();
     let mut unique = Vec::new();
     for u in &messages[i].uses {
@@ -143,7 +144,7 @@ fn calls(messages: &[BedrockMessage], i: usize, out: &mut Vec<PairingIssue>) {
 /// Results mixed with other content, repeated, empty errors, and results the previous turn
 /// did not call for.
 fn results(
-    messages: &[BedrockMessage],
+    messages: &[Arc<BedrockMessage>],
     i: usize,
     callers: &HashMap<&str, Vec<usize>>,
     out: &mut Vec<PairingIssue>,

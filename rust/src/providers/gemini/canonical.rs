@@ -4,6 +4,7 @@
 //! view pairs by adjacency) and one user message with everything else.
 
 use rustc_hash::FxHashMap as HashMap;
+use std::sync::Arc;
 
 use super::rules::answers;
 use super::GeminiContent;
@@ -19,7 +20,7 @@ fn empty(role: Role) -> Message {
 
 /// Canonical call ids: the native id (a repeat within one content gets `#k`), else one made
 /// from the call itself and its occurrence, so responses pair with their calls by id.
-fn call_ids(cs: &[GeminiContent]) -> Vec<Vec<String>> {
+fn call_ids(cs: &[Arc<GeminiContent>]) -> Vec<Vec<String>> {
     let mut seen: HashMap<String, usize> = HashMap::default();
     cs.iter()
         .map(|c| {
@@ -62,7 +63,7 @@ fn call_digest(name: &str, args: &str) -> String {
 }
 
 /// The canonical view of the contents.
-pub fn canonical(cs: &[GeminiContent]) -> Canonical {
+pub fn canonical(cs: &[Arc<GeminiContent>]) -> Canonical {
     let ids = call_ids(cs);
     let answered = answers(cs);
     let mut out = Canonical::default();

@@ -20,6 +20,7 @@ use super::{cached_items, Canonical, ItemFacts, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role};
+use std::sync::Arc;
 
 /// Gemini's 400 when a response turn does not answer every call of the call turn before it
 /// (google-gemini/gemini-cli#4217, microsoft/vscode#299295).
@@ -115,11 +116,11 @@ impl Provider for Gemini {
         parse::content(i, raw)
     }
 
-    fn validate(&self, items: &[GeminiContent]) -> Vec<PairingIssue> {
+    fn validate(&self, items: &[Arc<GeminiContent>]) -> Vec<PairingIssue> {
         rules::validate(items)
     }
 
-    fn canonical(&self, items: &[GeminiContent]) -> Canonical {
+    fn canonical(&self, items: &[Arc<GeminiContent>]) -> Canonical {
         canonical::canonical(items)
     }
 }

@@ -4,7 +4,7 @@ use super::*;
 use crate::pairing::IssueKind::{self, *};
 use crate::providers::validate_json;
 
-fn read(contents: &[Value]) -> Vec<GeminiContent> {
+fn read(contents: &[Value]) -> Vec<Arc<GeminiContent>> {
     let json = serde_json::to_vec(contents).unwrap();
     Gemini.parse_all(&[&json]).unwrap()
 }

@@ -8,6 +8,7 @@ use super::{Item, Kind};
 use crate::plan::Layout;
 use crate::providers::Canonical;
 use crate::view::{Message, Role, ToolCall};
+use std::sync::Arc;
 
 /// Tokens every item costs beyond its texts: Chat framing (3) plus the role's one token.
 pub const ITEM_FRAMING: u32 = 4;
@@ -56,7 +57,7 @@ impl Built {
     }
 
     /// A model turn: one assistant message with every item's texts and costs.
-    pub fn add_turn(&mut self, i: usize, turn: &[Item]) {
+    pub fn add_turn(&mut self, i: usize, turn: &[Arc<Item>]) {
         let mut msg = empty(Role::Assistant);
         for it in turn {
             add_parts(&mut msg, it);
@@ -132,6 +133,6 @@ impl Built {
 }
 
 /// The canonical view of the items.
-pub fn canonical(items: &[Item]) -> Canonical {
+pub fn canonical(items: &[Arc<Item>]) -> Canonical {
     Walk::new(items).built.finish()
 }

@@ -7,6 +7,7 @@
 //! exactly what the canonical view pairs.
 
 use rustc_hash::FxHashMap as HashMap;
+use std::sync::Arc;
 
 use super::canonical::Built;
 use super::{Family, Item, Kind};
@@ -32,7 +33,7 @@ fn reasoning_alone(id: &str) -> String {
 
 /// One pass over the items: rings, canonical messages and pairing issues.
 pub struct Walk<'a> {
-    items: &'a [Item],
+    items: &'a [Arc<Item>],
     pub(super) built: Built,
     /// (item, rank, issue), sorted by item then rank at the end.
     found: Vec<(usize, usize, PairingIssue)>,
@@ -46,7 +47,7 @@ pub struct Walk<'a> {
 }
 
 impl<'a> Walk<'a> {
-    pub fn new(items: &'a [Item]) -> Self {
+    pub fn new(items: &'a [Arc<Item>]) -> Self {
         let mut calls_of: HashMap<&str, Vec<usize>> = HashMap::default();
         for (i, it) in items.iter().enumerate() {
             if let (Some(_), Kind::Model, Some(key)) = (it.family, it.kind, &it.key) {

@@ -5,7 +5,7 @@ use super::*;
 use crate::pairing::IssueKind::{self, *};
 use crate::providers::validate_json;
 
-fn read(items: &[Value]) -> Vec<Item> {
+fn read(items: &[Value]) -> Vec<Arc<Item>> {
     let json = serde_json::to_vec(items).unwrap();
     OpenAIResponses.parse_all(&[&json]).unwrap()
 }
