@@ -154,7 +154,7 @@ fn view<P: Provider>(p: P, items: &[Arc<P::Item>], system: &[Vec<String>]) -> Na
     // no plan can leave a request opening with the model's turn.
     let glue = P::SYSTEM_HOLDS_FIRST_TURN && !canonical.messages.is_empty();
     for texts in system {
-        let mut msg = Message::text(Role::System, "");
+        let mut msg = crate::providers::empty(Role::System);
         msg.texts.clone_from(texts);
         msg.bytes = texts.iter().map(String::len).sum();
         out.messages.push(msg);

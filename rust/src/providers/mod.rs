@@ -14,7 +14,7 @@ use crate::error::CoreError;
 use crate::json_array;
 use crate::pairing::PairingIssue;
 use crate::plan::Layout;
-use crate::view::Message;
+use crate::view::{Message, Role};
 use item_cache::ItemCache;
 use serde_json::Value;
 use std::sync::Arc;
@@ -28,6 +28,21 @@ pub(crate) fn json_kind(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
+    }
+}
+
+/// A message of `role` with nothing in it yet, for a provider's canonical view to fill.
+pub(crate) fn empty(role: Role) -> Message {
+    Message {
+        role,
+        name: None,
+        texts: Vec::new(),
+        images: Vec::new(),
+        other_part_tokens: 0,
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+        is_error: false,
+        bytes: 0,
     }
 }
 

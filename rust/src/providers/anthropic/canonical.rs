@@ -5,7 +5,7 @@
 
 use super::rules::{turns, Turn};
 use super::{read_blocks, start, AnthropicMessage, Block, Parts};
-use crate::providers::Canonical;
+use crate::providers::{empty, Canonical};
 use crate::view::{Message, Role, ToolCall};
 use std::sync::Arc;
 
@@ -34,13 +34,6 @@ pub fn canonical(messages: &[Arc<AnthropicMessage>]) -> Canonical {
         }
     }
     out
-}
-
-fn empty(role: Role) -> Message {
-    let mut msg = Message::text(role, "");
-    msg.texts.clear();
-    msg.bytes = 0;
-    msg
 }
 
 fn assistant<'a>(blocks: impl Iterator<Item = &'a Block>) -> Message {

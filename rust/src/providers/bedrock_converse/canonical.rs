@@ -4,16 +4,9 @@
 //! (a canonical tool message carries text only).
 
 use super::{BedrockMessage, Parts};
-use crate::providers::Canonical;
+use crate::providers::{empty, Canonical};
 use crate::view::{Message, Role, ToolCall};
 use std::sync::Arc;
-
-fn empty(role: Role) -> Message {
-    let mut msg = Message::text(role, "");
-    msg.texts.clear();
-    msg.bytes = 0;
-    msg
-}
 
 fn add(msg: &mut Message, parts: &Parts, texts: bool) {
     if texts {

@@ -8,15 +8,8 @@ use std::sync::Arc;
 
 use super::rules::answers;
 use super::GeminiContent;
-use crate::providers::Canonical;
+use crate::providers::{empty, Canonical};
 use crate::view::{Message, Role, ToolCall};
-
-fn empty(role: Role) -> Message {
-    let mut msg = Message::text(role, "");
-    msg.texts.clear();
-    msg.bytes = 0;
-    msg
-}
 
 /// Canonical call ids: the native id (a repeat within one content gets `#k`), else one made
 /// from the call itself and its occurrence, so responses pair with their calls by id.

@@ -6,7 +6,7 @@
 use super::rules::Walk;
 use super::{Item, Kind};
 use crate::plan::Layout;
-use crate::providers::Canonical;
+use crate::providers::{empty, Canonical};
 use crate::view::{Message, Role, ToolCall};
 use std::sync::Arc;
 
@@ -22,13 +22,6 @@ pub struct Built {
     folded: Vec<u32>,
     /// The assistant message of the ring being built.
     ring: usize,
-}
-
-fn empty(role: Role) -> Message {
-    let mut msg = Message::text(role, "");
-    msg.texts.clear();
-    msg.bytes = 0;
-    msg
 }
 
 fn add_parts(msg: &mut Message, it: &Item) {
