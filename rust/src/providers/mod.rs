@@ -87,6 +87,12 @@ pub trait Provider {
     /// The canonical view of the items, with real costs.
     fn canonical(&self, items: &[Arc<Self::Item>]) -> Canonical;
 
+    /// The pairing issues and the canonical view together, as a reading needs both: a
+    /// provider whose rules and view come of one pass over the items gives both from one pass.
+    fn issues_and_canonical(&self, items: &[Arc<Self::Item>]) -> (Vec<PairingIssue>, Canonical) {
+        (self.validate(items), self.canonical(items))
+    }
+
     /// Tokens the provider adds to the prompt whenever tools are given (a system prompt of its
     /// own describing tool use), beyond the tools' definitions.
     const TOOL_SYSTEM_TOKENS: u32 = 0;

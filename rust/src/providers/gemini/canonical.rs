@@ -6,8 +6,9 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
-use super::rules::answers;
+use super::rules::{answers, pair, Answer};
 use super::GeminiContent;
+use crate::pairing::PairingIssue;
 use crate::providers::{empty, Canonical};
 use crate::view::{Message, Role, ToolCall};
 
@@ -57,8 +58,18 @@ fn call_digest(name: &str, args: &str) -> String {
 
 /// The canonical view of the contents.
 pub fn canonical(cs: &[Arc<GeminiContent>]) -> Canonical {
+    with_answers(cs, &answers(cs))
+}
+
+/// The pairing issues and the canonical view of the contents, paired once.
+pub fn issues_and_canonical(cs: &[Arc<GeminiContent>]) -> (Vec<PairingIssue>, Canonical) {
+    let (issues, answered) = pair(cs);
+    (issues, with_answers(cs, &answered))
+}
+
+/// The canonical view of the contents whose responses answer the calls `answered` says.
+fn with_answers(cs: &[Arc<GeminiContent>], answered: &Answer) -> Canonical {
     let ids = call_ids(cs);
-    let answered = answers(cs);
     let mut out = Canonical::default();
     let push = |out: &mut Canonical, msg: Message, k: usize| {
         out.messages.push(msg);

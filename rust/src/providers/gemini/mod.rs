@@ -123,6 +123,10 @@ impl Provider for Gemini {
     fn canonical(&self, items: &[Arc<GeminiContent>]) -> Canonical {
         canonical::canonical(items)
     }
+
+    fn issues_and_canonical(&self, items: &[Arc<GeminiContent>]) -> (Vec<PairingIssue>, Canonical) {
+        canonical::issues_and_canonical(items)
+    }
 }
 
 #[cfg(test)]

@@ -86,7 +86,8 @@ pub fn answers(contents: &[Arc<GeminiContent>]) -> Answer {
     pair(contents).1
 }
 
-fn pair(cs: &[Arc<GeminiContent>]) -> (Vec<PairingIssue>, Answer) {
+/// Every pairing issue of the contents, and which call each response answers.
+pub fn pair(cs: &[Arc<GeminiContent>]) -> (Vec<PairingIssue>, Answer) {
     let mut found = Found::default();
     let mut answers = Answer::default();
     let mut open: Vec<Open> = Vec::new();

@@ -371,3 +371,27 @@ fn the_dispatch_reads_gemini() {
     let found = validate_json("gemini", &[&json]).unwrap();
     assert_eq!(found[0].kind, MissingResult);
 }
+
+proptest::proptest! {
+    /// A reading pairs the contents once for its issues and its view: what it gets is what
+    /// `validate` and `canonical` give apart.
+    #[test]
+    fn one_pairing_reads_what_validate_and_canonical_read(
+        picks in proptest::collection::vec(0usize..7, 0..12)
+    ) {
+        let pieces = [
+            user("go"),
+            model("thinking"),
+            calls(&[call("a")]),
+            calls(&[call("a"), call("b"), signed("c")]),
+            responses(&["a"]),
+            responses(&["b", "a"]),
+            responses(&["c"]),
+        ];
+        let contents: Vec<Value> = picks.iter().map(|&k| pieces[k].clone()).collect();
+        let items = read(&contents);
+        let (issues, canonical) = Gemini.issues_and_canonical(&items);
+        proptest::prop_assert_eq!(issues, Gemini.validate(&items));
+        proptest::prop_assert_eq!(canonical, Gemini.canonical(&items));
+    }
+}

@@ -5,6 +5,7 @@
 
 use super::rules::Walk;
 use super::{Item, Kind};
+use crate::pairing::PairingIssue;
 use crate::plan::Layout;
 use crate::providers::{empty, Canonical};
 use crate::view::{Message, Role, ToolCall};
@@ -128,4 +129,11 @@ impl Built {
 /// The canonical view of the items.
 pub fn canonical(items: &[Arc<Item>]) -> Canonical {
     Walk::new(items).built.finish()
+}
+
+/// The pairing issues and the canonical view of the items, from one walk.
+pub fn issues_and_canonical(items: &[Arc<Item>]) -> (Vec<PairingIssue>, Canonical) {
+    let mut walk = Walk::new(items);
+    let built = std::mem::take(&mut walk.built);
+    (walk.issues(), built.finish())
 }

@@ -218,6 +218,10 @@ impl Provider for OpenAIResponses {
         canonical::canonical(items)
     }
 
+    fn issues_and_canonical(&self, items: &[Arc<Item>]) -> (Vec<PairingIssue>, Canonical) {
+        canonical::issues_and_canonical(items)
+    }
+
     /// The latest `compaction` item: it carries everything before it, which may go first.
     fn pinned(&self, items: &[Arc<Item>]) -> Vec<usize> {
         latest_compaction(items).into_iter().collect()

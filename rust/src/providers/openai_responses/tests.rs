@@ -334,6 +334,16 @@ proptest! {
         }
     }
 
+    /// A reading walks the items once for its issues and its view: what it gets is what
+    /// `validate` and `canonical` give apart.
+    #[test]
+    fn one_walk_reads_what_validate_and_canonical_read(items in session()) {
+        let read = read(&items);
+        let (issues, canonical) = OpenAIResponses.issues_and_canonical(&read);
+        prop_assert_eq!(issues, OpenAIResponses.validate(&read));
+        prop_assert_eq!(canonical, OpenAIResponses.canonical(&read));
+    }
+
     /// Every issue names an item of the request, in item order.
     #[test]
     fn issues_come_in_item_order(items in session()) {
