@@ -15,7 +15,7 @@ use crate::view::{Message, Role, ToolCall};
 /// Canonical call ids: the native id (a repeat within one content gets `#k`), else one made
 /// from the call itself and its occurrence, so responses pair with their calls by id.
 fn call_ids(cs: &[Arc<GeminiContent>]) -> Vec<Vec<String>> {
-    let mut seen: HashMap<String, usize> = HashMap::default();
+    let mut seen: HashMap<&str, usize> = HashMap::default();
     cs.iter()
         .map(|c| {
             let mut in_content: HashMap<&str, usize> = HashMap::default();
@@ -32,8 +32,9 @@ fn call_ids(cs: &[Arc<GeminiContent>]) -> Vec<Vec<String>> {
                         }
                     }
                     None => {
-                        let digest = call_digest(&call.name, &call.args);
-                        let k = seen.entry(digest.clone()).or_default();
+                        // Every call read without an id has its digest (`parse`).
+                        let digest = call.digest.as_deref().unwrap_or_default();
+                        let k = seen.entry(digest).or_default();
                         *k += 1;
                         format!("gemini_{digest}_{}", *k - 1)
                     }
@@ -41,19 +42,6 @@ fn call_ids(cs: &[Arc<GeminiContent>]) -> Vec<Vec<String>> {
                 .collect()
         })
         .collect()
-}
-
-/// The first ten hex digits of the SHA-256 of a call's name and arguments (compact JSON,
-/// keys sorted): an id made from the call itself keeps its value when earlier contents are
-/// trimmed away, which the ledger needs (it remembers calls by id).
-fn call_digest(name: &str, args: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let hash = Sha256::new()
-        .chain_update(name.as_bytes())
-        .chain_update([0])
-        .chain_update(args.as_bytes())
-        .finalize();
-    hash[..5].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The canonical view of the contents.

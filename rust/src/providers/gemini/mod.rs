@@ -53,6 +53,10 @@ pub struct Call {
     pub id: Option<String>,
     /// The arguments as compact JSON.
     pub args: String,
+    /// For a call without a native id, the digest of its name and arguments its canonical id
+    /// is made from: made when the call is read, so a warm reading takes it from the item
+    /// cache instead of hashing every call again.
+    pub digest: Option<String>,
     /// Whether this part carries a `thoughtSignature`.
     pub signed: bool,
 }

@@ -395,3 +395,36 @@ proptest::proptest! {
         proptest::prop_assert_eq!(canonical, Gemini.canonical(&items));
     }
 }
+
+#[test]
+fn a_call_without_an_id_is_named_by_its_digest_made_when_read() {
+    use sha2::{Digest, Sha256};
+    let contents = [
+        user("go"),
+        calls(&[call("a"), call("a")]),
+        responses(&["a", "a"]),
+    ];
+    let items = read(&contents);
+    let digest: String = Sha256::digest(b"a\0{\"q\":\"a\"}")[..5]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert!(items[1]
+        .calls
+        .iter()
+        .all(|c| c.digest.as_ref() == Some(&digest)));
+    let canonical = Gemini.canonical(&items);
+    let ids: Vec<&str> = canonical.messages[1]
+        .tool_calls
+        .iter()
+        .map(|c| c.id.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        [format!("gemini_{digest}_0"), format!("gemini_{digest}_1")]
+    );
+    let with_id = read(&[json!({"role": "model", "parts": [
+        {"functionCall": {"name": "a", "args": {}, "id": "x"}}
+    ]})]);
+    assert_eq!(with_id[0].calls[0].digest, None);
+}
