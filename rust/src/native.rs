@@ -12,6 +12,7 @@ use crate::providers::{
     openai_chat::OpenAIChat, openai_responses::OpenAIResponses, Dump, ItemFacts, Provider,
 };
 use crate::view::{Message, Role};
+use std::sync::Arc;
 
 /// A native request as the planner sees it.
 #[derive(Clone, Debug, Default)]
@@ -140,20 +141,19 @@ pub fn item_seed(provider: &str) -> Result<Option<u64>, CoreError> {
 }
 
 /// The native request of `items` behind `system`.
-fn view<P: Provider>(p: P, items: &[P::Item], system: &[Vec<String>]) -> Native {
-    let issues = p.validate(items);
+fn view<P: Provider>(p: P, items: &[Arc<P::Item>], system: &[Vec<String>]) -> Native {
+    let (issues, canonical) = p.issues_and_canonical(items);
     let mut out = Native {
         items: items.len(),
         facts: items.iter().map(|item| p.facts(item)).collect(),
         tool_system_tokens: P::TOOL_SYSTEM_TOKENS,
         ..Native::default()
     };
-    let canonical = p.canonical(items);
     // Where the provider needs a user turn first, the system holds on to the first turn, so
     // no plan can leave a request opening with the model's turn.
     let glue = P::SYSTEM_HOLDS_FIRST_TURN && !canonical.messages.is_empty();
     for texts in system {
-        let mut msg = Message::text(Role::System, "");
+        let mut msg = crate::providers::empty(Role::System);
         msg.texts.clone_from(texts);
         msg.bytes = texts.iter().map(String::len).sum();
         out.messages.push(msg);

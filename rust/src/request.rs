@@ -456,8 +456,9 @@ pub fn load_canonical(
     let seed = scheme.seed();
     let mut entries = Vec::with_capacity(messages.len());
     let mut sources = Vec::with_capacity(messages.len());
+    let mut record = Vec::with_capacity(256);
     for full in messages {
-        let key = content_key(&full, seed);
+        let key = content_key(&full, seed, &mut record);
         let entry = cache.get(key).unwrap_or_else(|| {
             let entry = Arc::new(Entry::new(
                 skeleton(&full),
@@ -497,14 +498,21 @@ fn counted_bytes(m: &Message) -> usize {
     texts + calls
 }
 
-/// A hash of everything counting reads from a canonical message. Every field is framed by its
-/// length, so no two different messages feed the hasher the same bytes; the tag keeps these
-/// keys apart from keys of chat JSON.
-fn content_key(m: &Message, seed: u64) -> u128 {
-    let mut h = xxhash_rust::xxh3::Xxh3::with_seed(seed);
+/// A hash of everything counting reads from a canonical message: one seeded hash of a record
+/// written into `record` (cleared first, reused across messages). Every field is framed by its
+/// length, and a field longer than a digest is written as its own 128-bit hash, so a long text
+/// is hashed in one pass rather than streamed piece by piece; no two different messages write
+/// the same record unless two of their texts' digests collide. The tag keeps these keys apart
+/// from keys of chat JSON. Keys live only in this process's caches: nothing persists them.
+fn content_key(m: &Message, seed: u64, record: &mut Vec<u8>) -> u128 {
+    record.clear();
     let mut put = |bytes: &[u8]| {
-        h.update(&(bytes.len() as u64).to_le_bytes());
-        h.update(bytes);
+        record.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        if bytes.len() <= DIGEST_BYTES {
+            record.extend_from_slice(bytes);
+        } else {
+            record.extend_from_slice(&xxhash_rust::xxh3::xxh3_128(bytes).to_le_bytes());
+        }
     };
     put(b"canonical");
     put(m.role.as_str().as_bytes());
@@ -517,7 +525,8 @@ fn content_key(m: &Message, seed: u64) -> u128 {
     for image in &m.images {
         let (width, height) = image.size.unwrap_or((0, 0));
         put(&[image.detail as u8, u8::from(image.size.is_some())]);
-        put(&[width.to_le_bytes(), height.to_le_bytes()].concat());
+        put(&width.to_le_bytes());
+        put(&height.to_le_bytes());
     }
     put(&m.other_part_tokens.to_le_bytes());
     put(&(m.tool_calls.len() as u64).to_le_bytes());
@@ -533,5 +542,102 @@ fn content_key(m: &Message, seed: u64) -> u128 {
         u8::from(m.name.is_some()),
     ]);
     put(&(m.bytes as u64).to_le_bytes());
-    h.digest128()
+    xxhash_rust::xxh3::xxh3_128_with_seed(record, seed)
+}
+
+/// Bytes of a field's digest in a content key's record: a field no longer is written as it is.
+const DIGEST_BYTES: usize = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::view::{Detail, Image, ToolCall};
+    use proptest::prelude::*;
+
+    fn key(m: &Message) -> u128 {
+        content_key(m, 7, &mut Vec::new())
+    }
+
+    /// Strings around the digest's length, and some that differ only past it.
+    fn piece() -> impl Strategy<Value = String> {
+        let long = "x".repeat(DIGEST_BYTES);
+        prop::sample::select(vec![
+            String::new(),
+            "a".to_owned(),
+            "ab".to_owned(),
+            "\0".to_owned(),
+            long.clone(),
+            format!("{long}a"),
+            format!("{long}b"),
+            format!("a{long}"),
+            format!("{long}{long}"),
+        ])
+    }
+
+    fn message() -> impl Strategy<Value = Message> {
+        (
+            prop::sample::select(vec![Role::User, Role::Assistant, Role::Tool]),
+            prop::option::of(piece()),
+            prop::collection::vec(piece(), 0..3),
+            prop::collection::vec((piece(), piece(), piece()), 0..2),
+            prop::option::of(piece()),
+            prop::collection::vec(prop::option::of((0u32..2, 0u32..2)), 0..2),
+            (any::<bool>(), 0u32..2, 0usize..2),
+        )
+            .prop_map(
+                |(role, name, texts, calls, call_id, images, (err, other, bytes))| Message {
+                    role,
+                    name,
+                    texts,
+                    images: images
+                        .into_iter()
+                        .map(|size| Image {
+                            detail: Detail::Auto,
+                            size,
+                        })
+                        .collect(),
+                    other_part_tokens: other,
+                    tool_calls: calls
+                        .into_iter()
+                        .map(|(id, name, arguments)| ToolCall {
+                            id,
+                            name,
+                            arguments,
+                        })
+                        .collect(),
+                    tool_call_id: call_id,
+                    is_error: err,
+                    bytes,
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn two_messages_share_a_content_key_only_when_equal(a in message(), b in message()) {
+            prop_assert_eq!(key(&a) == key(&b), a == b, "{:?} / {:?}", a, b);
+        }
+    }
+
+    #[test]
+    fn the_framing_keeps_texts_apart_however_they_are_split() {
+        let long = "y".repeat(3 * DIGEST_BYTES);
+        let mut a = Message::text(Role::User, "");
+        let mut b = a.clone();
+        for (x, y) in [
+            (vec!["ab", "c"], vec!["a", "bc"]),
+            (vec![long.as_str(), ""], vec!["", long.as_str()]),
+            (vec![&long[..20], &long[20..]], vec![long.as_str()]),
+        ] {
+            a.texts = x.into_iter().map(str::to_owned).collect();
+            b.texts = y.into_iter().map(str::to_owned).collect();
+            assert_ne!(key(&a), key(&b), "{:?} / {:?}", a.texts, b.texts);
+        }
+        b.texts.clone_from(&a.texts);
+        assert_eq!(key(&a), key(&b));
+        assert_ne!(
+            content_key(&a, 1, &mut Vec::new()),
+            content_key(&a, 2, &mut Vec::new())
+        );
+    }
 }

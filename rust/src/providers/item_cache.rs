@@ -69,7 +69,7 @@ impl<T> ItemCache<T> {
     }
 
     /// Keeps `item`, read from `bytes` bytes of JSON; an item larger than a shard is not kept.
-    pub fn insert(&self, key: u128, item: T, bytes: usize) {
+    pub fn insert(&self, key: u128, item: Arc<T>, bytes: usize) {
         if bytes > SHARD_BYTES {
             return;
         }
@@ -78,7 +78,7 @@ impl<T> ItemCache<T> {
             shard.items.clear();
             shard.bytes = 0;
         }
-        if shard.items.insert(key, (Arc::new(item), bytes)).is_none() {
+        if shard.items.insert(key, (item, bytes)).is_none() {
             shard.bytes += bytes;
         }
     }
@@ -103,12 +103,12 @@ mod tests {
         let cache = ItemCache::new(7);
         let key = cache.key(b"{\"role\":\"user\"}");
         assert!(cache.get(key).is_none());
-        cache.insert(key, 1u32, 15);
+        cache.insert(key, Arc::new(1u32), 15);
         assert_eq!(cache.get(key).as_deref(), Some(&1));
         assert_ne!(ItemCache::<u32>::new(8).key(b"{\"role\":\"user\"}"), key);
-        cache.insert(key ^ (1 << 100), 2, SHARD_BYTES); // the same shard, filling it
+        cache.insert(key ^ (1 << 100), Arc::new(2), SHARD_BYTES); // the same shard, filling it
         assert!(cache.get(key).is_none());
-        cache.insert(key, 3, SHARD_BYTES + 1);
+        cache.insert(key, Arc::new(3), SHARD_BYTES + 1);
         assert!(
             cache.get(key).is_none(),
             "an item larger than a shard is not kept"

@@ -17,6 +17,7 @@ use crate::plan::Layout;
 use crate::view::{Message, Role};
 use item_cache::ItemCache;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// A JSON value's kind in words (`a list`, `an object`), as the OpenAI parsers' errors say it.
 pub(crate) fn json_kind(v: &Value) -> &'static str {
@@ -27,6 +28,21 @@ pub(crate) fn json_kind(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
+    }
+}
+
+/// A message of `role` with nothing in it yet, for a provider's canonical view to fill.
+pub(crate) fn empty(role: Role) -> Message {
+    Message {
+        role,
+        name: None,
+        texts: Vec::new(),
+        images: Vec::new(),
+        other_part_tokens: 0,
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+        is_error: false,
+        bytes: 0,
     }
 }
 
@@ -73,17 +89,24 @@ impl ItemFacts {
 pub trait Provider {
     /// The key callers name the provider by.
     const KEY: &'static str;
-    /// One native item as read.
-    type Item: Clone + Send + Sync + 'static;
+    /// One native item as read. Items are shared (`Arc`): one met before is the cache's own,
+    /// not a copy of it, so a warm reading allocates nothing per item.
+    type Item: Send + Sync + 'static;
 
     /// Reads native item `i` from its JSON; `InvalidMessage` naming `i` when it is malformed.
     fn parse(&self, i: usize, raw: &[u8]) -> Result<Self::Item, CoreError>;
 
     /// Every pairing issue by the provider's own rules, quoting its wording, in item order.
-    fn validate(&self, items: &[Self::Item]) -> Vec<PairingIssue>;
+    fn validate(&self, items: &[Arc<Self::Item>]) -> Vec<PairingIssue>;
 
     /// The canonical view of the items, with real costs.
-    fn canonical(&self, items: &[Self::Item]) -> Canonical;
+    fn canonical(&self, items: &[Arc<Self::Item>]) -> Canonical;
+
+    /// The pairing issues and the canonical view together, as a reading needs both: a
+    /// provider whose rules and view come of one pass over the items gives both from one pass.
+    fn issues_and_canonical(&self, items: &[Arc<Self::Item>]) -> (Vec<PairingIssue>, Canonical) {
+        (self.validate(items), self.canonical(items))
+    }
 
     /// Tokens the provider adds to the prompt whenever tools are given (a system prompt of its
     /// own describing tool use), beyond the tools' definitions.
@@ -99,7 +122,7 @@ pub trait Provider {
     }
 
     /// Native items the provider's rules keep whatever the budget.
-    fn pinned(&self, _items: &[Self::Item]) -> Vec<usize> {
+    fn pinned(&self, _items: &[Arc<Self::Item>]) -> Vec<usize> {
         Vec::new()
     }
 
@@ -110,27 +133,27 @@ pub trait Provider {
     }
 
     /// A rule over the whole list of items, checked once they are all read.
-    fn check_items(&self, _items: &[Self::Item]) -> Result<(), CoreError> {
+    fn check_items(&self, _items: &[Arc<Self::Item>]) -> Result<(), CoreError> {
         Ok(())
     }
 
     /// Reads every item of JSON arrays whose elements follow each other, each item met before
     /// taken from the provider's cache.
-    fn parse_all(&self, parts: &[&[u8]]) -> Result<Vec<Self::Item>, CoreError> {
+    fn parse_all(&self, parts: &[&[u8]]) -> Result<Vec<Arc<Self::Item>>, CoreError> {
         let cache = self.item_cache();
         let mut items = Vec::new();
         for part in parts {
             for raw in json_array::split(part)? {
                 let i = items.len();
                 let item = match cache {
-                    None => self.parse(i, raw)?,
+                    None => Arc::new(self.parse(i, raw)?),
                     Some(cache) => {
                         let key = cache.key(raw);
                         match cache.get(key) {
-                            Some(hit) => Self::Item::clone(&hit),
+                            Some(hit) => hit,
                             None => {
-                                let item = self.parse(i, raw)?;
-                                cache.insert(key, item.clone(), raw.len());
+                                let item = Arc::new(self.parse(i, raw)?);
+                                cache.insert(key, Arc::clone(&item), raw.len());
                                 item
                             }
                         }
@@ -152,15 +175,15 @@ pub trait Provider {
         keys: &[u128],
         dump: &mut Dump<'_>,
         check: &dyn Fn(usize) -> Result<(), CoreError>,
-    ) -> Result<Vec<Self::Item>, CoreError> {
+    ) -> Result<Vec<Arc<Self::Item>>, CoreError> {
         let cache = self.item_cache();
         let mut bytes = 0;
-        let mut found: Vec<Option<Self::Item>> = keys
+        let mut found: Vec<Option<Arc<Self::Item>>> = keys
             .iter()
             .map(|&key| {
                 let (item, size) = cache?.get_sized(key)?;
                 bytes += size;
-                Some(Self::Item::clone(&item))
+                Some(item)
             })
             .collect();
         let missed: Vec<usize> = (0..keys.len()).filter(|&i| found[i].is_none()).collect();
@@ -174,13 +197,13 @@ pub trait Provider {
         }
         check(bytes + dumped.iter().map(|(_, raw)| raw.len()).sum::<usize>())?;
         for (&i, (key, raw)) in missed.iter().zip(dumped) {
-            let item = self.parse(i, &raw)?;
+            let item = Arc::new(self.parse(i, &raw)?);
             if let Some(cache) = cache {
-                cache.insert(key, item.clone(), raw.len());
+                cache.insert(key, Arc::clone(&item), raw.len());
             }
             found[i] = Some(item);
         }
-        let items: Vec<Self::Item> = found
+        let items: Vec<Arc<Self::Item>> = found
             .into_iter()
             .collect::<Option<_>>()
             .ok_or_else(list_changed)?;

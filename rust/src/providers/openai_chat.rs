@@ -2,6 +2,7 @@
 //! typed error naming the message), lenient only where the API itself is (`null` for absent).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -552,13 +553,13 @@ impl Provider for OpenAIChat {
         parse_raw(i, raw)
     }
 
-    fn validate(&self, items: &[Message]) -> Vec<PairingIssue> {
+    fn validate(&self, items: &[Arc<Message>]) -> Vec<PairingIssue> {
         pairing::validate(items)
     }
 
-    fn canonical(&self, items: &[Message]) -> Canonical {
+    fn canonical(&self, items: &[Arc<Message>]) -> Canonical {
         Canonical {
-            messages: items.to_vec(),
+            messages: items.iter().map(|m| Message::clone(m)).collect(),
             layout: Layout {
                 groups: (0..items.len()).collect(),
                 binds_next: vec![false; items.len()],
@@ -702,7 +703,7 @@ mod tests {
             issues
         );
         let canonical = OpenAIChat.canonical(&items);
-        assert_eq!(canonical.messages, items);
+        assert!(canonical.messages.iter().eq(items.iter().map(|m| &**m)));
         assert_eq!(canonical.layout.groups, [0, 1, 2, 3]);
         assert!(matches!(
             super::super::validate_json("cohere", &[json]),

@@ -5,11 +5,12 @@
 
 use super::rules::{turns, Turn};
 use super::{read_blocks, start, AnthropicMessage, Block, Parts};
-use crate::providers::Canonical;
+use crate::providers::{empty, Canonical};
 use crate::view::{Message, Role, ToolCall};
+use std::sync::Arc;
 
 /// The canonical view of the messages the API reads.
-pub fn canonical(messages: &[AnthropicMessage]) -> Canonical {
+pub fn canonical(messages: &[Arc<AnthropicMessage>]) -> Canonical {
     let from = start(messages);
     let turns = turns(messages, from.message);
     let mut out = Canonical {
@@ -33,13 +34,6 @@ pub fn canonical(messages: &[AnthropicMessage]) -> Canonical {
         }
     }
     out
-}
-
-fn empty(role: Role) -> Message {
-    let mut msg = Message::text(role, "");
-    msg.texts.clear();
-    msg.bytes = 0;
-    msg
 }
 
 fn assistant<'a>(blocks: impl Iterator<Item = &'a Block>) -> Message {
@@ -110,7 +104,7 @@ fn add(msg: &mut Message, parts: &Parts) {
 /// Whether assistant turn `t` must share a unit with the plain user turn after it: a message
 /// holding thinking must open with it, and dropping that user turn alone would merge the
 /// assistant turn before (text first) into the thinking turn after it.
-fn guards_thinking(messages: &[AnthropicMessage], turns: &[Turn], t: usize) -> bool {
+fn guards_thinking(messages: &[Arc<AnthropicMessage>], turns: &[Turn], t: usize) -> bool {
     if t + 2 >= turns.len() || turns[t].role != Role::Assistant {
         return false;
     }

@@ -16,6 +16,7 @@ use super::{cached_items, Canonical, ItemFacts, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role};
+use std::sync::Arc;
 
 /// Counted parts of a block the model reads: texts, images, and costs known only as a number.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -77,7 +78,7 @@ pub struct Start {
 }
 
 /// The first block the API reads: the latest `compaction` block, else the first block.
-pub fn start(messages: &[AnthropicMessage]) -> Start {
+pub fn start(messages: &[Arc<AnthropicMessage>]) -> Start {
     for (i, m) in messages.iter().enumerate().rev() {
         if let Some(b) = m
             .blocks
@@ -94,7 +95,7 @@ pub fn start(messages: &[AnthropicMessage]) -> Start {
 }
 
 /// The blocks of message `i` the API reads, given where it starts.
-pub fn read_blocks(messages: &[AnthropicMessage], from: Start, i: usize) -> &[Block] {
+pub fn read_blocks(messages: &[Arc<AnthropicMessage>], from: Start, i: usize) -> &[Block] {
     let blocks = &messages[i].blocks;
     match i.cmp(&from.message) {
         std::cmp::Ordering::Less => &[],
@@ -133,11 +134,11 @@ impl Provider for Anthropic {
         parse::message(i, raw)
     }
 
-    fn validate(&self, items: &[AnthropicMessage]) -> Vec<PairingIssue> {
+    fn validate(&self, items: &[Arc<AnthropicMessage>]) -> Vec<PairingIssue> {
         rules::validate(items)
     }
 
-    fn canonical(&self, items: &[AnthropicMessage]) -> Canonical {
+    fn canonical(&self, items: &[Arc<AnthropicMessage>]) -> Canonical {
         canonical::canonical(items)
     }
 }

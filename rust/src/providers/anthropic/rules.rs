@@ -4,6 +4,8 @@
 //! block are not checked (the API drops them).
 
 use rustc_hash::FxHashMap as HashMap;
+use std::cell::OnceCell;
+use std::sync::Arc;
 
 use super::{read_blocks, start, AnthropicMessage, Block, Start};
 use crate::pairing::stray::{self, Stray};
@@ -19,7 +21,7 @@ pub struct Turn {
 }
 
 /// The turns of the messages from `first` on.
-pub fn turns(messages: &[AnthropicMessage], first: usize) -> Vec<Turn> {
+pub fn turns(messages: &[Arc<AnthropicMessage>], first: usize) -> Vec<Turn> {
     let mut out: Vec<Turn> = Vec::new();
     for (i, m) in messages.iter().enumerate().skip(first) {
         match out.last_mut() {
@@ -32,6 +34,22 @@ pub fn turns(messages: &[AnthropicMessage], first: usize) -> Vec<Turn> {
         }
     }
     out
+}
+
+/// The messages that make each call, by call id.
+fn call_sites(messages: &[Arc<AnthropicMessage>], from: Start) -> HashMap<&str, Vec<usize>> {
+    let mut uses: HashMap<&str, Vec<usize>> = HashMap::default();
+    for i in from.message..messages.len() {
+        for block in read_blocks(messages, from, i) {
+            if let Block::ToolUse { id, .. } = block {
+                let list = uses.entry(id.as_str()).or_default();
+                if list.last() != Some(&i) {
+                    list.push(i);
+                }
+            }
+        }
+    }
+    uses
 }
 
 /// Issues found out of order, sorted at the end by (message, rank, discovery).
@@ -57,20 +75,11 @@ impl Found {
 }
 
 /// Every pairing issue of the messages, in message order.
-pub fn validate(messages: &[AnthropicMessage]) -> Vec<PairingIssue> {
+pub fn validate(messages: &[Arc<AnthropicMessage>]) -> Vec<PairingIssue> {
     let from = start(messages);
     let turns = turns(messages, from.message);
-    let mut uses: HashMap<&str, Vec<usize>> = HashMap::default();
-    for i in from.message..messages.len() {
-        for block in read_blocks(messages, from, i) {
-            if let Block::ToolUse { id, .. } = block {
-                let list = uses.entry(id.as_str()).or_default();
-                if list.last() != Some(&i) {
-                    list.push(i);
-                }
-            }
-        }
-    }
+    // Where each call is made, read only for a result that answers no call of its turn.
+    let uses = OnceCell::new();
     let mut found = Found { issues: Vec::new() };
     let mut seen: HashMap<&str, usize> = HashMap::default();
     for t in 0..turns.len() {
@@ -90,7 +99,7 @@ pub fn validate(messages: &[AnthropicMessage]) -> Vec<PairingIssue> {
 }
 
 struct Rules<'a> {
-    messages: &'a [AnthropicMessage],
+    messages: &'a [Arc<AnthropicMessage>],
     from: Start,
     turns: &'a [Turn],
 }
@@ -168,7 +177,12 @@ impl<'a> Rules<'a> {
 
     /// Results that answer no call of the previous turn, answer one twice, or do not open
     /// the turn.
-    fn check_results(&self, t: usize, uses: &HashMap<&str, Vec<usize>>, found: &mut Found) {
+    fn check_results(
+        &self,
+        t: usize,
+        uses: &OnceCell<HashMap<&'a str, Vec<usize>>>,
+        found: &mut Found,
+    ) {
         let turn = self.turns[t];
         let mut calls: Vec<&str> = Vec::new();
         if let Some(prev) = t.checked_sub(1).map(|p| self.turns[p]) {
@@ -214,7 +228,10 @@ impl<'a> Rules<'a> {
                 }
                 // Anthropic reports the call as missing in any case, so a late result is
                 // late whatever came before it.
-                let made = uses.get(id.as_str()).map_or(&[][..], Vec::as_slice);
+                let made = uses
+                    .get_or_init(|| call_sites(self.messages, self.from))
+                    .get(id.as_str())
+                    .map_or(&[][..], Vec::as_slice);
                 let stray = stray::classify(i, made, |_| true);
                 let detail = match stray {
                     Stray::Orphan => "no tool_use block has this id".to_owned(),

@@ -5,7 +5,7 @@ use super::*;
 use crate::pairing::IssueKind::{self, *};
 use crate::providers::validate_json;
 
-fn read(messages: &[Value]) -> Vec<AnthropicMessage> {
+fn read(messages: &[Value]) -> Vec<Arc<AnthropicMessage>> {
     let json = serde_json::to_vec(messages).unwrap();
     Anthropic.parse_all(&[&json]).unwrap()
 }

@@ -4,15 +4,9 @@
 //! (a canonical tool message carries text only).
 
 use super::{BedrockMessage, Parts};
-use crate::providers::Canonical;
+use crate::providers::{empty, Canonical};
 use crate::view::{Message, Role, ToolCall};
-
-fn empty(role: Role) -> Message {
-    let mut msg = Message::text(role, "");
-    msg.texts.clear();
-    msg.bytes = 0;
-    msg
-}
+use std::sync::Arc;
 
 fn add(msg: &mut Message, parts: &Parts, texts: bool) {
     if texts {
@@ -23,7 +17,7 @@ fn add(msg: &mut Message, parts: &Parts, texts: bool) {
 }
 
 /// The canonical view of the messages.
-pub fn canonical(messages: &[BedrockMessage]) -> Canonical {
+pub fn canonical(messages: &[Arc<BedrockMessage>]) -> Canonical {
     let mut out = Canonical::default();
     for (i, m) in messages.iter().enumerate() {
         let start = out.messages.len();
@@ -73,7 +67,7 @@ pub fn canonical(messages: &[BedrockMessage]) -> Canonical {
 /// unit with the user turn after it: dropped alone, it would leave the tool results next to a
 /// user text turn, and Bedrock refuses conversation blocks and tool result blocks in one turn,
 /// so the two could not be merged.
-fn holds_next(messages: &[BedrockMessage], i: usize) -> bool {
+fn holds_next(messages: &[Arc<BedrockMessage>], i: usize) -> bool {
     let m = &messages[i];
     m.role == Role::Assistant
         && m.uses.is_empty()

@@ -13,6 +13,7 @@ use super::{cached_items, Canonical, ItemFacts, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::Role;
+use std::sync::Arc;
 
 /// Bedrock's ValidationException texts, verbatim (sources in docs/providers/bedrock_converse.md).
 pub const START_WITH_USER: &str = "A conversation must start with a user message. Try again \
@@ -96,11 +97,11 @@ impl Provider for BedrockConverse {
         parse::message(i, raw)
     }
 
-    fn validate(&self, items: &[BedrockMessage]) -> Vec<PairingIssue> {
+    fn validate(&self, items: &[Arc<BedrockMessage>]) -> Vec<PairingIssue> {
         rules::validate(items)
     }
 
-    fn canonical(&self, items: &[BedrockMessage]) -> Canonical {
+    fn canonical(&self, items: &[Arc<BedrockMessage>]) -> Canonical {
         canonical::canonical(items)
     }
 }

@@ -5,6 +5,8 @@
 //! is classified by the shared stray classifier.
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::cell::OnceCell;
+use std::sync::Arc;
 
 use super::{
     BedrockMessage, ToolResult, ALTERNATE, DUPLICATE_RESULTS, DUPLICATE_USES, EMPTY_ERROR_RESULT,
@@ -28,14 +30,21 @@ fn role_name(role: Role) -> &'static str {
     }
 }
 
-/// Every pairing issue of the messages, in message order.
-pub fn validate(messages: &[BedrockMessage]) -> Vec<PairingIssue> {
+/// The messages that make each call, by call id.
+fn call_sites(messages: &[Arc<BedrockMessage>]) -> HashMap<&str, Vec<usize>> {
     let mut callers: HashMap<&str, Vec<usize>> = HashMap::default();
     for (i, m) in messages.iter().enumerate() {
         for u in &m.uses {
             callers.entry(u.id.as_str()).or_default().push(i);
         }
     }
+    callers
+}
+
+/// Every pairing issue of the messages, in message order.
+pub fn validate(messages: &[Arc<BedrockMessage>]) -> Vec<PairingIssue> {
+    // Where each call is made, read only for a result its previous turn did not call for.
+    let callers = OnceCell::new();
     let mut out = Vec::new();
     for (i, m) in messages.iter().enumerate() {
         if i == 0 && m.role != Role::User {
@@ -68,7 +77,7 @@ pub fn validate(messages: &[BedrockMessage]) -> Vec<PairingIssue> {
 }
 
 /// Duplicate ids, and calls the next message does not answer.
-fn calls(messages: &[BedrockMessage], i: usize, out: &mut Vec<PairingIssue>) {
+fn calls(messages: &[Arc<BedrockMessage>], i: usize, out: &mut Vec<PairingIssue>) {
     let mut seen: HashSet<&str> = HashSet::default();
     let mut unique = Vec::new();
     for u in &messages[i].uses {
@@ -142,10 +151,10 @@ fn calls(messages: &[BedrockMessage], i: usize, out: &mut Vec<PairingIssue>) {
 
 /// Results mixed with other content, repeated, empty errors, and results the previous turn
 /// did not call for.
-fn results(
-    messages: &[BedrockMessage],
+fn results<'a>(
+    messages: &'a [Arc<BedrockMessage>],
     i: usize,
-    callers: &HashMap<&str, Vec<usize>>,
+    callers: &OnceCell<HashMap<&'a str, Vec<usize>>>,
     out: &mut Vec<PairingIssue>,
 ) {
     let m = &messages[i];
@@ -184,6 +193,7 @@ fn results(
             continue;
         }
         if !expected.contains(&r.id.as_str()) {
+            let callers = callers.get_or_init(|| call_sites(messages));
             out.push(stray_issue(m, i, r, &expected, too_many, callers));
         }
         if r.is_error && r.empty {

@@ -4,7 +4,7 @@ use super::*;
 use crate::pairing::IssueKind::{self, *};
 use crate::providers::validate_json;
 
-fn read(messages: &[Value]) -> Vec<BedrockMessage> {
+fn read(messages: &[Value]) -> Vec<Arc<BedrockMessage>> {
     let json = serde_json::to_vec(messages).unwrap();
     BedrockConverse.parse_all(&[&json]).unwrap()
 }

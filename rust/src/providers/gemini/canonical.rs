@@ -4,23 +4,18 @@
 //! view pairs by adjacency) and one user message with everything else.
 
 use rustc_hash::FxHashMap as HashMap;
+use std::sync::Arc;
 
-use super::rules::answers;
+use super::rules::{answers, pair, Answer};
 use super::GeminiContent;
-use crate::providers::Canonical;
+use crate::pairing::PairingIssue;
+use crate::providers::{empty, Canonical};
 use crate::view::{Message, Role, ToolCall};
-
-fn empty(role: Role) -> Message {
-    let mut msg = Message::text(role, "");
-    msg.texts.clear();
-    msg.bytes = 0;
-    msg
-}
 
 /// Canonical call ids: the native id (a repeat within one content gets `#k`), else one made
 /// from the call itself and its occurrence, so responses pair with their calls by id.
-fn call_ids(cs: &[GeminiContent]) -> Vec<Vec<String>> {
-    let mut seen: HashMap<String, usize> = HashMap::default();
+fn call_ids(cs: &[Arc<GeminiContent>]) -> Vec<Vec<String>> {
+    let mut seen: HashMap<&str, usize> = HashMap::default();
     cs.iter()
         .map(|c| {
             let mut in_content: HashMap<&str, usize> = HashMap::default();
@@ -37,8 +32,9 @@ fn call_ids(cs: &[GeminiContent]) -> Vec<Vec<String>> {
                         }
                     }
                     None => {
-                        let digest = call_digest(&call.name, &call.args);
-                        let k = seen.entry(digest.clone()).or_default();
+                        // Every call read without an id has its digest (`parse`).
+                        let digest = call.digest.as_deref().unwrap_or_default();
+                        let k = seen.entry(digest).or_default();
                         *k += 1;
                         format!("gemini_{digest}_{}", *k - 1)
                     }
@@ -48,23 +44,20 @@ fn call_ids(cs: &[GeminiContent]) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The first ten hex digits of the SHA-256 of a call's name and arguments (compact JSON,
-/// keys sorted): an id made from the call itself keeps its value when earlier contents are
-/// trimmed away, which the ledger needs (it remembers calls by id).
-fn call_digest(name: &str, args: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let hash = Sha256::new()
-        .chain_update(name.as_bytes())
-        .chain_update([0])
-        .chain_update(args.as_bytes())
-        .finalize();
-    hash[..5].iter().map(|b| format!("{b:02x}")).collect()
+/// The canonical view of the contents.
+pub fn canonical(cs: &[Arc<GeminiContent>]) -> Canonical {
+    with_answers(cs, &answers(cs))
 }
 
-/// The canonical view of the contents.
-pub fn canonical(cs: &[GeminiContent]) -> Canonical {
+/// The pairing issues and the canonical view of the contents, paired once.
+pub fn issues_and_canonical(cs: &[Arc<GeminiContent>]) -> (Vec<PairingIssue>, Canonical) {
+    let (issues, answered) = pair(cs);
+    (issues, with_answers(cs, &answered))
+}
+
+/// The canonical view of the contents whose responses answer the calls `answered` says.
+fn with_answers(cs: &[Arc<GeminiContent>], answered: &Answer) -> Canonical {
     let ids = call_ids(cs);
-    let answered = answers(cs);
     let mut out = Canonical::default();
     let push = |out: &mut Canonical, msg: Message, k: usize| {
         out.messages.push(msg);

@@ -20,6 +20,7 @@ use super::{cached_items, Canonical, ItemFacts, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role};
+use std::sync::Arc;
 
 /// Gemini's 400 when a response turn does not answer every call of the call turn before it
 /// (google-gemini/gemini-cli#4217, microsoft/vscode#299295).
@@ -52,6 +53,10 @@ pub struct Call {
     pub id: Option<String>,
     /// The arguments as compact JSON.
     pub args: String,
+    /// For a call without a native id, the digest of its name and arguments its canonical id
+    /// is made from: made when the call is read, so a warm reading takes it from the item
+    /// cache instead of hashing every call again.
+    pub digest: Option<String>,
     /// Whether this part carries a `thoughtSignature`.
     pub signed: bool,
 }
@@ -108,12 +113,16 @@ impl Provider for Gemini {
         parse::content(i, raw)
     }
 
-    fn validate(&self, items: &[GeminiContent]) -> Vec<PairingIssue> {
+    fn validate(&self, items: &[Arc<GeminiContent>]) -> Vec<PairingIssue> {
         rules::validate(items)
     }
 
-    fn canonical(&self, items: &[GeminiContent]) -> Canonical {
+    fn canonical(&self, items: &[Arc<GeminiContent>]) -> Canonical {
         canonical::canonical(items)
+    }
+
+    fn issues_and_canonical(&self, items: &[Arc<GeminiContent>]) -> (Vec<PairingIssue>, Canonical) {
+        canonical::issues_and_canonical(items)
     }
 }
 

@@ -230,11 +230,15 @@ impl At {
                         )))
                     }
                 };
+                let name = self.name(body, &inner)?;
+                let id = self.id(body, &inner)?;
+                let digest = id.is_none().then(|| call_digest(&name, &args));
                 c.calls.push(Call {
                     pos: p,
-                    name: self.name(body, &inner)?,
-                    id: self.id(body, &inner)?,
+                    name,
+                    id,
                     args,
+                    digest,
                     signed: signature.is_some(),
                 });
             }
@@ -368,4 +372,17 @@ pub fn content(i: usize, raw: &[u8]) -> Result<GeminiContent, CoreError> {
         at.part(p, part, &mut c)?;
     }
     Ok(c)
+}
+
+/// The first ten hex digits of the SHA-256 of a call's name and arguments (compact JSON,
+/// keys sorted): an id made from the call itself keeps its value when earlier contents are
+/// trimmed away, which the ledger needs (it remembers calls by id).
+fn call_digest(name: &str, args: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let hash = Sha256::new()
+        .chain_update(name.as_bytes())
+        .chain_update([0])
+        .chain_update(args.as_bytes())
+        .finalize();
+    hash[..5].iter().map(|b| format!("{b:02x}")).collect()
 }

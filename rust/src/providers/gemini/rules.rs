@@ -5,6 +5,7 @@
 //! whose calls are signed, each call step of the current turn must still carry its signature.
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::sync::Arc;
 
 use super::{
     Call, GeminiContent, Response, ALTERNATE, CALL_TURN_POSITION, COUNT_MISMATCH,
@@ -76,16 +77,17 @@ fn matching(calls: &[Call], used: &[bool], r: &Response) -> Option<usize> {
 }
 
 /// Every pairing issue of the contents, in content order.
-pub fn validate(contents: &[GeminiContent]) -> Vec<PairingIssue> {
+pub fn validate(contents: &[Arc<GeminiContent>]) -> Vec<PairingIssue> {
     pair(contents).0
 }
 
 /// Which call each response of a response turn answers.
-pub fn answers(contents: &[GeminiContent]) -> Answer {
+pub fn answers(contents: &[Arc<GeminiContent>]) -> Answer {
     pair(contents).1
 }
 
-fn pair(cs: &[GeminiContent]) -> (Vec<PairingIssue>, Answer) {
+/// Every pairing issue of the contents, and which call each response answers.
+pub fn pair(cs: &[Arc<GeminiContent>]) -> (Vec<PairingIssue>, Answer) {
     let mut found = Found::default();
     let mut answers = Answer::default();
     let mut open: Vec<Open> = Vec::new();
@@ -216,7 +218,7 @@ fn pair(cs: &[GeminiContent]) -> (Vec<PairingIssue>, Answer) {
 /// A response outside a response turn: a late answer to an unanswered call (not adjacent), a
 /// second answer (duplicate), an answer before its call, or an answer to nothing.
 fn classify(
-    cs: &[GeminiContent],
+    cs: &[Arc<GeminiContent>],
     k: usize,
     ri: usize,
     open: &[Open],
@@ -262,7 +264,7 @@ fn classify(
 /// Gemini 3 validates the signatures of the current turn (the contents after the latest user
 /// prompt): each call step must carry one on its first functionCall part. Only a conversation
 /// whose model signs calls is held to it (Gemini 2.x and calls written by hand have none).
-fn signatures(cs: &[GeminiContent], found: &mut Found) {
+fn signatures(cs: &[Arc<GeminiContent>], found: &mut Found) {
     let signed = cs.iter().any(|c| c.calls.iter().any(|call| call.signed));
     if !signed {
         return;

@@ -4,7 +4,7 @@ use super::*;
 use crate::pairing::IssueKind::{self, *};
 use crate::providers::validate_json;
 
-fn read(contents: &[Value]) -> Vec<GeminiContent> {
+fn read(contents: &[Value]) -> Vec<Arc<GeminiContent>> {
     let json = serde_json::to_vec(contents).unwrap();
     Gemini.parse_all(&[&json]).unwrap()
 }
@@ -370,4 +370,61 @@ fn the_dispatch_reads_gemini() {
     let json = serde_json::to_vec(&[user("go"), calls(&[call("a")])]).unwrap();
     let found = validate_json("gemini", &[&json]).unwrap();
     assert_eq!(found[0].kind, MissingResult);
+}
+
+proptest::proptest! {
+    /// A reading pairs the contents once for its issues and its view: what it gets is what
+    /// `validate` and `canonical` give apart.
+    #[test]
+    fn one_pairing_reads_what_validate_and_canonical_read(
+        picks in proptest::collection::vec(0usize..7, 0..12)
+    ) {
+        let pieces = [
+            user("go"),
+            model("thinking"),
+            calls(&[call("a")]),
+            calls(&[call("a"), call("b"), signed("c")]),
+            responses(&["a"]),
+            responses(&["b", "a"]),
+            responses(&["c"]),
+        ];
+        let contents: Vec<Value> = picks.iter().map(|&k| pieces[k].clone()).collect();
+        let items = read(&contents);
+        let (issues, canonical) = Gemini.issues_and_canonical(&items);
+        proptest::prop_assert_eq!(issues, Gemini.validate(&items));
+        proptest::prop_assert_eq!(canonical, Gemini.canonical(&items));
+    }
+}
+
+#[test]
+fn a_call_without_an_id_is_named_by_its_digest_made_when_read() {
+    use sha2::{Digest, Sha256};
+    let contents = [
+        user("go"),
+        calls(&[call("a"), call("a")]),
+        responses(&["a", "a"]),
+    ];
+    let items = read(&contents);
+    let digest: String = Sha256::digest(b"a\0{\"q\":\"a\"}")[..5]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert!(items[1]
+        .calls
+        .iter()
+        .all(|c| c.digest.as_ref() == Some(&digest)));
+    let canonical = Gemini.canonical(&items);
+    let ids: Vec<&str> = canonical.messages[1]
+        .tool_calls
+        .iter()
+        .map(|c| c.id.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        [format!("gemini_{digest}_0"), format!("gemini_{digest}_1")]
+    );
+    let with_id = read(&[json!({"role": "model", "parts": [
+        {"functionCall": {"name": "a", "args": {}, "id": "x"}}
+    ]})]);
+    assert_eq!(with_id[0].calls[0].digest, None);
 }

@@ -5,9 +5,11 @@
 
 use super::rules::Walk;
 use super::{Item, Kind};
+use crate::pairing::PairingIssue;
 use crate::plan::Layout;
-use crate::providers::Canonical;
+use crate::providers::{empty, Canonical};
 use crate::view::{Message, Role, ToolCall};
+use std::sync::Arc;
 
 /// Tokens every item costs beyond its texts: Chat framing (3) plus the role's one token.
 pub const ITEM_FRAMING: u32 = 4;
@@ -21,13 +23,6 @@ pub struct Built {
     folded: Vec<u32>,
     /// The assistant message of the ring being built.
     ring: usize,
-}
-
-fn empty(role: Role) -> Message {
-    let mut msg = Message::text(role, "");
-    msg.texts.clear();
-    msg.bytes = 0;
-    msg
 }
 
 fn add_parts(msg: &mut Message, it: &Item) {
@@ -56,7 +51,7 @@ impl Built {
     }
 
     /// A model turn: one assistant message with every item's texts and costs.
-    pub fn add_turn(&mut self, i: usize, turn: &[Item]) {
+    pub fn add_turn(&mut self, i: usize, turn: &[Arc<Item>]) {
         let mut msg = empty(Role::Assistant);
         for it in turn {
             add_parts(&mut msg, it);
@@ -132,6 +127,13 @@ impl Built {
 }
 
 /// The canonical view of the items.
-pub fn canonical(items: &[Item]) -> Canonical {
+pub fn canonical(items: &[Arc<Item>]) -> Canonical {
     Walk::new(items).built.finish()
+}
+
+/// The pairing issues and the canonical view of the items, from one walk.
+pub fn issues_and_canonical(items: &[Arc<Item>]) -> (Vec<PairingIssue>, Canonical) {
+    let mut walk = Walk::new(items);
+    let built = std::mem::take(&mut walk.built);
+    (walk.issues(), built.finish())
 }

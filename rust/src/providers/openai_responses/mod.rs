@@ -17,6 +17,7 @@ use super::{cached_items, Canonical, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role, ToolCall};
+use std::sync::Arc;
 
 /// Where an item sits in a conversation, which decides how it pairs and groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,7 +195,7 @@ impl Item {
 
 /// The latest `compaction` item, if any: the API reads everything it needs from before it
 /// out of that one item.
-pub fn latest_compaction(items: &[Item]) -> Option<usize> {
+pub fn latest_compaction(items: &[Arc<Item>]) -> Option<usize> {
     items.iter().rposition(|it| it.kind == Kind::Compaction)
 }
 
@@ -209,16 +210,20 @@ impl Provider for OpenAIResponses {
         parse::item(i, raw)
     }
 
-    fn validate(&self, items: &[Item]) -> Vec<PairingIssue> {
+    fn validate(&self, items: &[Arc<Item>]) -> Vec<PairingIssue> {
         rules::Walk::new(items).issues()
     }
 
-    fn canonical(&self, items: &[Item]) -> Canonical {
+    fn canonical(&self, items: &[Arc<Item>]) -> Canonical {
         canonical::canonical(items)
     }
 
+    fn issues_and_canonical(&self, items: &[Arc<Item>]) -> (Vec<PairingIssue>, Canonical) {
+        canonical::issues_and_canonical(items)
+    }
+
     /// The latest `compaction` item: it carries everything before it, which may go first.
-    fn pinned(&self, items: &[Item]) -> Vec<usize> {
+    fn pinned(&self, items: &[Arc<Item>]) -> Vec<usize> {
         latest_compaction(items).into_iter().collect()
     }
 
@@ -226,7 +231,7 @@ impl Provider for OpenAIResponses {
         cached_items!(Item, 2)
     }
 
-    fn check_items(&self, items: &[Item]) -> Result<(), CoreError> {
+    fn check_items(&self, items: &[Arc<Item>]) -> Result<(), CoreError> {
         parse::check_trigger_last(items)
     }
 }

@@ -7,6 +7,8 @@
 //! exactly what the canonical view pairs.
 
 use rustc_hash::FxHashMap as HashMap;
+use std::cell::OnceCell;
+use std::sync::Arc;
 
 use super::canonical::Built;
 use super::{Family, Item, Kind};
@@ -30,9 +32,20 @@ fn reasoning_alone(id: &str) -> String {
     format!("Item '{id}' of type 'reasoning' was provided without its required following item.")
 }
 
+/// Every paired call item, by call id, ascending.
+fn calls_of(items: &[Arc<Item>]) -> HashMap<&str, Vec<usize>> {
+    let mut calls_of: HashMap<&str, Vec<usize>> = HashMap::default();
+    for (i, it) in items.iter().enumerate() {
+        if let (Some(_), Kind::Model, Some(key)) = (it.family, it.kind, &it.key) {
+            calls_of.entry(key.as_str()).or_default().push(i);
+        }
+    }
+    calls_of
+}
+
 /// One pass over the items: rings, canonical messages and pairing issues.
 pub struct Walk<'a> {
-    items: &'a [Item],
+    items: &'a [Arc<Item>],
     pub(super) built: Built,
     /// (item, rank, issue), sorted by item then rank at the end.
     found: Vec<(usize, usize, PairingIssue)>,
@@ -41,18 +54,13 @@ pub struct Walk<'a> {
     answered: HashMap<&'a str, usize>,
     /// Calls whose ring ended without their output, in the order they were first left open.
     unanswered: Vec<(&'a str, usize)>,
-    /// Call id -> every paired call item with it, ascending.
-    calls_of: HashMap<&'a str, Vec<usize>>,
+    /// Call id -> every paired call item with it, ascending; made only for an output that
+    /// answers no open call.
+    calls_of: OnceCell<HashMap<&'a str, Vec<usize>>>,
 }
 
 impl<'a> Walk<'a> {
-    pub fn new(items: &'a [Item]) -> Self {
-        let mut calls_of: HashMap<&str, Vec<usize>> = HashMap::default();
-        for (i, it) in items.iter().enumerate() {
-            if let (Some(_), Kind::Model, Some(key)) = (it.family, it.kind, &it.key) {
-                calls_of.entry(key.as_str()).or_default().push(i);
-            }
-        }
+    pub fn new(items: &'a [Arc<Item>]) -> Self {
         let mut walk = Walk {
             items,
             built: Built::default(),
@@ -60,7 +68,7 @@ impl<'a> Walk<'a> {
             called: HashMap::default(),
             answered: HashMap::default(),
             unanswered: Vec::new(),
-            calls_of,
+            calls_of: OnceCell::new(),
         };
         walk.check_ids();
         walk.check_reasoning();
@@ -267,7 +275,8 @@ impl<'a> Walk<'a> {
             .map(|(at, _)| at)
             .into_iter()
             .collect();
-        if let Some(later) = self.calls_of.get(key) {
+        let items = self.items;
+        if let Some(later) = self.calls_of.get_or_init(|| calls_of(items)).get(key) {
             calls.extend(later.iter().copied().filter(|&c| c > i));
         }
         let unanswered = &mut self.unanswered;

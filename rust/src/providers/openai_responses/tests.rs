@@ -5,7 +5,7 @@ use super::*;
 use crate::pairing::IssueKind::{self, *};
 use crate::providers::validate_json;
 
-fn read(items: &[Value]) -> Vec<Item> {
+fn read(items: &[Value]) -> Vec<Arc<Item>> {
     let json = serde_json::to_vec(items).unwrap();
     OpenAIResponses.parse_all(&[&json]).unwrap()
 }
@@ -332,6 +332,16 @@ proptest! {
         if OpenAIResponses.validate(&read).is_empty() {
             prop_assert_eq!(crate::pairing::validate(&canonical.messages), vec![]);
         }
+    }
+
+    /// A reading walks the items once for its issues and its view: what it gets is what
+    /// `validate` and `canonical` give apart.
+    #[test]
+    fn one_walk_reads_what_validate_and_canonical_read(items in session()) {
+        let read = read(&items);
+        let (issues, canonical) = OpenAIResponses.issues_and_canonical(&read);
+        prop_assert_eq!(issues, OpenAIResponses.validate(&read));
+        prop_assert_eq!(canonical, OpenAIResponses.canonical(&read));
     }
 
     /// Every issue names an item of the request, in item order.

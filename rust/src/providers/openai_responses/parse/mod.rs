@@ -2,6 +2,7 @@
 //! Python adapter, so a malformed item is the same typed error naming the same index.
 
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 pub(super) mod fast;
 
@@ -541,7 +542,7 @@ pub(super) fn general(i: usize, raw: &[u8]) -> Result<Item, CoreError> {
 }
 
 /// The API compacts on a `compaction_trigger` only as the final input item.
-pub fn check_trigger_last(items: &[Item]) -> Result<(), CoreError> {
+pub fn check_trigger_last(items: &[Arc<Item>]) -> Result<(), CoreError> {
     match items.iter().position(|it| it.kind == Kind::Trigger) {
         Some(i) if i + 1 != items.len() => Err(CoreError::invalid(
             i,
