@@ -61,7 +61,7 @@ pub fn openai_chat(data: &[u8]) {
             }
         }
         match parsed {
-            Ok(m) => messages.push(m),
+            Ok(m) => messages.push(std::sync::Arc::new(m)),
             Err(_) => return,
         }
     }
