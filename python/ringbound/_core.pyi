@@ -143,11 +143,13 @@ def read_native(
     tools_json: bytes | None,
     config: CoreConfig,
     cache: CountCache | None = None,
+    spans: Sequence[tuple[int, int]] | None = None,
 ) -> NativeView:
     """Reads ``provider``'s native items behind system messages of ``system`` texts;
     InvalidMessageError naming a malformed item, ConfigError for an unknown provider. The
     reading of a whole request is kept: the same items, system, tools and counting read again
-    are only looked up."""
+    are only looked up. ``spans``: where each item stands in ``messages_json`` (one array), as
+    ``split_body`` found them, so it is not split again; ignored when they do not fit it."""
 
 def read_native_objects(
     provider: str,

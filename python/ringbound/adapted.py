@@ -21,7 +21,7 @@ from .providers.base import (
     named_by,
     tools_as_openai,
 )
-from .raw_items import items_json
+from .raw_items import RawItems, items_json
 
 __all__ = [
     "CanonicalMessages",
@@ -172,6 +172,11 @@ def read_view(
             ) from None
 
     def read() -> Any:
+        if type(messages) is RawItems:
+            # A body's history, split once already: the core takes its items where they are.
+            return _core.read_native(
+                key, messages.source, texts, tools_payload, core, cache, messages.spans
+            )
         items = items_json(messages)
         if items is not None:
             return _core.read_native(key, items, texts, tools_payload, core, cache)

@@ -21,7 +21,7 @@ from .config import AssemblyConfig
 from .detect import detect_provider
 from .errors import ConfigError, InvalidBodyError
 from .observability import tracing
-from .raw_items import RawItem, dumps_with_items, raw_items
+from .raw_items import RawItems, dumps_with_items, items_json, raw_items
 from .report import AssemblyReport
 from .state import AssemblyState
 
@@ -331,7 +331,7 @@ def _with_raw_items(data: bytes, history: str, limit: int) -> dict[str, Any] | N
 
 def holds_raw_items(parsed: dict[str, Any], shape: _Shape) -> bool:
     history = parsed.get(shape.history)
-    return isinstance(history, list) and bool(history) and type(history[0]) is RawItem
+    return type(history) is RawItems and len(history) > 0
 
 
 def whole(parsed: dict[str, Any], shape: _Shape, body: Any) -> dict[str, Any] | None:
@@ -395,7 +395,7 @@ def both_spellings(first: str, second: str) -> InvalidBodyError:
 def split(parsed: dict[str, Any], shape: _Shape) -> tuple[Any, Any, Any]:
     """The history, tools and system of a parsed body."""
     history = parsed.get(shape.history)
-    if not isinstance(history, list):
+    if not isinstance(history, (list, RawItems)):
         reason = f"{shape.history} must be a list, got {type(history).__name__}"
         raise InvalidBodyError(reason, reason=reason)
     tools: Any = parsed
@@ -422,7 +422,8 @@ def joined(
     stayed bytes (the ``items`` path) are written as those bytes."""
     raw = holds_raw_items(parsed, shape)
     out = dict(parsed)
-    out[shape.history] = result.messages
+    history = items_json(result.messages) if raw else None
+    out[shape.history] = result.messages if history is None else orjson.Fragment(history)
     if shape.system is not None and (result.system is not None or shape.system in out):
         out[shape.system] = result.system
     if tools is not None and result.tools is None:

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from .errors import InvalidMessageError
+from .raw_items import RawItems
 
 __all__ = [
     "check_message_list",
@@ -77,6 +78,8 @@ def snapshot(messages: Any) -> list[Any]:
     check_message_list(messages)
     if type(messages) is list:
         return messages.copy()
+    if type(messages) is RawItems:
+        return messages  # type: ignore[return-value]  # immutable: its own snapshot
     try:
         return list(messages)
     except Exception as e:  # a sequence whose iteration raises is bad input

@@ -116,6 +116,35 @@ pub fn split_prefix(b: &[u8]) -> Option<(Vec<&[u8]>, usize)> {
     split_blocks(b)
 }
 
+/// The elements of JSON arrays whose elements follow each other, in order (`split` of each).
+pub fn split_all<'a>(parts: &[&'a [u8]]) -> Result<Vec<&'a [u8]>, CoreError> {
+    let mut out = Vec::new();
+    for part in parts {
+        out.extend(split(part)?);
+    }
+    Ok(out)
+}
+
+/// The elements of the one JSON array `parts` holds, at `spans` as a split of it found them:
+/// the gateway path has split the body already, and splitting it again was a tenth of a next
+/// turn. None when the spans do not fit the array (more than one part, out of bounds,
+/// overlapping or out of order): the caller then splits it itself, so a wrong hint costs
+/// time, never a wrong reading. Each element's syntax is checked when it is parsed, as
+/// after `split`.
+pub fn at_spans<'a>(parts: &[&'a [u8]], spans: &[(usize, usize)]) -> Option<Vec<&'a [u8]>> {
+    let [array] = parts else { return None };
+    let mut following = 0;
+    let mut out = Vec::with_capacity(spans.len());
+    for &(start, end) in spans {
+        if start < following || end < start || end > array.len() {
+            return None;
+        }
+        out.push(&array[start..end]);
+        following = end;
+    }
+    Some(out)
+}
+
 /// Where the bytes that matter to the split are in one 64-byte block: bit i stands for byte i.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Masks {
@@ -323,6 +352,33 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::Value;
+
+    /// Spans that fit give the split's own elements; spans that do not fit give nothing
+    /// rather than a wrong element.
+    #[test]
+    fn at_spans_takes_what_fits_and_refuses_the_rest() {
+        let array: &[u8] = br#"[{"a":1}, {"b":[2,3]} ,"c"]"#;
+        let split = split(array).unwrap();
+        let spans: Vec<(usize, usize)> = split
+            .iter()
+            .map(|e| {
+                let start = e.as_ptr() as usize - array.as_ptr() as usize;
+                (start, start + e.len())
+            })
+            .collect();
+        assert_eq!(at_spans(&[array], &spans), Some(split));
+        assert_eq!(at_spans(&[array], &[]), Some(vec![]));
+        let (a, b) = (spans[0], spans[1]);
+        assert_eq!(at_spans(&[array], &[b, a]), None, "out of order");
+        assert_eq!(at_spans(&[array], &[(a.0, b.1), b]), None, "overlapping");
+        assert_eq!(at_spans(&[array], &[(2, 1)]), None, "reversed");
+        assert_eq!(
+            at_spans(&[array], &[(0, array.len() + 1)]),
+            None,
+            "past the end"
+        );
+        assert_eq!(at_spans(&[array, array], &[a]), None, "two parts");
+    }
 
     /// `escaped` by its definition, one escaping backslash at a time (the scan's former loop;
     /// it also marks the backslashes a run escapes).

@@ -78,15 +78,27 @@ pub fn with_provider<F: ForProvider>(provider: &str, f: F) -> Result<F::Out, Cor
 /// Errors: `Config` naming `provider` when no provider of that key exists; `InvalidMessage`
 /// naming the item when one is malformed.
 pub fn read(provider: &str, parts: &[&[u8]], system: &[Vec<String>]) -> Result<Native, CoreError> {
+    read_elements(provider, &crate::json_array::split_all(parts)?, system)
+}
+
+/// `read` of items given each as its own JSON, in order: the elements of an array the caller
+/// has split already (the gateway path splits the body once).
+///
+/// Errors: as `read`.
+pub fn read_elements(
+    provider: &str,
+    elements: &[&[u8]],
+    system: &[Vec<String>],
+) -> Result<Native, CoreError> {
     struct Read<'a>(&'a [&'a [u8]], &'a [Vec<String>]);
     impl ForProvider for Read<'_> {
         type Out = Result<Native, CoreError>;
         fn run<P: Provider>(self, p: P) -> Self::Out {
-            let items = p.parse_all(self.0)?;
+            let items = p.parse_elements(self.0)?;
             Ok(view(p, &items, self.1))
         }
     }
-    with_provider(provider, Read(parts, system))?
+    with_provider(provider, Read(elements, system))?
 }
 
 /// Reads a request whose items were keyed from the caller's objects (`keys`, seeded with

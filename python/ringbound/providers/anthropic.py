@@ -460,8 +460,7 @@ def _opens_with_thinking(message: Any) -> bool:
     return isinstance(first, dict) and first.get("type") in ("thinking", "redacted_thinking")
 
 
-@dataclass
-class _Out:
+class _Out(NamedTuple):
     """One message of the rendered request: where it comes from and whether it is new."""
 
     role: str
@@ -588,8 +587,10 @@ class AnthropicAdapter:
 
         rendered, merged = self._merge(out)
         system_out = self._system(system, note, summary)
-        if facts is None or MAX_CACHE_MARKERS < sum(facts.cache_markers[i] for i in kept) + (
-            _cache_markers(system_out) if isinstance(system_out, list) else 0
+        in_system = _cache_markers(system_out) if isinstance(system_out, list) else 0
+        if facts is None or (
+            MAX_CACHE_MARKERS < sum(facts.cache_markers) + in_system
+            and MAX_CACHE_MARKERS < sum(facts.cache_markers[i] for i in kept) + in_system
         ):
             # The core's figures bound what the rendering carries: only then read it.
             self._check_cache_markers(rendered, system_out)
@@ -620,7 +621,7 @@ class AnthropicAdapter:
         rendered: list[_Out] = []
         merged = 0
         for group in groups:
-            if len({o.turn for o in group}) == 1:
+            if len(group) == 1 or len({o.turn for o in group}) == 1:
                 rendered.extend(group)
                 merged += sum(o.changed for o in group)
                 continue

@@ -287,13 +287,17 @@ def _kept(item: PlanItem) -> int | None:
 def kept_native(items: Sequence[PlanItem], canonical: Canonical) -> list[int]:
     """Native indices the plan keeps (as they are or rewritten), in order, each once."""
     out: list[int] = []
+    spans = canonical.spans
+    following = 0  # the first index not yet in ``out``: spans only move forward
     for item in items:
-        k = _kept(item)
-        if k is not None:
-            start, end = canonical.spans[k]
-            for i in range(start, end):
-                if i >= 0 and (not out or out[-1] < i):
-                    out.append(i)
+        k = item if type(item) is int else _kept(item)
+        if k is None:
+            continue
+        start, end = spans[k]
+        start = max(start, following)
+        if start < end:
+            out.extend(range(start, end))
+            following = end
     return out
 
 

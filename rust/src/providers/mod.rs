@@ -140,27 +140,30 @@ pub trait Provider {
     /// Reads every item of JSON arrays whose elements follow each other, each item met before
     /// taken from the provider's cache.
     fn parse_all(&self, parts: &[&[u8]]) -> Result<Vec<Arc<Self::Item>>, CoreError> {
+        self.parse_elements(&json_array::split_all(parts)?)
+    }
+
+    /// Reads every item given as its own JSON (an array's elements, already split), each item
+    /// met before taken from the provider's cache.
+    fn parse_elements(&self, elements: &[&[u8]]) -> Result<Vec<Arc<Self::Item>>, CoreError> {
         let cache = self.item_cache();
-        let mut items = Vec::new();
-        for part in parts {
-            for raw in json_array::split(part)? {
-                let i = items.len();
-                let item = match cache {
-                    None => Arc::new(self.parse(i, raw)?),
-                    Some(cache) => {
-                        let key = cache.key(raw);
-                        match cache.get(key) {
-                            Some(hit) => hit,
-                            None => {
-                                let item = Arc::new(self.parse(i, raw)?);
-                                cache.insert(key, Arc::clone(&item), raw.len());
-                                item
-                            }
+        let mut items = Vec::with_capacity(elements.len());
+        for (i, &raw) in elements.iter().enumerate() {
+            let item = match cache {
+                None => Arc::new(self.parse(i, raw)?),
+                Some(cache) => {
+                    let key = cache.key(raw);
+                    match cache.get(key) {
+                        Some(hit) => hit,
+                        None => {
+                            let item = Arc::new(self.parse(i, raw)?);
+                            cache.insert(key, Arc::clone(&item), raw.len());
+                            item
                         }
                     }
-                };
-                items.push(item);
-            }
+                }
+            };
+            items.push(item);
         }
         self.check_items(&items)?;
         Ok(items)

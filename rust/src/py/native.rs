@@ -39,7 +39,8 @@ pub struct NativeView {
 /// elements follow each other) behind system messages of `system` texts, and the tools schema
 /// in OpenAI's shape; counts by `config`'s scheme, checked against its limits.
 #[pyfunction]
-#[pyo3(signature = (provider, messages_json, system, tools_json, config, cache=None))]
+#[pyo3(signature = (provider, messages_json, system, tools_json, config, cache=None, spans=None))]
+#[allow(clippy::too_many_arguments)]
 pub(super) fn read_native<'py>(
     py: Python<'py>,
     provider: &str,
@@ -48,6 +49,7 @@ pub(super) fn read_native<'py>(
     tools_json: Option<&[u8]>,
     config: &CoreConfig,
     cache: Option<&PyCountCache>,
+    spans: Option<Vec<(usize, usize)>>,
 ) -> PyResult<NativeView> {
     guard(py, || {
         let cache = chosen(cache);
@@ -63,9 +65,16 @@ pub(super) fn read_native<'py>(
                 key,
                 |kept| check_count(kept.native.items, limits),
                 || {
+                    let elements = match spans
+                        .as_deref()
+                        .and_then(|s| json_array::at_spans(&json, s))
+                    {
+                        Some(elements) => elements,
+                        None => json_array::split_all(&json)?,
+                    };
                     let (native, request) = load(
                         provider,
-                        &json,
+                        &elements,
                         &system,
                         tools_json,
                         config.scheme,
@@ -375,17 +384,17 @@ fn system_bytes(system: &[Vec<String>]) -> usize {
 /// The native request read and its canonical view loaded: limits first, then parsing.
 fn load(
     provider: &str,
-    json: &[&[u8]],
+    elements: &[&[u8]],
     system: &[Vec<String>],
     tools_json: Option<&[u8]>,
     scheme: Scheme,
     limits: Limits,
     cache: &CountCache,
 ) -> Result<(Native, Request<'static>), CoreError> {
-    let bytes = json.iter().map(|p| p.len()).sum::<usize>() + system_bytes(system);
+    let bytes = elements.iter().map(|p| p.len()).sum::<usize>() + system_bytes(system);
     check_size(bytes, tools_json, limits)?;
     loaded(
-        native::read(provider, json, system)?,
+        native::read_elements(provider, elements, system)?,
         tools_json,
         scheme,
         limits,
