@@ -88,9 +88,10 @@ class RawItems(Sequence[RawItem]):
     @overload
     def __getitem__(self, i: slice) -> list[RawItem]: ...
     def __getitem__(self, i: SupportsIndex | slice) -> RawItem | list[RawItem]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(len(self._spans))[i]]
-        i = operator.index(i)
+        if type(i) is not int:
+            if isinstance(i, slice):
+                return [self[k] for k in range(len(self._spans))[i]]
+            i = operator.index(i)
         made = self._made[i]  # a list's IndexError when out of range
         if made is None:
             k = i if i >= 0 else i + len(self._spans)
