@@ -288,7 +288,7 @@ def kept_native(items: Sequence[PlanItem], canonical: Canonical) -> list[int]:
     """Native indices the plan keeps (as they are or rewritten), in order, each once."""
     out: list[int] = []
     spans = canonical.spans
-    following = 0  # the first index not yet in ``out``: spans only move forward
+    following = 0  # indices below it are in ``out`` already, or were passed over
     for item in items:
         k = item if type(item) is int else _kept(item)
         if k is None:
