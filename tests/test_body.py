@@ -322,18 +322,20 @@ def test_other_formats_keep_every_field(provider: str) -> None:
     assert detected.provider == provider and detected.body == res.body
 
 
+@pytest.mark.parametrize("detect", [False, True])
 @pytest.mark.parametrize("provider", sorted(SHAPES))
-def test_other_formats_write_kept_items_as_their_own_bytes(provider: str) -> None:
+def test_other_formats_write_kept_items_as_their_own_bytes(provider: str, detect: bool) -> None:
     """The history's items stay bytes: those the assembly keeps unchanged go back as the
     input's own bytes (spacing and key order included), everything else as the dict path
-    writes it."""
+    writes it; a body whose format is detected too."""
     body, messages, system, tools = provider_body(provider)
     history = SHAPES[provider][0]
     data = orjson.dumps(body, option=orjson.OPT_INDENT_2)
     _, array, spans = _core.split_body(data, history, 1 << 30)
     raws = [array[s:e] for s, e in spans]
     cfg = config(model_input_limit=rb.count_tokens(messages, provider=provider) // 3 + 1000)
-    res = rb.Assembler(cfg, provider=provider).assemble_body(data)
+    res = rb.Assembler(cfg, provider=None if detect else provider).assemble_body(data)
+    assert res.provider == provider
     same = dataclasses.replace(cfg, output_reserve_tokens=1000)
     expected = rb.Assembler(same, provider=provider).assemble(messages, tools, system=system)
     out = orjson.loads(res.body)

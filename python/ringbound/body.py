@@ -282,6 +282,14 @@ def assemble(
     if why is not None and holds_raw_items(parsed, shape):
         # What needs Python (a summarizer, a state) reads the whole history: parse it all.
         parsed = _parse(data)
+    elif why is None and asm._detect and provider not in NATIVE_PROVIDERS:
+        # A detected body of another format: the format cost a parse, but its history still
+        # takes the items path, so kept items go back as the input's bytes, as they do when
+        # the provider is named.
+        split = _with_raw_items(data, shape.history, limit)
+        if split is not None:
+            parsed = split
+            shape = _SHAPES[provider].spelled(parsed)
     if provider not in NATIVE_PROVIDERS:
         why = f"{provider} bodies are not assembled natively yet"
     elif why is None:
