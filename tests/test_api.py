@@ -424,9 +424,9 @@ def test_a_long_history_is_serialized_in_parts_that_read_as_one_list() -> None:
     assert len(parts) == -(-len(messages) // DUMP_PART_MESSAGES) == 3
     assert [m for part in parts for m in orjson.loads(part)] == messages
     whole = orjson.dumps(messages)
-    assert _core.validate_openai_chat(parts) == _core.validate_openai_chat(whole) != []
-    assert _core.count_openai_chat(parts, None, "o200k_base") == _core.count_openai_chat(
-        whole, None, "o200k_base"
+    assert _core.validate("openai_chat", parts) == _core.validate("openai_chat", whole) != []
+    assert _core.count("openai_chat", parts, None, "o200k_base") == _core.count(
+        "openai_chat", whole, None, "o200k_base"
     )
     with pytest.raises(TypeError, match="bytes or a list of bytes"):
-        _core.validate_openai_chat([whole, "not bytes"])
+        _core.validate("openai_chat", [whole, "not bytes"])

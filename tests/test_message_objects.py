@@ -45,7 +45,8 @@ def plan(
     payload = None if objects else dump_messages(messages)
     tools = None if case is None else dump_tools(case.tools)
     pins = [] if case is None else sorted({p for p in case.pinned if p < len(messages)})
-    return _core.plan_openai_chat(payload, tools, asm._core, pins, cache, messages=messages)
+    planned = _core.plan(payload, asm._core, pins, tools_json=tools, cache=cache, messages=messages)
+    return list(planned.items), planned.report
 
 
 def new_cache() -> Any:
@@ -209,7 +210,7 @@ def test_dicts_beside_sdk_objects_are_still_keyed_by_their_contents() -> None:
     cache = rb.CountCache()
     rb.Assembler(config(100_000), cache=cache).assemble(messages)
     assert len(cache) == 4
-    _core.count_openai_chat(dump_messages([dicts[0]]), None, "o200k_base", cache=cache)
+    _core.count("openai_chat", dump_messages([dicts[0]]), None, "o200k_base", cache=cache)
     assert len(cache) == 5
     report = rb.Assembler(config(100_000), cache=cache).assemble(messages).report
     assert same_report(report, fresh_report(messages, config(100_000)))

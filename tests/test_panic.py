@@ -42,7 +42,7 @@ def test_every_function_of_the_binding_runs_inside_the_guard() -> None:
                 r"\n\s*(?:pub(?:\(\w+\))? )?fn (\w+)[^{;]*\{\n\s*(\S+)", chunk
             )[:1]:
                 exposed[name] = body
-    assert {"plan_openai_chat", "count_openai_chat", "count_text", "cache_clear"} <= set(exposed)
+    assert {"plan", "count", "validate", "count_text", "cache_clear"} <= set(exposed)
     assert {"assemble_openai_chat_body", "body_head", "_panic"} <= set(exposed)
     trivial = {"__len__", "bytes", "new"}  # a field read, or CountCache's constructor
     unguarded = [n for n, first in exposed.items() if n not in trivial and first != "guard(py,"]

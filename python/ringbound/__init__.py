@@ -4,7 +4,7 @@ lost. The hot path is Rust (``ringbound._core``); this package is the façade.""
 
 from __future__ import annotations
 
-from . import counters, models
+from . import _binding, counters, models  # noqa: F401  (_binding: first, binds the core)
 from ._core import CountCache, __version__
 from .assembler import Assembler, AssemblyResult
 from .body import BodyResult

@@ -38,21 +38,103 @@ class CoreConfig:
         min_recent_user_turns: int = 1,
     ) -> None: ...
 
-PlanItem = int | tuple[str, str] | tuple[str, str, str]
+def _bind(*, errors: Any, dump_messages: Callable[..., Any], chat: Any) -> None:
+    """Hands the binding the façade's pieces it calls (``ringbound._binding``); once."""
 
-def plan_openai_chat(
-    messages_json: bytes | list[bytes] | None,
-    tools_json: bytes | None,
+class Insertion:
+    """What a plan puts into the request besides the caller's items kept as they are."""
+
+    class Synthesized(Insertion):
+        """A synthesized error result for ``call_id``, which lost its own."""
+
+        call_id: str
+        def __init__(self, call_id: str) -> None: ...
+
+    class LedgerNote(Insertion):
+        """The side-effect ledger note, an instruction message of ``role``."""
+
+        text: str
+        role: str
+        def __init__(self, text: str, role: str) -> None: ...
+
+    class Summary(Insertion):
+        """The summary note of ``role``; ``text`` is empty where the plan only reserves its
+        place."""
+
+        text: str
+        role: str
+        def __init__(self, text: str, role: str) -> None: ...
+
+    class Rewrite(Insertion):
+        """Canonical message ``index`` with its content rewritten (``kind``: ``truncated``,
+        ``deduped`` or ``media``)."""
+
+        index: int
+        kind: str
+        text: str
+        def __init__(self, index: int, kind: str, text: str) -> None: ...
+
+PlanItem = int | Insertion
+
+class PlanReport:
+    """A plan's figures. Spans and rewrites are in the caller's item indices; the
+    ``canonical_*`` ones in the canonical view's (the same for OpenAI Chat)."""
+
+    tokens_before: int
+    tokens_before_exact: bool
+    tokens_after: int
+    budget: int
+    dropped_rings: list[tuple[int, int]]
+    dropped_turns: list[tuple[int, int]]
+    canonical_dropped: list[tuple[int, int]]
+    stages: list[tuple[str, int, int]]
+    repairs: list[str]
+    rewrites: list[tuple[int, str, int]]
+    canonical_rewrites: list[tuple[int, str]]
+    summary_notes: list[int]
+    ledger_added: list[tuple[str, str, str, str, str | None, str | None, int | None]]
+    ledger_entries: int
+    tools_dropped: bool
+    @property
+    def bucket_tokens(self) -> dict[str, int]: ...
+    def with_budget(self, budget: int) -> PlanReport: ...
+    def rendered(
+        self,
+        budget: int,
+        tokens_after: int,
+        dropped_rings: list[tuple[int, int]],
+        dropped_turns: list[tuple[int, int]],
+        rewrites: list[tuple[int, str, int]],
+    ) -> PlanReport:
+        """This report as the request was rendered: ``tokens_after`` as counted, the
+        difference booked to the insertions, spans and rewrites in the caller's indices."""
+
+class Plan:
+    """A planned request: ``items`` in order (indices and insertions; the caller's own
+    objects in place of indices when the plan was given them) and the ``report``."""
+
+    items: tuple[Any, ...]
+    report: PlanReport
+    def with_budget(self, budget: int) -> Plan: ...
+
+def plan(
+    request: NativeView | bytes | list[bytes] | None,
     config: CoreConfig,
     pinned: list[int],
+    *,
+    tools_json: bytes | None = None,
     cache: CountCache | None = None,
     groups: list[int] | None = None,
     binds_next: list[bool] | None = None,
-    messages: Sequence[Any] | None = None,
+    messages: list[Any] | None = None,
     summary_reserve: int | None = None,
     recorded: list[tuple[str, str, str, str, str | None, str | None, int | None]] | None = None,
     replay: tuple[list[int], list[tuple[int, str]]] | None = None,
-) -> tuple[list[Any], dict[str, Any]]: ...
+) -> Plan:
+    """Plans one request of any provider: a ``NativeView``, OpenAI Chat messages as JSON, or
+    (``request`` None) the chat message objects ``messages`` read directly. Given
+    ``messages``, the items are the request itself."""
+
 def assemble_openai_chat_body(
     body: bytes,
     config: CoreConfig,
@@ -61,7 +143,7 @@ def assemble_openai_chat_body(
     fill: float,
     default_reserve: int,
     cache: CountCache | None = None,
-) -> tuple[bytes, dict[str, Any], int, int]:
+) -> tuple[bytes, PlanReport, int, int]:
     """Assembles an OpenAI Chat body with the GIL released: ``(body, report,
     messages_before, messages_after)``. The budget is ``floor(fill * (limit - reserve -
     margin))``, the reserve being the body's ``max_completion_tokens``/``max_tokens`` or
@@ -72,7 +154,8 @@ def body_head(body: bytes, max_request_bytes: int) -> tuple[str | None, tuple[st
     spells it (``generation_config.max_output_tokens``), read without building its values;
     ``InvalidBodyError`` for a field on the reserve's path given under two spellings."""
 
-def count_openai_chat(
+def count(
+    provider: str,
     messages_json: bytes | list[bytes],
     tools_json: bytes | None,
     encoding: str,
@@ -82,16 +165,15 @@ def count_openai_chat(
     cache: CountCache | None = None,
     image_formula: str = "openai",
     token_ratio: float = 1.0,
-) -> int: ...
+) -> int:
+    """Tokens of ``provider``'s native items as the provider receives them."""
+
 def count_text(text: str, encoding: str, tokenizer_backend: str | None = None) -> int: ...
 def cut_text(
     text: str, max_tokens: int, encoding: str = "o200k_base", from_end: bool = False
 ) -> str: ...
 def content_id(text: str) -> str: ...
-def validate_openai_chat(
-    messages_json: bytes | list[bytes],
-) -> list[tuple[str, str | None, int, str]]: ...
-def validate_native(
+def validate(
     provider: str, messages_json: bytes | list[bytes]
 ) -> list[tuple[str, str | None, int, str]]:
     """Pairing issues of native messages by ``provider``'s own rules (``openai_chat``,
@@ -126,15 +208,6 @@ class NativeView:
     def message(self, k: int) -> dict[str, Any]:
         """Canonical message ``k`` as an OpenAI Chat dict; IndexError past the end."""
     def count(self) -> int: ...
-    def plan(
-        self,
-        config: CoreConfig,
-        pinned: list[int],
-        summary_reserve: int | None = None,
-        recorded: list[tuple[Any, ...]] | None = None,
-        replay: tuple[list[int], list[tuple[int, str]]] | None = None,
-    ) -> tuple[list[Any], dict[str, Any]]:
-        """``plan_openai_chat``'s items and report, in canonical indices."""
 
 def read_native(
     provider: str,

@@ -36,8 +36,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class NativePlan:
+    """A plan rendered as the provider receives it, its report in the caller's indices."""
+
     rendered: Rendered
-    raw: dict[str, Any]
+    report: _core.PlanReport
     canonical: Canonical
 
 
@@ -77,7 +79,8 @@ class Counting:
     cache: Any
 
     def count(self, canonical: Canonical, tools_payload: bytes | None) -> int:
-        return _core.count_openai_chat(
+        return _core.count(
+            "openai_chat",
             orjson.dumps(canonical.messages),
             tools_payload,
             self.encoding,
@@ -104,7 +107,7 @@ def _as_planned(items: Sequence[Any], rendered: Rendered, system: Any) -> bool:
 _MAX_TIGHTENINGS = 3
 
 #: Rewrites the plan's items before rendering (the summary assembly writes its note there).
-Fill = Callable[[list[Any]], list[Any]]
+Fill = Callable[[Sequence[Any]], Sequence[Any]]
 
 
 class CanonicalMessages(Sequence[dict[str, Any]]):
@@ -306,22 +309,27 @@ class NativeRequest:
         reserve: int | None = None,
         recorded: list[tuple[Any, ...]] | None = None,
         replay: tuple[list[int], list[tuple[int, str]]] | None = None,
-    ) -> tuple[list[Any], dict[str, Any]]:
-        """The core's plan of the canonical view: items and the raw report, in canonical
-        indices. Errors name the caller's budget and native indices."""
+    ) -> _core.Plan:
+        """The core's plan of the canonical view, in canonical indices. Errors name the
+        caller's budget and native indices."""
         try:
             if self.view is not None:
-                return self.view.plan(  # type: ignore[no-any-return]
-                    core, self._pins, summary_reserve=reserve, recorded=recorded, replay=replay
+                return _core.plan(
+                    self.view,
+                    core,
+                    self._pins,
+                    summary_reserve=reserve,
+                    recorded=recorded,
+                    replay=replay,
                 )
-            return _core.plan_openai_chat(
+            return _core.plan(
                 self.payload,
-                self.tools_payload,
                 core,
                 self._pins,
-                cache,
-                self._groups,
-                self._binds,
+                tools_json=self.tools_payload,
+                cache=cache,
+                groups=self._groups,
+                binds_next=self._binds,
                 summary_reserve=reserve,
                 recorded=recorded,
                 replay=replay,
@@ -351,7 +359,7 @@ def plan_native(
     reserve: int | None = None,
     recorded: list[tuple[Any, ...]] | None = None,
     fill: Fill | None = None,
-    first: tuple[list[Any], dict[str, Any]] | None = None,
+    first: _core.Plan | None = None,
 ) -> NativePlan:
     """Plans a native request and renders it within ``budget``.
 
@@ -371,10 +379,10 @@ def plan_native(
     actual = None
     for _ in range(_MAX_TIGHTENINGS + 1):
         if first is not None:
-            (items, raw), first = first, None
+            plan, first = first, None
         else:
             try:
-                items, raw = native.plan(
+                plan = native.plan(
                     core_for(plan_budget),
                     counting.cache,
                     budget,
@@ -387,19 +395,20 @@ def plan_native(
                 # A tightened plan no longer fits: the last rendering, over budget, is the
                 # smallest this request gets; report what it needs.
                 break
+        items, report = plan.items, plan.report
         if fill is not None:
             items = fill(items)
         rendered = native.render(items)
         if reserve is None and _as_planned(items, rendered, native.system):
-            actual = raw["tokens_after"]
+            actual = report.tokens_after
             break
-        kept_tools = None if raw["tools_dropped"] else native.tools_payload
+        kept_tools = None if report.tools_dropped else native.tools_payload
         actual = native.count(rendered, kept_tools, counting)
         if actual <= budget:
             break
         # Under what this plan took, by what its rendering overshot: the next plan must
         # drop or cut something more, whatever budget it was given.
-        plan_budget = min(plan_budget, raw["tokens_after"]) - (actual - budget)
+        plan_budget = min(plan_budget, report.tokens_after) - (actual - budget)
         if plan_budget < 1:
             break
     if actual > budget:
@@ -407,21 +416,16 @@ def plan_native(
             f"the rendered request needs {actual} tokens but the budget is {budget}",
             tokens=actual,
             budget=budget,
-            bucket_tokens=raw["bucket_tokens"],
+            bucket_tokens=report.bucket_tokens,
         )
-    raw = dict(raw)
-    raw["budget"] = budget
     # What the rendering cost beyond the plan (a note smaller than its reserved room, merged
-    # neighbours, a note moved into the system) is the insertions' doing.
-    buckets = dict(raw["bucket_tokens"])
-    buckets["insertions"] = max(0, buckets["insertions"] + actual - raw["tokens_after"])
-    raw["bucket_tokens"] = buckets
-    raw["tokens_after"] = actual
-    raw["canonical_dropped"] = sorted(raw["dropped_rings"] + raw["dropped_turns"])
-    raw["dropped_rings"] = native.native_spans(raw["dropped_rings"])
-    raw["dropped_turns"] = native.native_spans(raw["dropped_turns"])
-    raw["canonical_rewrites"] = [(k, kind) for k, kind, _ in raw["rewrites"]]
-    raw["rewrites"] = [
-        (native.canonical.spans[k][0], kind, saved) for k, kind, saved in raw["rewrites"]
-    ] + rendered.rewrites
-    return NativePlan(rendered=rendered, raw=raw, canonical=native.canonical)
+    # neighbours, a note moved into the system) is the insertions' doing: `rendered` books it.
+    spans = native.canonical.spans
+    report = report.rendered(
+        budget,
+        actual,
+        native.native_spans(report.dropped_rings),
+        native.native_spans(report.dropped_turns),
+        [(spans[k][0], kind, saved) for k, kind, saved in report.rewrites] + rendered.rewrites,
+    )
+    return NativePlan(rendered=rendered, report=report, canonical=native.canonical)

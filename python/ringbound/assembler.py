@@ -520,16 +520,17 @@ class Assembler:
         span = tracing.start_span(self._tracer, self.provider)
         try:
             listed = snapshot(messages)
-            out, raw = _core.plan_openai_chat(
+            plan = _core.plan(
                 None,
-                dump_tools(tools),
                 self._core_for(self._emergency_budget),
                 [],
-                self._cache,
+                tools_json=dump_tools(tools),
+                cache=self._cache,
                 messages=listed,
             )
+            out = list(plan.items)
             report = _report(
-                raw,
+                plan.report,
                 self._redactor,
                 messages_before=len(listed),
                 messages_after=len(out),
@@ -666,29 +667,28 @@ class Assembler:
             listed = messages if type(messages) is list else list(messages)
             tools_payload = dump_tools(tools)
 
-            def plan_chat(budget: int) -> tuple[list[Any], dict[str, Any]]:
-                return _core.plan_openai_chat(
+            def plan_chat(budget: int) -> _core.Plan:
+                return _core.plan(
                     None,
-                    tools_payload,
                     self._core_for(budget),
                     pins,
-                    self._cache,
+                    tools_json=tools_payload,
+                    cache=self._cache,
                     messages=listed,
                     recorded=recorded,
                 )
 
-            out, raw = plan_chat(budget)
-            if job.tail and raw["stages"] and budget - job.tail > 0:
+            chat_plan = plan_chat(budget)
+            if job.tail and chat_plan.report.stages and budget - job.tail > 0:
                 # Compacting anyway: down to where the worst tool return still fits.
                 with contextlib.suppress(BudgetExceededError):
-                    out, raw = plan_chat(budget - job.tail)
-                    raw = dict(raw, budget=budget)
+                    chat_plan = plan_chat(budget - job.tail).with_budget(budget)
             for _ in range(tighten):
-                job.budget = budget = raw["tokens_after"] - 1
-                out, raw = plan_chat(budget)
-            job.done = (out, raw, system, 0)
+                job.budget = budget = chat_plan.report.tokens_after - 1
+                chat_plan = plan_chat(budget)
+            job.done = (list(chat_plan.items), chat_plan.report, system, 0)
             goal = compaction.trigger_goal(self.config, budget)
-            if self._summarizer is None or not compaction.due(raw, goal):
+            if self._summarizer is None or not compaction.due(chat_plan.report, goal):
                 return job
             native = self._read(CHAT_ADAPTER, messages, tools, system, pins, repair)
             first = None
@@ -696,28 +696,19 @@ class Assembler:
             native = self._read(self._adapter, messages, tools, system, pins, repair)
             job.payload = native.serialized
             first = native.plan(self._core_for(budget), self._cache, budget, recorded=recorded)
-            if job.tail and first[1]["stages"] and budget - job.tail > 0:
+            if job.tail and first.report.stages and budget - job.tail > 0:
                 with contextlib.suppress(BudgetExceededError):
                     first = native.plan(
                         self._core_for(budget - job.tail), self._cache, budget, recorded=recorded
-                    )
-                    first = (first[0], dict(first[1], budget=budget))
+                    ).with_budget(budget)
             for _ in range(tighten):
-                job.budget = budget = first[1]["tokens_after"] - 1
+                job.budget = budget = first.report.tokens_after - 1
                 first = native.plan(self._core_for(budget), self._cache, budget, recorded=recorded)
         job.native, job.recorded = native, recorded
         if self._summarizer is not None:
-            first_raw = job.done[1] if job.done is not None else first[1]
-            if job.done is not None:
-                first_raw = dict(
-                    first_raw,
-                    canonical_dropped=sorted(
-                        first_raw["dropped_rings"] + first_raw["dropped_turns"]
-                    ),
-                )
             job.draft = compaction.draft(
                 native,
-                first_raw,
+                job.done[1] if job.done is not None else first.report,
                 budget=budget,
                 cfg=self.config,
                 core_for=self._core_for,
@@ -792,7 +783,7 @@ class Assembler:
                 else:
                     # With its summary reserved (an upper bound of the note) the replay
                     # fits under the trigger; else the request as rendered decides.
-                    fits = first[1]["tokens_after"] <= trigger
+                    fits = first.report.tokens_after <= trigger
                     replayed = None
                     try:
                         replayed = render(
@@ -809,8 +800,8 @@ class Assembler:
                     # is planned again with the stages: that is a new cut, not the replay.
                     if (
                         replayed is not None
-                        and replayed.raw["stages"] == first[1]["stages"]
-                        and (fits or replayed.raw["tokens_after"] <= max(trigger, state.floor))
+                        and replayed.report.stages == first.report.stages
+                        and (fits or replayed.report.tokens_after <= max(trigger, state.floor))
                     ):
                         job.state_status = "reused"
                         job.note = state.summary
@@ -818,12 +809,11 @@ class Assembler:
                         return job
         first = native.plan(self._core, self._cache, budget, recorded=recorded)
         for _ in range(job.tighten):
-            job.budget = budget = first[1]["tokens_after"] - 1
+            job.budget = budget = first.report.tokens_after - 1
             first = native.plan(self._core_for(budget), self._cache, budget, recorded=recorded)
         start = budget
-        raw = first[1]
         job.core_for = self._core_for
-        if raw["tokens_after"] > trigger or raw["dropped_rings"] or raw["dropped_turns"]:
+        if first.report.tokens_after > trigger or first.report.canonical_dropped:
             job.compacted = True
             target = max(
                 1, min(math.floor(cfg.compact_target_ratio * cfg.budget), budget - job.tail)
@@ -843,10 +833,7 @@ class Assembler:
                 previous = (state.summary, state.summary_span)
             job.draft = compaction.draft(
                 native,
-                dict(
-                    first[1],
-                    canonical_dropped=sorted(first[1]["dropped_rings"] + first[1]["dropped_turns"]),
-                ),
+                first.report,
                 budget=budget,
                 goal=start,
                 previous=previous,
@@ -861,7 +848,7 @@ class Assembler:
                 redactor=self._redactor,
             )
             kept = None
-            if job.draft is None and previous is not None and _within(first[1], None):
+            if job.draft is None and previous is not None and _within(first.report, None):
                 # A cut planned afresh may drop only units the state's summary stands for
                 # (the same units again): that note is then sent again as it was.
                 reserve = compaction.note_reserve(previous[0], self._count, self._ratio)
@@ -875,7 +862,7 @@ class Assembler:
                         self._low_for,
                         job.core_for,
                     )
-            if kept is not None and previous is not None and _within(kept[0][1], previous[1]):
+            if kept is not None and previous is not None and _within(kept[0].report, previous[1]):
                 first, start, job.core_for = kept
                 job.note, job.kept_summary = previous
                 job.native_plan = render(
@@ -918,7 +905,7 @@ class Assembler:
             ] or None
         return token_ledger.tail_reserve(names)
 
-    def _state_out(self, job: _Job, raw: dict[str, Any]) -> AssemblyState:
+    def _state_out(self, job: _Job, raw: _core.PlanReport) -> AssemblyState:
         """The checkpoint of this assembly, for the next turn."""
         assert job.native is not None
         canon = job.native.canonical.messages
@@ -932,8 +919,8 @@ class Assembler:
         else:
             summary, span = None, None
         previous = job.state_in.compactions if job.state_in is not None else 0
-        dropped = tuple(i for s, e in raw["canonical_dropped"] for i in range(s, e))
-        rewrites = tuple((k, kind) for k, kind in raw["canonical_rewrites"])
+        dropped = tuple(i for s, e in raw.canonical_dropped for i in range(s, e))
+        rewrites = tuple(raw.canonical_rewrites)
         # The decisions cover the history up to the last message they touch: later messages
         # may change (a retried turn, an edited question) without making the cut stale.
         extent = max([*dropped, *(k for k, _ in rewrites), *(span or (0, 0))], default=-1) + 1
@@ -948,7 +935,7 @@ class Assembler:
             summary=summary,
             summary_span=span,
             compactions=previous + int(job.compacted),
-            floor=raw["tokens_after"]
+            floor=raw.tokens_after
             if job.compacted
             else (job.state_in.floor if job.state_in is not None else 0),
         )
@@ -977,7 +964,7 @@ class Assembler:
             summary, stage = compaction.record(d, None, None, self._count)
         if job.native_plan is not None:
             p: NativePlan = job.native_plan
-            out, raw = p.rendered.messages, p.raw
+            out, raw = p.rendered.messages, p.report
             system_out, merged = p.rendered.system, p.rendered.merged
         else:
             out, raw, system_out, merged = job.done
@@ -1011,7 +998,7 @@ class Assembler:
             state=state,
             cache_key=cache_key,
         )
-        added = [LedgerEntry(*e) for e in raw["ledger_added"]]
+        added = [LedgerEntry(*e) for e in raw.ledger_added]
         return result, job.payload or (lambda: dump_messages(job.messages)), added
 
 
@@ -1058,7 +1045,7 @@ class _Observed:
 
 
 def _report(
-    raw: dict[str, Any],
+    raw: _core.PlanReport,
     redactor: Redactor,
     *,
     messages_before: int,
@@ -1070,42 +1057,42 @@ def _report(
     tightened: int = 0,
     state: str | None = None,
 ) -> AssemblyReport:
-    """The report of a plan's raw numbers, plus what the façade did around it (the summary
+    """The report of a plan's numbers, plus what the façade did around it (the summary
     stage, merges, notches tightened, the cache-stable state)."""
-    stages = [StageRecord(*s) for s in raw["stages"]]
+    stages = [StageRecord(*s) for s in raw.stages]
     if stage is not None:
         stages.append(stage)
-    rewrites = [RewriteRecord(*r) for r in raw["rewrites"]]
+    rewrites = [RewriteRecord(*r) for r in raw.rewrites]
     return AssemblyReport(
-        tokens_before=raw["tokens_before"],
-        tokens_after=raw["tokens_after"],
-        budget=raw["budget"],
-        dropped_rings=raw["dropped_rings"],
-        dropped_turns=raw["dropped_turns"],
+        tokens_before=raw.tokens_before,
+        tokens_after=raw.tokens_after,
+        budget=raw.budget,
+        dropped_rings=raw.dropped_rings,
+        dropped_turns=raw.dropped_turns,
         truncated_results=[r.index for r in rewrites if r.kind == "truncated"],
         rewrites=rewrites,
         summarized=summary is not None and summary.tokens > 0,
         summary_failed=summary is not None and summary.failed,
         summary=summary,
         stages=stages,
-        repairs=raw["repairs"],
-        ledger_added=[redacted_entry(LedgerEntry(*e), redactor) for e in raw["ledger_added"]],
-        ledger_entries=raw["ledger_entries"],
-        bucket_tokens=raw["bucket_tokens"],
-        tools_dropped=raw["tools_dropped"],
+        repairs=raw.repairs,
+        ledger_added=[redacted_entry(LedgerEntry(*e), redactor) for e in raw.ledger_added],
+        ledger_entries=raw.ledger_entries,
+        bucket_tokens=raw.bucket_tokens,
+        tools_dropped=raw.tools_dropped,
         merged=merged,
         messages_before=messages_before,
         messages_after=messages_after,
         elapsed_s=time.perf_counter() - start,
-        tokens_before_exact=raw["tokens_before_exact"],
+        tokens_before_exact=raw.tokens_before_exact,
         tightened=tightened,
         state=state,
     )
 
 
-def _within(raw: dict[str, Any], span: tuple[int, int] | None) -> bool:
+def _within(raw: _core.PlanReport, span: tuple[int, int] | None) -> bool:
     """Whether a plan drops units, every one of them in ``span`` (canonical) if one is given."""
-    dropped = raw["dropped_rings"] + raw["dropped_turns"]
+    dropped = raw.canonical_dropped
     return bool(dropped) and (
         span is None or all(span[0] <= s and e <= span[1] for s, e in dropped)
     )
@@ -1151,8 +1138,8 @@ class _Job:
     tighten: int = 0
     #: The input serialized, made when asked (a DEBUG log hashes it).
     payload: tracing.Payload | None = None
-    #: The finished request of the direct chat path: (messages, raw, system, merged).
-    done: tuple[list[Any], dict[str, Any], Any, int] | None = None
+    #: The finished request of the direct chat path: (messages, report, system, merged).
+    done: tuple[list[Any], _core.PlanReport, Any, int] | None = None
     native: NativeRequest | None = None
     native_plan: NativePlan | None = None
     recorded: list[tuple[Any, ...]] | None = None

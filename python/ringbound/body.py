@@ -305,7 +305,7 @@ def _native(asm: Assembler, data: bytes, entry: str | None) -> BodyResult:
     start = time.perf_counter()
     span = tracing.start_span(asm._tracer, asm.provider)
     try:
-        out, raw, before, after = _core.assemble_openai_chat_body(
+        out, planned, before, after = _core.assemble_openai_chat_body(
             data,
             asm._core,
             cfg.model_input_limit,
@@ -315,7 +315,7 @@ def _native(asm: Assembler, data: bytes, entry: str | None) -> BodyResult:
             asm._cache,
         )
         report = _report(
-            raw, asm._redactor, messages_before=before, messages_after=after, start=start
+            planned, asm._redactor, messages_before=before, messages_after=after, start=start
         )
         tracing.assembled(report, data, asm.provider, asm._sink, span)
     except BaseException as e:

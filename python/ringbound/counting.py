@@ -61,7 +61,8 @@ def _count(
     token_ratio: float | None,
 ) -> int:
     if provider == "openai_chat":
-        return _core.count_openai_chat(
+        return _core.count(
+            "openai_chat",
             dump_messages(messages),
             dump_tools(tools),
             encoding,
@@ -163,7 +164,7 @@ def validate(
         _check_limits(len(messages), sum(map(len, parts)))
         if provider != "openai_chat":
             return adapter(provider).validate(messages, system=system)
-        return [PairingIssue(*t) for t in _core.validate_openai_chat(parts)]
+        return [PairingIssue(*t) for t in _core.validate("openai_chat", parts)]
 
 
 def _check_limits(messages: int, size: int) -> None:

@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from ._core import Plan
 from .config import AssemblyConfig
 from .errors import BudgetExceededError
 
@@ -21,8 +22,6 @@ __all__ = ["DEGRADING", "lowest", "middle_only"]
 
 #: Stages that degrade the protected part once the middle is exhausted.
 DEGRADING = ("truncate_protected_results", "shrink_recent")
-
-Plan = tuple[list[Any], dict[str, Any]]
 
 
 def middle_only(cfg: AssemblyConfig) -> AssemblyConfig:

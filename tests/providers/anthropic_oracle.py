@@ -1,5 +1,5 @@
 """The Anthropic pairing rules as the Python adapter checked them before the core did: a
-differential oracle for ``_core.validate_native("anthropic", ...)``. Kept apart from the
+differential oracle for ``_core.validate("anthropic", ...)``. Kept apart from the
 package, run only by the tests, and never told about ``compaction`` blocks (sessions given to
 it have none) nor about whitespace-only text."""
 

@@ -1,5 +1,5 @@
 """Bedrock Converse's pairing rules as the Python adapter checked them before the core did: a
-differential oracle for ``_core.validate_native("bedrock_converse", ...)``. Kept apart from the
+differential oracle for ``_core.validate("bedrock_converse", ...)``. Kept apart from the
 package and run only by the tests. Strays are classified as the shared classifier does: the
 latest earlier call of the id first, then a later one (the adapter used to look later first)."""
 

@@ -1,5 +1,5 @@
 """Gemini's pairing rules as the Python adapter checked them before the core did: a
-differential oracle for ``_core.validate_native("gemini", ...)``. Kept apart from the package,
+differential oracle for ``_core.validate("gemini", ...)``. Kept apart from the package,
 run only by the tests, and never told about ``thoughtSignature`` (sessions given to it are
 unsigned). Strays are classified as the shared classifier does: the latest earlier call of
 the response's id (or name) first, then a later one."""

@@ -1,5 +1,5 @@
 """The OpenAI Responses pairing rules as the Python adapter checked them before the core did: a
-differential oracle for ``_core.validate_native("openai_responses", ...)``. Kept apart from the
+differential oracle for ``_core.validate("openai_responses", ...)``. Kept apart from the
 package and run only by the tests. It reads items through the adapter's parser and walks them
 as the adapter's one-pass walk did, recording only the issues; a ``compaction`` item ends a
 ring as a user message does."""

@@ -454,7 +454,7 @@ def test_render_refuses_to_merge_results_into_a_user_text_turn() -> None:
     messages = [user("go"), calls(use("t1")), user("are you there?")]
     canonical = read_canonical(ADAPTER, messages, None)
     with pytest.raises(rb.PairingError) as info:
-        ADAPTER.render(messages, [0, 1, 2, ("synthesized", "t1"), 3], canonical)
+        ADAPTER.render(messages, [0, 1, 2, _core.Insertion.Synthesized(call_id="t1"), 3], canonical)
     assert [(i.kind, i.call_id, i.index) for i in info.value.issues] == [
         ("missing_result", "t1", 1)
     ]

@@ -149,7 +149,7 @@ def count(
 def canonical_issues(contents: list[Any], system: Any = None) -> list[Any]:
     """What the core's OpenAI Chat validator says of the canonical view."""
     canonical = ADAPTER.to_canonical(contents, system=system)
-    return _core.validate_openai_chat(orjson.dumps(canonical.messages))
+    return _core.validate("openai_chat", orjson.dumps(canonical.messages))
 
 
 def parts(content: Any) -> list[Any]:
@@ -845,7 +845,7 @@ def test_from_canonical_then_to_canonical_keeps_pairing_and_content(chat: list[A
     contents, system = ADAPTER.from_canonical(chat)
     assert ADAPTER.validate(contents, system=system) == []
     canonical = ADAPTER.to_canonical(contents, system=system)
-    assert _core.validate_openai_chat(orjson.dumps(canonical.messages)) == []
+    assert _core.validate("openai_chat", orjson.dumps(canonical.messages)) == []
     assert _content_of(canonical.messages) == _content_of(chat)
 
 

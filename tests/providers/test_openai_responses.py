@@ -112,7 +112,7 @@ def canonical_issues(
 ) -> list[tuple[str, str | None, int, str]]:
     """What the core's OpenAI Chat validator says of the canonical view."""
     canonical = read_canonical(ADAPTER, items, system)
-    return _core.validate_openai_chat(orjson.dumps(list(canonical.messages)))
+    return _core.validate("openai_chat", orjson.dumps(list(canonical.messages)))
 
 
 #: The fields a cheap stage rewrites: a result's text, a message's images, an MCP call's error.
@@ -713,7 +713,7 @@ def test_from_canonical_then_to_canonical_keeps_pairing_and_content(
     items, system = ADAPTER.from_canonical(chat)
     assert ADAPTER.validate(items, system=system) == []
     canonical = read_canonical(ADAPTER, items, system)
-    assert _core.validate_openai_chat(orjson.dumps(list(canonical.messages))) == []
+    assert _core.validate("openai_chat", orjson.dumps(list(canonical.messages))) == []
     assert canonical_pairs(canonical.messages) == chat_pairs(chat)
     # Consecutive model messages are one model turn in Responses, hence one canonical message.
     assert turns(canonical.messages) == turns(

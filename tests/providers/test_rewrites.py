@@ -1,6 +1,6 @@
 """Rendering the plan items of the cheap stages and of summaries in every provider's shape:
-``("rewrite", k, kind, text)`` (a truncated or deduplicated tool result, images made text)
-and ``("summary", text, role)``. For each provider the caller's objects are never changed, the
+``Insertion.Rewrite`` (a truncated or deduplicated tool result, images made text) and
+``Insertion.Summary``. For each provider the caller's objects are never changed, the
 provider's own validator accepts the rendering, and its canonical view reads back the new
 texts, with the summary note as its own message right after the ledger note."""
 
@@ -18,6 +18,7 @@ import strategies as gen
 
 import ringbound as rb
 from ringbound import _core
+from ringbound._core import Insertion
 from ringbound.adapted import read_canonical
 from ringbound.providers import adapter
 from ringbound.providers.base import Canonical, join_system_note, split_system_note
@@ -265,19 +266,19 @@ def plan(case: Case, canonical: Canonical, *, summary: str | None = SUMMARY) -> 
     items: list[Any] = []
     for k in range(len(canonical.messages)):
         if k == cut:
-            items.append(("rewrite", k, "truncated", CUT))
+            items.append(Insertion.Rewrite(index=k, kind="truncated", text=CUT))
         elif k == stub:
-            items.append(("rewrite", k, "deduped", STUB))
+            items.append(Insertion.Rewrite(index=k, kind="deduped", text=STUB))
         elif k in media:
-            items.append(("rewrite", k, "media", PLACEHOLDER))
+            items.append(Insertion.Rewrite(index=k, kind="media", text=PLACEHOLDER))
         else:
             items.append(k)
         if case.system_side and notes(canonical)[k : k + 1] == ["ledger"] and summary:
-            items.append(("summary", summary, "system"))
+            items.append(Insertion.Summary(text=summary, role="system"))
         if not case.system_side and k == 1:
-            items += [("ledger", LEDGER, "developer")]
+            items += [Insertion.LedgerNote(text=LEDGER, role="developer")]
             if summary:
-                items.append(("summary", summary, "developer"))
+                items.append(Insertion.Summary(text=summary, role="developer"))
     return items
 
 
@@ -334,7 +335,8 @@ def test_anthropic_keeps_thinking_and_rewrites_only_the_answering_block() -> Non
     canonical = read_canonical(ad, case.messages, case.system)
     k = tool_index(canonical, "t1")
     items = [
-        i if i != k else ("rewrite", k, "truncated", CUT) for i in range(len(canonical.messages))
+        i if i != k else Insertion.Rewrite(index=k, kind="truncated", text=CUT)
+        for i in range(len(canonical.messages))
     ]
     out = ad.render(case.messages, items, canonical, system=case.system)
     results = out.messages[2]["content"]
@@ -350,7 +352,7 @@ def test_a_truncated_result_keeps_its_images_and_error_flag() -> None:
     canonical = read_canonical(ad, case.messages, case.system)
     k = tool_index(canonical, "t2")
     items = [
-        i if i != k else ("rewrite", k, "truncated", "Error: bo")
+        i if i != k else Insertion.Rewrite(index=k, kind="truncated", text="Error: bo")
         for i in range(len(canonical.messages))
     ]
     out = ad.render(case.messages, items, canonical, system=case.system)
@@ -392,8 +394,8 @@ def test_responses_mcp_call_and_approval_results_are_rewritten_in_their_fields()
     canonical = read_canonical(ad, messages, None)
     m1, a1 = tool_index(canonical, "m1"), tool_index(canonical, "a1")
     items: list[Any] = list(range(len(canonical.messages)))
-    items[m1] = ("rewrite", m1, "truncated", "Error: boom\npartial [cut]")
-    items[a1] = ("rewrite", a1, "deduped", STUB)
+    items[m1] = Insertion.Rewrite(index=m1, kind="truncated", text="Error: boom\npartial [cut]")
+    items[a1] = Insertion.Rewrite(index=a1, kind="deduped", text=STUB)
     before = copy.deepcopy(messages)
     out = ad.render(messages, items, canonical)
     assert messages == before
@@ -458,7 +460,7 @@ def test_a_new_summary_note_replaces_the_earlier_one(name: str) -> None:
     canonical = read_canonical(ad, messages, system)
     earlier = notes(canonical).index("summary")
     items: list[Any] = [k for k in range(len(canonical.messages)) if k != earlier]
-    items.insert(earlier, ("summary", NEWER_SUMMARY, "system"))
+    items.insert(earlier, Insertion.Summary(text=NEWER_SUMMARY, role="system"))
     snapshot = copy.deepcopy(system)
     out = ad.render(messages, items, canonical, system=system)
     assert system == snapshot
@@ -531,8 +533,8 @@ def test_gemini_sdk_contents_are_rewritten_into_new_sdk_objects() -> None:
     canonical = read_canonical(ad, contents, None)
     k, (media,) = tool_index(canonical, "t1"), image_indices(canonical, contents)
     items: list[Any] = list(range(len(canonical.messages)))
-    items[k] = ("rewrite", k, "truncated", CUT)
-    items[media] = ("rewrite", media, "media", PLACEHOLDER)
+    items[k] = Insertion.Rewrite(index=k, kind="truncated", text=CUT)
+    items[media] = Insertion.Rewrite(index=media, kind="media", text=PLACEHOLDER)
     out = ad.render(contents, items, canonical)
     assert [c.model_dump() for c in contents] == snapshot
     assert all(isinstance(c, Content) for c in out.messages)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .. import _core
-from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
+from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT, Insertion
 from ..errors import InvalidMessageError, PairingIssue
 from ..payload import dump_messages
 from .base import (
@@ -366,9 +366,9 @@ def _rewrites(
     block answering its call (``truncated``, ``deduped``) or the images (``media``)."""
     out: dict[int, dict[str, Any]] = {}
     for item in items:
-        if isinstance(item, int) or item[0] != "rewrite":
+        if type(item) is not Insertion.Rewrite:
             continue
-        _, k, kind, text = item  # type: ignore[misc]
+        k, kind, text = item.index, item.kind, item.text
         key = canonical.messages[k].get("tool_call_id")
         start, end = canonical.spans[k]
         for i in range(max(start, 0), end):
@@ -484,14 +484,14 @@ class AnthropicAdapter:
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         """Pairing issues by Anthropic's rules, in message order, quoting its 400 wording:
-        checked in the core (``_core.validate_native``), which also drops what the API ignores
+        checked in the core (``_core.validate``), which also drops what the API ignores
         before the latest ``compaction`` block.
 
         Raises:
             InvalidMessageError: A message (or ``system``) is malformed.
         """
         _system_blocks(system)
-        issues = _core.validate_native(self.key, self.native_parts(messages))
+        issues = _core.validate(self.key, self.native_parts(messages))
         return [PairingIssue(*issue) for issue in issues]
 
     def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
@@ -544,12 +544,12 @@ class AnthropicAdapter:
                         note = msg["content"]
                     elif is_summary_note(msg.get("content")):
                         summary = msg["content"]
-            elif item[0] == "synthesized":
-                synthesized.append(item[1])
-            elif item[0] == "ledger":
-                note = item[1]
-            elif item[0] == "summary":
-                summary = item[1]
+            elif type(item) is Insertion.Synthesized:
+                synthesized.append(item.call_id)
+            elif type(item) is Insertion.LedgerNote:
+                note = item.text
+            elif type(item) is Insertion.Summary:
+                summary = item.text
 
         replaced = _rewrites(messages, items, canonical)
         kept = kept_native(items, canonical)

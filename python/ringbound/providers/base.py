@@ -16,7 +16,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from .._core import LEDGER_MARKER, SUMMARY_MARKER
+from .._core import LEDGER_MARKER, SUMMARY_MARKER, Insertion
 from ..errors import InvalidMessageError, PairingIssue, RingboundError
 from ..payload import dump_native
 
@@ -43,11 +43,10 @@ __all__ = [
     "tools_as_openai",
 ]
 
-#: An element of the core's plan: ``int`` keeps canonical message k; ``("synthesized",
-#: call_id)`` is a result for a call that had none; ``("ledger", text, role)`` is the ledger
-#: note and ``("summary", text, role)`` the summary note; ``("rewrite", k, kind, text)`` keeps
-#: canonical message k with its content replaced (kind ``truncated``, ``deduped`` or ``media``).
-PlanItem = int | tuple[str, str] | tuple[str, str, str] | tuple[str, int, str, str]
+#: An item of the core's plan: an ``int`` keeps canonical message k; an ``Insertion`` is a
+#: result synthesized for a call that had none, the ledger or summary note, or canonical
+#: message k with its content rewritten (kind ``truncated``, ``deduped`` or ``media``).
+PlanItem = int | Insertion
 
 
 @dataclass(frozen=True)
@@ -277,10 +276,10 @@ def as_mapping(obj: Any) -> Mapping[str, Any] | None:
 
 def _kept(item: PlanItem) -> int | None:
     """The canonical index an item keeps (as is or rewritten), else None."""
-    if isinstance(item, int):
+    if type(item) is int:
         return item
-    if item[0] == "rewrite":
-        return item[1]  # type: ignore[return-value]
+    if type(item) is Insertion.Rewrite:
+        return item.index
     return None
 
 
@@ -308,11 +307,10 @@ def plan_rewrites(
     One native item may stand for several canonical messages, each rewritten on its own."""
     out: dict[int, list[tuple[int, str, str]]] = {}
     for item in items:
-        if not isinstance(item, int) and item[0] == "rewrite":
-            _, k, kind, text = item  # type: ignore[misc]
-            start = canonical.spans[k][0]
+        if type(item) is Insertion.Rewrite:
+            start = canonical.spans[item.index][0]
             if start >= 0:
-                out.setdefault(start, []).append((k, kind, text))
+                out.setdefault(start, []).append((item.index, item.kind, item.text))
     return out
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from .. import _core
-from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
+from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT, Insertion
 from ..errors import InvalidMessageError, PairingError, PairingIssue
 from .base import (
     Canonical,
@@ -360,14 +360,14 @@ class BedrockConverseAdapter:
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         """Issues by Bedrock's rules, in message order, each quoting its ValidationException:
-        checked in the core (``_core.validate_native``).
+        checked in the core (``_core.validate``).
 
         Raises:
             InvalidMessageError: A message (or ``system``) is malformed.
         """
         _system(system)
         parts = self.native_parts(messages)
-        issues = named_by(self.items_field, lambda: _core.validate_native(self.key, parts))
+        issues = named_by(self.items_field, lambda: _core.validate(self.key, parts))
         return [PairingIssue(*issue) for issue in issues]
 
     def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
@@ -402,8 +402,8 @@ class BedrockConverseAdapter:
         note: str | None = None
         summary: str | None = None
         for item in items:
-            if isinstance(item, int) or item[0] == "rewrite":
-                k: int = item if isinstance(item, int) else item[1]  # type: ignore[assignment]
+            if type(item) is int or type(item) is Insertion.Rewrite:
+                k: int = item if type(item) is int else item.index
                 start = canonical.spans[k][0]
                 if start < 0 and is_summary_note(canonical.messages[k]["content"]):
                     summary = summary or canonical.messages[k]["content"]
@@ -412,16 +412,16 @@ class BedrockConverseAdapter:
                     message = replaced.get(start, messages[start])
                     role = roles[start] if roles is not None else message["role"]
                     entries.append(_Entry(role, [(start, message)]))
-            elif item[0] == "synthesized":
-                block = synthesized_result(item[1])
+            elif type(item) is Insertion.Synthesized:
+                block = synthesized_result(item.call_id)
                 if entries and entries[-1].role == "user":
                     entries[-1].pieces.append(block)
                 else:
                     entries.append(_Entry("user", [block]))
-            elif item[0] == "ledger":
-                note = item[1]
-            elif item[0] == "summary":
-                summary = item[1]
+            elif type(item) is Insertion.LedgerNote:
+                note = item.text
+            elif type(item) is Insertion.Summary:
+                summary = item.text
         merged: list[_Entry] = []
         for entry in entries:
             if merged and merged[-1].role == entry.role:

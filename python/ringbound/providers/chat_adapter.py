@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from .. import _core
+from .._core import Insertion
 from ..errors import PairingIssue
 from ..payload import dump_messages
 from . import openai_chat
@@ -27,7 +28,8 @@ class ChatAdapter:
     items_field = "messages"
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
-        return [PairingIssue(*t) for t in _core.validate_openai_chat(dump_messages(messages))]
+        issues = _core.validate("openai_chat", dump_messages(messages))
+        return [PairingIssue(*t) for t in issues]
 
     def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
         return Canonical(
@@ -45,17 +47,17 @@ class ChatAdapter:
     ) -> Rendered:
         out: list[Any] = []
         for item in items:
-            if isinstance(item, int):
-                out.append(messages[item])
-            elif item[0] == "synthesized":
-                out.append(openai_chat.synthesized_result(item[1]))
-            elif item[0] == "ledger":
-                out.append(openai_chat.ledger_note(item[1], item[2]))
-            elif item[0] == "summary":
-                out.append(openai_chat.summary_note(item[1], item[2]))
-            else:
-                _, k, kind, text = item
-                out.append(openai_chat.rewritten(messages[k], kind, text))
+            match item:
+                case int():
+                    out.append(messages[item])
+                case Insertion.Synthesized(call_id=call_id):
+                    out.append(openai_chat.synthesized_result(call_id))
+                case Insertion.LedgerNote(text=text, role=role):
+                    out.append(openai_chat.ledger_note(text, role))
+                case Insertion.Summary(text=text, role=role):
+                    out.append(openai_chat.summary_note(text, role))
+                case Insertion.Rewrite(index=k, kind=kind, text=text):
+                    out.append(openai_chat.rewritten(messages[k], kind, text))
         return Rendered(messages=out, system=system)
 
     def tools_to_openai(self, tools: Sequence[Any]) -> list[Any]:

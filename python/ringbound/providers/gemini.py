@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _core
-from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT
+from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT, Insertion
 from ..errors import InvalidMessageError, PairingIssue
 from .base import (
     Canonical,
@@ -548,8 +548,8 @@ def _for_render(
     roles = facts.roles if facts is not None else [_role_of(m) for m in messages]
     responses_at: dict[int, int] = {}
     for item in items:
-        if not isinstance(item, int) and item[0] == "rewrite":
-            k: int = item[1]  # type: ignore[assignment]
+        if type(item) is Insertion.Rewrite:
+            k = item.index
             at = response_position(messages, canonical, k)
             if at is not None:
                 responses_at[k] = at
@@ -598,9 +598,9 @@ def _rewrites(
     apply in turn): a functionResponse whose response holds the text, or images made text."""
     out: dict[int, Any] = {}
     for item in items:
-        if isinstance(item, int) or item[0] != "rewrite":
+        if type(item) is not Insertion.Rewrite:
             continue
-        _, k, kind, text = item  # type: ignore[misc]
+        k, kind, text = item.index, item.kind, item.text
         i = canonical.spans[k][0]
         current = out.get(i, messages[i])
         parts = _parts_of(current)
@@ -679,7 +679,7 @@ class GeminiAdapter:
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         """Pairing issues by Gemini's turn rules, each opening with Gemini's 400 wording,
-        checked in the core (``_core.validate_native``): response turns, strays, and Gemini 3's
+        checked in the core (``_core.validate``): response turns, strays, and Gemini 3's
         ``thoughtSignature`` on the first functionCall part of each call step of the current
         turn, in a conversation whose calls are signed (kind ``missing_signature``).
 
@@ -688,7 +688,7 @@ class GeminiAdapter:
         """
         _read_system(system)
         parts = self.native_parts(messages)
-        issues = named_by(self.items_field, lambda: _core.validate_native(self.key, parts))
+        issues = named_by(self.items_field, lambda: _core.validate(self.key, parts))
         return [PairingIssue(*issue) for issue in issues]
 
     def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
@@ -791,7 +791,7 @@ class GeminiAdapter:
         if not isinstance(canonical, _GeminiCanonical):
             # Placing a synthesized response needs every call read: the one case (a repair)
             # that reads every content again; otherwise the plan's own needs are read.
-            synthesized = any(not isinstance(it, int) and it[0] == "synthesized" for it in items)
+            synthesized = any(type(it) is Insertion.Synthesized for it in items)
             canonical = (
                 self.to_canonical(messages, system=system)
                 if synthesized
@@ -808,8 +808,8 @@ class GeminiAdapter:
         }
         notes: dict[str, str | None] = dict.fromkeys(before)
         for item in items:
-            if isinstance(item, int) or item[0] == "rewrite":
-                k: int = item if isinstance(item, int) else item[1]  # type: ignore[assignment]
+            if type(item) is int or type(item) is Insertion.Rewrite:
+                k: int = item if type(item) is int else item.index
                 start, _ = canonical.spans[k]
                 if start < 0:
                     if k in (canonical.note, canonical.summary):
@@ -821,11 +821,13 @@ class GeminiAdapter:
                     entries.append(_Entry(obj, canonical.roles[start], start, start))
                 for call in canonical.calls_at.get(k, ()):
                     call_turn[call.cid] = (len(entries) - 1, call)
-            elif item[0] == "synthesized":
-                at, call = call_turn[item[1]]
+            elif type(item) is Insertion.Synthesized:
+                at, call = call_turn[item.call_id]
                 pending.setdefault(at, []).append(call)
-            elif item[0] in notes:
-                notes[item[0]] = item[1]
+            elif type(item) is Insertion.LedgerNote:
+                notes["ledger"] = item.text
+            elif type(item) is Insertion.Summary:
+                notes["summary"] = item.text
 
         for at in sorted(pending, reverse=True):
             self._answer(entries, at, pending[at], turns)

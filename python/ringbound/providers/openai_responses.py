@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _core
-from .._core import SYNTHESIZED_RESULT_TEXT
+from .._core import SYNTHESIZED_RESULT_TEXT, Insertion
 from ..errors import InvalidMessageError, PairingError, PairingIssue
 from ..payload import dump_messages
 from .base import Canonical, PlanItem, Rendered, UnreadableObject, as_mapping, read_once
@@ -521,13 +521,13 @@ class OpenAIResponses:
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         """Pairing issues by the Responses API's rules, in item order, quoting OpenAI's wording:
-        checked in the core (``_core.validate_native``).
+        checked in the core (``_core.validate``).
 
         Raises:
             InvalidMessageError: An item (or ``instructions``) is malformed.
         """
         _instructions(system)
-        issues = _core.validate_native(self.key, self.native_parts(messages))
+        issues = _core.validate(self.key, self.native_parts(messages))
         return [PairingIssue(*issue) for issue in issues]
 
     def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
@@ -563,19 +563,19 @@ class OpenAIResponses:
         last = -1
         families: dict[str, tuple[_Family, int]] | None = None
         for item in items:
-            if isinstance(item, int) or item[0] == "rewrite":
-                k = item if isinstance(item, int) else item[1]
-                start, end = canonical.spans[k]  # type: ignore[index]
+            if type(item) is int or type(item) is Insertion.Rewrite:
+                k = item if type(item) is int else item.index
+                start, end = canonical.spans[k]
                 for i in range(max(start, last + 1), end):
                     out.append(replaced.get(i, messages[i]))
                     last = i
-            elif item[0] == "synthesized":
+            elif type(item) is Insertion.Synthesized:
                 if families is None:
                     families = _call_families(messages)
-                family, at = families.get(item[1], (_FUNCTION, -1))
-                out.append(_synthesized(family, item[1], at))
-            else:
-                out.append({"type": "message", "role": item[2], "content": item[1]})
+                family, at = families.get(item.call_id, (_FUNCTION, -1))
+                out.append(_synthesized(family, item.call_id, at))
+            else:  # the ledger or the summary note
+                out.append({"type": "message", "role": item.role, "content": item.text})
         return Rendered(messages=out, system=system)
 
     def tools_to_openai(self, tools: Sequence[Any]) -> list[dict[str, Any]]:
@@ -700,9 +700,9 @@ def _rewrites(
     in turn): a tool result's output becomes the text; a message's images become text parts."""
     out: dict[int, dict[str, Any]] = {}
     for item in items:
-        if isinstance(item, int) or item[0] != "rewrite":
+        if type(item) is not Insertion.Rewrite:
             continue
-        _, k, kind, text = item  # type: ignore[misc]
+        k, kind, text = item.index, item.kind, item.text
         message = canonical.messages[k]
         start, end = canonical.spans[k]
         if kind == "media":

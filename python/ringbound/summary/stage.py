@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _core, low_water
+from .._core import Insertion, Plan, PlanReport
 from ..adapted import NativeRequest
 from ..config import AssemblyConfig
 from ..errors import BudgetExceededError
@@ -45,7 +46,7 @@ _COUNTS = re.compile(r"summary of (\d+) earlier messages \((\d+) units\)")
 class Draft:
     """A plan with room for the summary note, and what the summarizer is to be asked."""
 
-    first: tuple[list[Any], dict[str, Any]]
+    first: Plan
     start_budget: int
     reserve: int
     request: SummaryRequest
@@ -92,17 +93,17 @@ def trigger_goal(cfg: AssemblyConfig, budget: int) -> int:
     return max(1, math.floor(cfg.summarize_trigger_ratio * budget))
 
 
-def due(raw: Mapping[str, Any], goal: int) -> bool:
+def due(report: PlanReport, goal: int) -> bool:
     """Whether a plan leaves work for the summary stage: it dropped units, or it still sits
     above ``goal`` with middle left."""
-    if raw["dropped_rings"] or raw["dropped_turns"]:
+    if report.canonical_dropped:
         return True
-    return raw["tokens_after"] > goal and raw["bucket_tokens"]["middle"] > 0
+    return report.tokens_after > goal and report.bucket_tokens["middle"] > 0
 
 
 def draft(
     native: NativeRequest,
-    first_raw: Mapping[str, Any],
+    first_report: PlanReport,
     *,
     budget: int,
     cfg: AssemblyConfig,
@@ -119,7 +120,7 @@ def draft(
 ) -> Draft | Skipped | None:
     """The summary plan, or None when there is nothing to summarize.
 
-    ``first_raw`` is the report of the plan without a summary: the stage runs when it dropped
+    ``first_report`` is the report of the plan without a summary: the stage runs when it dropped
     units, or when it still sits above the trigger with middle left. ``goal`` is the
     low-water mark (default ``summarize_trigger_ratio`` of the budget). ``previous`` is an
     earlier note that the request itself does not hold (a cache-stable state's) and the span
@@ -131,7 +132,7 @@ def draft(
     """
     if goal is None:
         goal = trigger_goal(cfg, budget)
-    if not due(first_raw, goal):
+    if not due(first_report, goal):
         return None
     # Below a few dozen tokens not even the template fits: a summary that small is none.
     # summary_max_tokens caps every target, a configured one too.
@@ -165,11 +166,11 @@ def draft(
                 continue
     canon = native.canonical.messages
     if plan is None:
-        spans = first_raw.get("canonical_dropped") or []
+        spans = first_report.canonical_dropped
         native_spans = native.native_spans(spans)
         return Skipped(units=len(spans), span=_hull(native_spans)) if spans else None
-    items, raw = plan
-    spans = sorted(raw["dropped_rings"] + raw["dropped_turns"])
+    raw = plan.report
+    spans = raw.canonical_dropped
     if previous is not None:
         covered_start, covered_end = previous[1]
         spans = [(s, e) for s, e in spans if not covered_start <= s < covered_end]
@@ -180,7 +181,7 @@ def draft(
         _redacted(redactor, block, counts) for block in unit_blocks([canon[s:e] for s, e in spans])
     ]
     text = "\n\n".join(blocks)
-    previous_index = raw["summary_notes"][0] if raw["summary_notes"] else None
+    previous_index = raw.summary_notes[0] if raw.summary_notes else None
     earlier_note = (
         _text(canon[previous_index]["content"])
         if previous_index is not None
@@ -216,7 +217,7 @@ def draft(
         ),
         ledger=[
             redacted_entry(e, redactor)
-            for e in [*ledger, *(LedgerEntry(*e) for e in raw["ledger_added"])]
+            for e in [*ledger, *(LedgerEntry(*e) for e in raw.ledger_added)]
         ],
         goal=goal_text,
         provider=native.adapter.key,
@@ -227,7 +228,7 @@ def draft(
         messages += int(earlier.group(1))
         units += int(earlier.group(2))
     return Draft(
-        first=(items, raw),
+        first=plan,
         start_budget=start,
         reserve=reserve,
         request=request,
@@ -251,12 +252,12 @@ def filler(note: str | None) -> Callable[[list[Any]], list[Any]]:
     """Writes the note into the reserved place of a plan's items (or leaves the place out
     when there is no note)."""
 
-    def fill(items: list[Any]) -> list[Any]:
+    def fill(items: Sequence[Any]) -> list[Any]:
         out = []
         for item in items:
-            if isinstance(item, tuple) and item[0] == "summary":
+            if type(item) is Insertion.Summary:
                 if note is not None:
-                    out.append(("summary", note, item[2]))
+                    out.append(Insertion.Summary(text=note, role=item.role))
             else:
                 out.append(item)
         return out

@@ -2,15 +2,16 @@
 //! released from the first byte read to the last byte written.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::PyBytes;
 
-use super::{chosen, guard, plan_report, to_py, CoreConfig, PyCountCache};
+use super::plan::PlanReport;
+use super::{chosen, guard, CoreConfig, PyCountCache};
 use crate::body::{self, Body, BudgetRule};
 
 /// Assembles an OpenAI Chat Completions body. The budget is `limit - reserve - margin`
 /// filled to `fill`, where the reserve is the body's own (`max_completion_tokens`,
 /// `max_tokens`) or `default_reserve`. Returns `(body, report, messages_before,
-/// messages_after)`; the report is `plan_openai_chat`'s.
+/// messages_after)`.
 #[pyfunction]
 #[pyo3(signature = (body, config, limit, margin, fill, default_reserve, cache=None))]
 #[allow(clippy::too_many_arguments)]
@@ -23,7 +24,7 @@ pub(super) fn assemble_openai_chat_body<'py>(
     fill: f64,
     default_reserve: u64,
     cache: Option<&PyCountCache>,
-) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyDict>, usize, usize)> {
+) -> PyResult<(Bound<'py, PyBytes>, PlanReport, usize, usize)> {
     guard(py, || {
         let cache = chosen(cache);
         let rule = BudgetRule {
@@ -32,21 +33,19 @@ pub(super) fn assemble_openai_chat_body<'py>(
             fill,
             default_reserve,
         };
-        let done = py
-            .detach(|| {
-                body::assemble_openai_chat(
-                    body,
-                    &config.plan,
-                    rule,
-                    config.scheme,
-                    config.limits,
-                    cache,
-                )
-            })
-            .map_err(|e| to_py(py, e))?;
+        let done = py.detach(|| {
+            body::assemble_openai_chat(
+                body,
+                &config.plan,
+                rule,
+                config.scheme,
+                config.limits,
+                cache,
+            )
+        })?;
         Ok((
             PyBytes::new(py, &done.body),
-            plan_report(py, &done.plan)?,
+            PlanReport::of(&done.plan),
             done.messages_before,
             done.messages_after,
         ))
@@ -70,7 +69,6 @@ pub(super) fn body_head(py: Python<'_>, body: &[u8], max_request_bytes: usize) -
             let body = Body::parse(body, limits)?;
             Ok((body.model(), body.reserve()?))
         })
-        .map_err(|e| to_py(py, e))
     })
 }
 

@@ -12,11 +12,9 @@ use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use super::errors::issue_tuple;
 use super::objects::{dump_walked, Walk};
-use super::{
-    chosen, guard, issue_tuple, per_call, plan_report, tagged_items, to_py, CoreConfig, JsonParts,
-    PyCountCache, RecordedEntry, ReplayArg,
-};
+use super::{chosen, guard, CoreConfig, JsonParts, PyCountCache};
 use crate::cache::CountCache;
 use crate::count::chat::REPLY_PRIMING;
 use crate::error::CoreError;
@@ -88,9 +86,9 @@ pub(super) fn read_native<'py>(
                     })
                 },
             )?;
-            Ok(NativeView { reading })
+            Ok::<_, CoreError>(NativeView { reading })
         })
-        .map_err(|e| to_py(py, e))
+        .map_err(PyErr::from)
     })
 }
 
@@ -115,10 +113,10 @@ pub(super) fn read_native_objects<'py>(
 ) -> PyResult<Option<NativeView>> {
     guard(py, || {
         let cache = chosen(cache);
-        let Some(seed) = native::item_seed(provider).map_err(|e| to_py(py, e))? else {
+        let Some(seed) = native::item_seed(provider)? else {
             return Ok(None);
         };
-        check_count(messages.len(), config.limits).map_err(|e| to_py(py, e))?;
+        check_count(messages.len(), config.limits)?;
         let mut walk = Walk::new(&messages, true);
         let lookup = walk.look_up();
         let keys = py.detach(|| lookup.keys(seed));
@@ -178,9 +176,9 @@ pub(super) fn read_native_objects<'py>(
                     })
                 },
             )?;
-            Ok(Some(NativeView { reading }))
+            Ok::<_, CoreError>(Some(NativeView { reading }))
         })
-        .map_err(|e| to_py(py, e))
+        .map_err(PyErr::from)
     })
 }
 
@@ -189,11 +187,11 @@ fn serialized_by(dump: &Bound<'_, PyAny>, indices: &[usize]) -> PyResult<Vec<Vec
     let arrays = JsonParts::new(&dump.call1((indices.to_vec(),))?)?;
     let mut out = Vec::with_capacity(indices.len());
     for array in arrays.slices() {
-        let raws = json_array::split(array).map_err(|e| to_py(dump.py(), e))?;
+        let raws = json_array::split(array)?;
         out.extend(raws.into_iter().map(<[u8]>::to_vec));
     }
     if out.len() != indices.len() {
-        return Err(to_py(dump.py(), list_changed()));
+        return Err(list_changed().into());
     }
     Ok(out)
 }
@@ -346,33 +344,15 @@ impl NativeView {
             Ok(py.detach(|| total(req)))
         })
     }
+}
 
-    /// Plans the request under `config`: `(items, report)` in canonical indices, as
-    /// `plan_openai_chat` returns them without the caller's messages. `pinned` are canonical
-    /// indices, the provider's own pins included by the caller.
-    #[pyo3(signature = (config, pinned, summary_reserve=None, recorded=None, replay=None))]
-    fn plan<'py>(
-        &self,
-        py: Python<'py>,
-        config: &CoreConfig,
-        pinned: Vec<usize>,
-        summary_reserve: Option<u64>,
-        recorded: Option<Vec<RecordedEntry>>,
-        replay: Option<ReplayArg>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        guard(py, || {
-            let req = &self.reading.request;
-            let cfg =
-                per_call(config, summary_reserve, recorded, replay).map_err(|e| to_py(py, e))?;
-            let layout = &self.reading.native.layout;
-            let plan = py
-                .detach(|| plan::plan(req, &cfg, &pinned, Some(layout)))
-                .map_err(|e| to_py(py, e))?;
-            let items = PyList::empty(py);
-            tagged_items(&items, &plan)?;
-            let report = plan_report(py, &plan)?;
-            PyTuple::new(py, [items.into_any(), report.into_any()])
-        })
+impl NativeView {
+    pub(super) fn request(&self) -> &Request<'static> {
+        &self.reading.request
+    }
+
+    pub(super) fn layout(&self) -> &plan::Layout {
+        &self.reading.native.layout
     }
 }
 
@@ -420,6 +400,23 @@ fn loaded(
 }
 
 /// Tokens of a loaded request as the provider receives it.
-fn total(req: &Request<'_>) -> u64 {
+pub(super) fn total(req: &Request<'_>) -> u64 {
     req.message_tokens() + u64::from(REPLY_PRIMING) + req.tools_tokens
+}
+
+/// Tokens of `provider`'s items (a JSON array, or arrays whose elements follow each other) as
+/// the provider receives them, without system texts.
+pub(super) fn count_json(
+    provider: &str,
+    json: &[&[u8]],
+    tools_json: Option<&[u8]>,
+    scheme: Scheme,
+    limits: Limits,
+    cache: &CountCache,
+) -> Result<u64, CoreError> {
+    let bytes = json.iter().map(|p| p.len()).sum::<usize>();
+    check_size(bytes, tools_json, limits)?;
+    let elements = json_array::split_all(json)?;
+    let (_, request) = load(provider, &elements, &[], tools_json, scheme, limits, cache)?;
+    Ok(total(&request))
 }

@@ -39,7 +39,6 @@ const PART_MESSAGES: usize = 512;
 /// Deeper nesting is left to the serializer (and to the parser's own nesting limit).
 const MAX_DEPTH: usize = 64;
 
-static DUMP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ORJSON_DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// `orjson.dumps(messages)` of JSON-native messages, walked again just before: orjson runs no
@@ -69,7 +68,7 @@ fn dump<'py>(
     messages: &Bound<'py, PyList>,
     indices: Vec<usize>,
 ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-    let dump = DUMP.import(py, "ringbound.payload", "dump_messages")?;
+    let dump = super::hooks::hooks(py)?.dump_messages.bind(py);
     dump.call1((messages, indices))?.extract()
 }
 

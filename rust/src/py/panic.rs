@@ -27,8 +27,7 @@ fn internal_error(py: Python<'_>, payload: &(dyn Any + Send)) -> PyErr {
         let kwargs = PyDict::new(py);
         kwargs.set_item("reason", &what)?;
         let text = format!("internal error in ringbound's core (a bug, please report it): {what}");
-        let class = py.import("ringbound.errors")?.getattr("InternalError")?;
-        Ok(PyErr::from_value(class.call((text,), Some(&kwargs))?))
+        super::errors::exception(py, "InternalError", text, &kwargs)
     };
     match make() {
         Ok(e) | Err(e) => e,
