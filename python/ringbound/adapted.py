@@ -93,14 +93,16 @@ class Counting:
         )
 
 
-def _as_planned(items: Sequence[Any], rendered: Rendered, system: Any) -> bool:
-    """Whether the rendering is exactly what the core counted: only kept items (no insertion,
-    no merge) and the caller's own system. Then there is nothing to recount."""
-    return (
-        rendered.merged == 0
-        and rendered.system is system
-        and all(isinstance(item, int) for item in items)
-    )
+def _as_planned(items: Sequence[Any], rendered: Rendered, system: Any, notes: bool) -> bool:
+    """Whether the rendering is exactly what the core counted: only kept items (no merge)
+    and the caller's own system, or, where the adapter renders the ledger note as the core
+    counts it (``notes``), that note as the only insertion. Then there is nothing to recount."""
+    if rendered.merged:
+        return False
+    note = _core.Insertion.LedgerNote
+    if not all(type(item) is int or (notes and type(item) is note) for item in items):
+        return False
+    return rendered.system is system or notes
 
 
 #: Times a plan is tightened when its rendering costs more than the plan counted.
@@ -144,6 +146,7 @@ def _canonical_of(view: Any) -> Canonical:
         binds_next=view.binds_next,
         pinned=view.pinned,
         facts=ItemFacts(*view.facts),
+        view=view,
     )
 
 
@@ -399,7 +402,8 @@ def plan_native(
         if fill is not None:
             items = fill(items)
         rendered = native.render(items)
-        if reserve is None and _as_planned(items, rendered, native.system):
+        notes = native.adapter.notes_as_counted
+        if reserve is None and _as_planned(items, rendered, native.system, notes):
             actual = report.tokens_after
             break
         kept_tools = None if report.tools_dropped else native.tools_payload

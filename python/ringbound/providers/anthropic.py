@@ -11,9 +11,11 @@ canonical tool message per ``tool_result`` plus one user message for the rest, a
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, NamedTuple
 
 from .. import _core
@@ -22,6 +24,7 @@ from ..errors import InvalidMessageError, PairingIssue
 from ..payload import dump_messages
 from .base import (
     Canonical,
+    ItemFacts,
     PlanItem,
     Rendered,
     UnreadableObject,
@@ -475,6 +478,7 @@ class AnthropicAdapter:
 
     key = "anthropic"
     image_formula = "anthropic"
+    notes_as_counted = True
     #: Claude tokens per o200k token: Claude's tokenizer (Claude 3 to 4.6) measured at +16%
     #: (English), +21% (math), +30% (Python) against GPT-4o's o200k; the top of that range.
     default_token_ratio = 1.3
@@ -536,9 +540,11 @@ class AnthropicAdapter:
         note: str | None = None
         summary: str | None = None
         synthesized: list[str] = []
-        for item in items:
-            if isinstance(item, int):
-                if canonical.spans[item] == (-1, -1):
+        spans = canonical.spans
+        # Kept messages need nothing here: only insertions and kept system texts are read.
+        for item in [it for it in items if type(it) is not int or spans[it][0] < 0]:
+            if type(item) is int:
+                if spans[item] == (-1, -1):
                     msg = canonical.messages[item]
                     if _is_note(msg.get("content")):
                         note = msg["content"]
@@ -553,6 +559,10 @@ class AnthropicAdapter:
 
         replaced = _rewrites(messages, items, canonical)
         kept = kept_native(items, canonical)
+        if facts is not None and not synthesized:
+            fast = self._kept_as_given(messages, kept, replaced, facts, system, note, summary)
+            if fast is not None:
+                return fast
         kept_set = set(kept)
         into: dict[int, list[str]] = {}
         after: dict[int, list[str]] = {}
@@ -600,6 +610,49 @@ class AnthropicAdapter:
             merged=merged,
             rewrites=stripped,
         )
+
+    def _kept_as_given(
+        self,
+        messages: Sequence[Any],
+        kept: list[int],
+        replaced: dict[int, dict[str, Any]],
+        facts: ItemFacts,
+        system: Any,
+        note: str | None,
+        summary: str | None,
+    ) -> Rendered | None:
+        """``render`` of a plan that places no synthesized result, when no two kept
+        neighbours share a role (nothing to merge, no thinking turn to keep apart) and the
+        cache markers are within the limit by the core's figures: the kept messages as they
+        are (rewritten ones replaced, whitespace-only text blocks stripped), without a Python
+        step per message. None when the general rendering is needed."""
+        roles = facts.roles
+        kept_roles = [roles[i] for i in kept]
+        if any(map(operator.eq, kept_roles, islice(kept_roles, 1, None))):
+            return None
+        system_out = self._system(system, note, summary)
+        in_system = _cache_markers(system_out) if isinstance(system_out, list) else 0
+        markers = facts.cache_markers
+        if MAX_CACHE_MARKERS < sum(markers) + in_system and MAX_CACHE_MARKERS < (
+            sum(markers[i] for i in kept) + in_system
+        ):
+            return None  # the general rendering names the message over the limit
+        out = (
+            [replaced.get(i, messages[i]) for i in kept]
+            if replaced
+            else [messages[i] for i in kept]
+        )
+        stripped: list[tuple[int, str, int]] = []
+        if any(facts.blank_text):
+            blank = facts.blank_text
+            for j, i in enumerate(kept):
+                if blank[i]:
+                    cleaned = _without_blank_text(out[j])
+                    if cleaned is not out[j]:
+                        # Never counted, so stripping them saves nothing the plan counted.
+                        stripped.append((i, "blank_text", 0))
+                        out[j] = cleaned
+        return Rendered(messages=out, system=system_out, merged=0, rewrites=stripped)
 
     @staticmethod
     def _merge(out: Sequence[_Out]) -> tuple[list[_Out], int]:

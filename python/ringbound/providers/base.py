@@ -80,6 +80,7 @@ class Canonical:
             OpenAI Responses ``compaction`` item).
         facts: What the core read of each native item for rendering, when the core read
             them; None for a view built in Python.
+        view: The core's reading (``_core.NativeView``) this view comes from, if any.
     """
 
     messages: list[dict[str, Any]]
@@ -87,6 +88,7 @@ class Canonical:
     binds_next: list[bool] = field(default_factory=list)
     pinned: list[int] = field(default_factory=list)
     facts: ItemFacts | None = None
+    view: Any = None
 
     def groups(self) -> list[int]:
         """Non-decreasing group ids: canonical messages of one native item share one."""
@@ -131,6 +133,10 @@ class Adapter(Protocol):
     default_token_ratio: float
     #: The request field holding the items, as errors name them (``messages``, ``contents``).
     items_field: str
+    #: Whether a ledger note costs, as rendered, what the core counted for it: then a plan
+    #: whose only insertion is that note is not recounted (``tests/providers/
+    #: test_notes_counted.py`` holds each adapter that says so to it).
+    notes_as_counted: bool
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         """Pairing issues by the provider's own rules, quoting its error wording."""
@@ -285,6 +291,8 @@ def _kept(item: PlanItem) -> int | None:
 
 def kept_native(items: Sequence[PlanItem], canonical: Canonical) -> list[int]:
     """Native indices the plan keeps (as they are or rewritten), in order, each once."""
+    if canonical.view is not None:
+        return canonical.view.kept_native(items)  # type: ignore[no-any-return]
     out: list[int] = []
     spans = canonical.spans
     following = 0  # indices below it are in ``out`` already, or were passed over

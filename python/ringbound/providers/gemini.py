@@ -673,6 +673,8 @@ class GeminiAdapter:
 
     key = "gemini"
     image_formula = "gemini"
+    # The note joins the system instruction, which can cost a few tokens less than counted.
+    notes_as_counted = False
     #: Gemini tokens per o200k token; see docs/providers/gemini.md for the measurement.
     default_token_ratio = 1.25
     items_field = "contents"

@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
-use pyo3::exceptions::PyIndexError;
+use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::errors::issue_tuple;
 use super::objects::{dump_walked, Walk};
+use super::plan::Insertion;
 use super::{chosen, guard, CoreConfig, JsonParts, PyCountCache};
 use crate::cache::CountCache;
 use crate::count::chat::REPLY_PRIMING;
@@ -295,6 +296,46 @@ impl NativeView {
 
     fn __len__(&self) -> usize {
         self.reading.request.len()
+    }
+
+    /// The native items a plan's `items` keep (as they are or rewritten), in order, each once:
+    /// what every rendering walks first, done here so no Python loop runs per item.
+    fn kept_native(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+        guard(py, || {
+            let spans = &self.reading.native.spans;
+            let mut out = Vec::with_capacity(self.reading.native.items);
+            // Indices below `following` are in `out` already, or were passed over.
+            let mut following = 0;
+            for item in items.try_iter()? {
+                let item = item?;
+                let k = if let Ok(k) = item.extract::<usize>() {
+                    k
+                } else if let Ok(insertion) = item.cast::<Insertion>() {
+                    match insertion.get() {
+                        Insertion::Rewrite { index, .. } => *index,
+                        _ => continue,
+                    }
+                } else {
+                    return Err(PyTypeError::new_err(
+                        "a plan item is an int or an Insertion",
+                    ));
+                };
+                let Some(&span) = spans.get(k) else {
+                    return Err(PyIndexError::new_err(format!(
+                        "canonical message {k} of {}",
+                        spans.len()
+                    )));
+                };
+                if let Some((start, end)) = span {
+                    let start = start.max(following);
+                    if start < end {
+                        out.extend(start..end);
+                        following = end;
+                    }
+                }
+            }
+            Ok(out)
+        })
     }
 
     /// Canonical message `k` as an OpenAI Chat dict: role, content (its texts), and its tool
