@@ -62,6 +62,27 @@ def test_items_json_is_the_json_of_the_list_whatever_is_kept(
     ]
 
 
+@given(
+    kept=st.sets(st.integers(0, len(ITEMS) - 1)).map(sorted),
+    indent=st.booleans(),
+)
+def test_kept_items_are_written_as_slices_and_read_as_the_items(
+    kept: list[int], indent: bool
+) -> None:
+    """What a rendering keeps as it is (``RawItems.take``): the items at those indices, no
+    object made for the ones not read, and their array written from the body's bytes."""
+    items = history(orjson.OPT_INDENT_2 if indent else 0)
+    taken = items.take(kept)
+    assert len(taken) == len(kept)
+    assert items._made == [None] * len(ITEMS)
+    out = items_json(taken)
+    assert out is not None and orjson.loads(out) == [ITEMS[k] for k in kept]
+    if kept == list(range(len(ITEMS))):
+        assert out is items.source
+    assert [dict(m) for m in taken] == [ITEMS[k] for k in kept]
+    assert taken[1:] == [items[k] for k in kept[1:]]
+
+
 def test_the_whole_history_in_order_is_its_own_bytes() -> None:
     items = history(orjson.OPT_INDENT_2)
     assert items_json(items) is items.source

@@ -905,7 +905,7 @@ class Assembler:
             ] or None
         return token_ledger.tail_reserve(names)
 
-    def _state_out(self, job: _Job, raw: _core.PlanReport) -> AssemblyState:
+    def _state_out(self, job: _Job, planned: _core.PlanReport) -> AssemblyState:
         """The checkpoint of this assembly, for the next turn."""
         assert job.native is not None
         canon = job.native.canonical.messages
@@ -919,8 +919,8 @@ class Assembler:
         else:
             summary, span = None, None
         previous = job.state_in.compactions if job.state_in is not None else 0
-        dropped = tuple(i for s, e in raw.canonical_dropped for i in range(s, e))
-        rewrites = tuple(raw.canonical_rewrites)
+        dropped = tuple(i for s, e in planned.canonical_dropped for i in range(s, e))
+        rewrites = tuple(planned.canonical_rewrites)
         # The decisions cover the history up to the last message they touch: later messages
         # may change (a retried turn, an edited question) without making the cut stale.
         extent = max([*dropped, *(k for k, _ in rewrites), *(span or (0, 0))], default=-1) + 1
@@ -935,7 +935,7 @@ class Assembler:
             summary=summary,
             summary_span=span,
             compactions=previous + int(job.compacted),
-            floor=raw.tokens_after
+            floor=planned.tokens_after
             if job.compacted
             else (job.state_in.floor if job.state_in is not None else 0),
         )
@@ -964,12 +964,12 @@ class Assembler:
             summary, stage = compaction.record(d, None, None, self._count)
         if job.native_plan is not None:
             p: NativePlan = job.native_plan
-            out, raw = p.rendered.messages, p.report
+            out, planned = p.rendered.messages, p.report
             system_out, merged = p.rendered.system, p.rendered.merged
         else:
-            out, raw, system_out, merged = job.done
+            out, planned, system_out, merged = job.done
         report = _report(
-            raw,
+            planned,
             self._redactor,
             messages_before=len(job.messages),
             messages_after=len(out),
@@ -989,7 +989,7 @@ class Assembler:
                 self.provider, self.config.cache_markers, job.native.canonical.messages,
                 out, system_out, tools, report, stable=reused.sent if reused else None,
             )  # fmt: skip
-            state = dataclasses.replace(self._state_out(job, raw), sent=len(out))
+            state = dataclasses.replace(self._state_out(job, planned), sent=len(out))
         result = AssemblyResult(
             messages=out,
             tools=tools,
@@ -998,7 +998,7 @@ class Assembler:
             state=state,
             cache_key=cache_key,
         )
-        added = [LedgerEntry(*e) for e in raw.ledger_added]
+        added = [LedgerEntry(*e) for e in planned.ledger_added]
         return result, job.payload or (lambda: dump_messages(job.messages)), added
 
 
@@ -1045,7 +1045,7 @@ class _Observed:
 
 
 def _report(
-    raw: _core.PlanReport,
+    planned: _core.PlanReport,
     redactor: Redactor,
     *,
     messages_before: int,
@@ -1059,40 +1059,40 @@ def _report(
 ) -> AssemblyReport:
     """The report of a plan's numbers, plus what the façade did around it (the summary
     stage, merges, notches tightened, the cache-stable state)."""
-    stages = [StageRecord(*s) for s in raw.stages]
+    stages = [StageRecord(*s) for s in planned.stages]
     if stage is not None:
         stages.append(stage)
-    rewrites = [RewriteRecord(*r) for r in raw.rewrites]
+    rewrites = [RewriteRecord(*r) for r in planned.rewrites]
     return AssemblyReport(
-        tokens_before=raw.tokens_before,
-        tokens_after=raw.tokens_after,
-        budget=raw.budget,
-        dropped_rings=raw.dropped_rings,
-        dropped_turns=raw.dropped_turns,
+        tokens_before=planned.tokens_before,
+        tokens_after=planned.tokens_after,
+        budget=planned.budget,
+        dropped_rings=planned.dropped_rings,
+        dropped_turns=planned.dropped_turns,
         truncated_results=[r.index for r in rewrites if r.kind == "truncated"],
         rewrites=rewrites,
         summarized=summary is not None and summary.tokens > 0,
         summary_failed=summary is not None and summary.failed,
         summary=summary,
         stages=stages,
-        repairs=raw.repairs,
-        ledger_added=[redacted_entry(LedgerEntry(*e), redactor) for e in raw.ledger_added],
-        ledger_entries=raw.ledger_entries,
-        bucket_tokens=raw.bucket_tokens,
-        tools_dropped=raw.tools_dropped,
+        repairs=planned.repairs,
+        ledger_added=[redacted_entry(LedgerEntry(*e), redactor) for e in planned.ledger_added],
+        ledger_entries=planned.ledger_entries,
+        bucket_tokens=planned.bucket_tokens,
+        tools_dropped=planned.tools_dropped,
         merged=merged,
         messages_before=messages_before,
         messages_after=messages_after,
         elapsed_s=time.perf_counter() - start,
-        tokens_before_exact=raw.tokens_before_exact,
+        tokens_before_exact=planned.tokens_before_exact,
         tightened=tightened,
         state=state,
     )
 
 
-def _within(raw: _core.PlanReport, span: tuple[int, int] | None) -> bool:
+def _within(planned: _core.PlanReport, span: tuple[int, int] | None) -> bool:
     """Whether a plan drops units, every one of them in ``span`` (canonical) if one is given."""
-    dropped = raw.canonical_dropped
+    dropped = planned.canonical_dropped
     return bool(dropped) and (
         span is None or all(span[0] <= s and e <= span[1] for s, e in dropped)
     )

@@ -107,6 +107,53 @@ class RawItems(Sequence[RawItem]):
     def __repr__(self) -> str:
         return f"RawItems({len(self)} items)"
 
+    def take(self, indices: Sequence[int]) -> KeptItems:
+        """The items at ``indices`` (increasing), as they are."""
+        return KeptItems(self, indices)
+
+
+class KeptItems(Sequence[RawItem]):
+    """Items of a ``RawItems``, in order: what a rendering keeps of a body's history as it
+    is. ``items_json`` writes each stretch of consecutive items as one slice of the body,
+    without an object made per item."""
+
+    __slots__ = ("_indices", "_owner")
+
+    def __init__(self, owner: RawItems, indices: Sequence[int]) -> None:
+        self._owner, self._indices = owner, indices
+
+    @overload
+    def __getitem__(self, i: SupportsIndex) -> RawItem: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[RawItem]: ...
+    def __getitem__(self, i: SupportsIndex | slice) -> RawItem | list[RawItem]:
+        if isinstance(i, slice):
+            return [self._owner[k] for k in self._indices[i]]
+        return self._owner[self._indices[i]]
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __repr__(self) -> str:
+        return f"KeptItems({len(self)} of {len(self._owner)} items)"
+
+    def json(self) -> bytes:
+        """The items as one JSON array."""
+        owner, indices = self._owner, self._indices
+        if len(indices) == len(owner):
+            return owner.source  # increasing and as many: every item
+        pieces = []
+        first = last = -2
+        for k in indices:
+            if k != last + 1:
+                if first >= 0:
+                    pieces.append(_run(owner, first, last))
+                first = k
+            last = k
+        if first >= 0:
+            pieces.append(_run(owner, first, last))
+        return b"[" + b",".join(pieces) + b"]"
+
 
 def raw_items(history: bytes, spans: Sequence[tuple[int, int]]) -> RawItems:
     """The items of a history array, given each one's byte span in it."""
@@ -132,6 +179,8 @@ def items_json(messages: Sequence[Any]) -> bytes | None:
     """
     if type(messages) is RawItems:
         return messages.source
+    if type(messages) is KeptItems:
+        return messages.json()
     if not any(type(m) is RawItem for m in messages):
         return None  # the caller's own objects: serialized the caller's way
     pieces: list[bytes] = []

@@ -31,6 +31,7 @@ from .base import (
     as_mapping,
     is_summary_note,
     join_system_note,
+    kept_as_given,
     kept_native,
     read_once,
     split_system_note,
@@ -535,7 +536,6 @@ class AnthropicAdapter:
         """
         facts = canonical.facts
         roles = facts.roles if facts is not None else [_role(m) for m in messages]
-        turn_of = _turn_of(roles)
 
         note: str | None = None
         summary: str | None = None
@@ -563,6 +563,7 @@ class AnthropicAdapter:
             fast = self._kept_as_given(messages, kept, replaced, facts, system, note, summary)
             if fast is not None:
                 return fast
+        turn_of = _turn_of(roles)
         kept_set = set(kept)
         into: dict[int, list[str]] = {}
         after: dict[int, list[str]] = {}
@@ -637,12 +638,11 @@ class AnthropicAdapter:
             sum(markers[i] for i in kept) + in_system
         ):
             return None  # the general rendering names the message over the limit
-        out = (
-            [replaced.get(i, messages[i]) for i in kept]
-            if replaced
-            else [messages[i] for i in kept]
-        )
         stripped: list[tuple[int, str, int]] = []
+        if not replaced and not any(facts.blank_text):
+            out = kept_as_given(messages, kept)
+            return Rendered(messages=out, system=system_out, merged=0, rewrites=stripped)
+        out = [replaced.get(i, messages[i]) for i in kept]
         if any(facts.blank_text):
             blank = facts.blank_text
             for j, i in enumerate(kept):

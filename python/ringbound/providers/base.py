@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 from .._core import LEDGER_MARKER, SUMMARY_MARKER, Insertion
 from ..errors import InvalidMessageError, PairingIssue, RingboundError
 from ..payload import dump_native
+from ..raw_items import RawItems
 
 __all__ = [
     "Adapter",
@@ -33,6 +34,7 @@ __all__ = [
     "guarded",
     "is_summary_note",
     "join_system_note",
+    "kept_as_given",
     "kept_native",
     "named_by",
     "native_json",
@@ -100,7 +102,8 @@ class Rendered:
     """A plan turned back into the provider's shape.
 
     Attributes:
-        messages: The native list to send.
+        messages: The native items to send: a list, or for a body's history the kept items
+            as they are (``raw_items.KeptItems``, written back as slices of the body).
         system: The top-level system value to send (providers that have one), else None.
         merged: Native messages that are new objects because same-role neighbours were
             merged or a block was added to them.
@@ -109,7 +112,7 @@ class Rendered:
             the provider refuses, stripped).
     """
 
-    messages: list[Any]
+    messages: Sequence[Any]
     system: Any = None
     merged: int = 0
     rewrites: list[tuple[int, str, int]] = field(default_factory=list)
@@ -306,6 +309,14 @@ def kept_native(items: Sequence[PlanItem], canonical: Canonical) -> list[int]:
             out.extend(range(start, end))
             following = end
     return out
+
+
+def kept_as_given(messages: Sequence[Any], kept: list[int]) -> Sequence[Any]:
+    """The caller's items at ``kept``, as they are: for a body's history (``RawItems``) a
+    view of them that is written back as slices of the body, else a new list."""
+    if type(messages) is RawItems:
+        return messages.take(kept)
+    return [messages[i] for i in kept]
 
 
 def plan_rewrites(

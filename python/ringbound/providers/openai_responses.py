@@ -16,7 +16,16 @@ from .. import _core
 from .._core import SYNTHESIZED_RESULT_TEXT, Insertion
 from ..errors import InvalidMessageError, PairingError, PairingIssue
 from ..payload import dump_messages
-from .base import Canonical, PlanItem, Rendered, UnreadableObject, as_mapping, read_once
+from .base import (
+    Canonical,
+    PlanItem,
+    Rendered,
+    UnreadableObject,
+    as_mapping,
+    kept_as_given,
+    kept_native,
+    read_once,
+)
 
 __all__ = ["ADAPTER", "OpenAIResponses"]
 
@@ -559,6 +568,11 @@ class OpenAIResponses:
         """The caller's own items the plan keeps, in order, plus new items for synthesized
         outputs, the ledger note and the summary note, and new copies of the items a rewrite
         changes; ``instructions`` returned as given."""
+        if all(type(item) is int for item in items):
+            # Nothing inserted or rewritten: the kept items as they are, found by the core.
+            return Rendered(
+                messages=kept_as_given(messages, kept_native(items, canonical)), system=system
+            )
         replaced = _rewrites(messages, items, canonical)
         out: list[Any] = []
         last = -1

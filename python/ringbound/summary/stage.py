@@ -169,8 +169,8 @@ def draft(
         spans = first_report.canonical_dropped
         native_spans = native.native_spans(spans)
         return Skipped(units=len(spans), span=_hull(native_spans)) if spans else None
-    raw = plan.report
-    spans = raw.canonical_dropped
+    planned = plan.report
+    spans = planned.canonical_dropped
     if previous is not None:
         covered_start, covered_end = previous[1]
         spans = [(s, e) for s, e in spans if not covered_start <= s < covered_end]
@@ -181,7 +181,7 @@ def draft(
         _redacted(redactor, block, counts) for block in unit_blocks([canon[s:e] for s, e in spans])
     ]
     text = "\n\n".join(blocks)
-    previous_index = raw.summary_notes[0] if raw.summary_notes else None
+    previous_index = planned.summary_notes[0] if planned.summary_notes else None
     earlier_note = (
         _text(canon[previous_index]["content"])
         if previous_index is not None
@@ -217,7 +217,7 @@ def draft(
         ),
         ledger=[
             redacted_entry(e, redactor)
-            for e in [*ledger, *(LedgerEntry(*e) for e in raw.ledger_added)]
+            for e in [*ledger, *(LedgerEntry(*e) for e in planned.ledger_added)]
         ],
         goal=goal_text,
         provider=native.adapter.key,
