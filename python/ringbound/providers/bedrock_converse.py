@@ -5,9 +5,11 @@ in the very next user turn; the conversation starts with a user turn and roles a
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import orjson
@@ -20,6 +22,8 @@ from .base import (
     PlanItem,
     Rendered,
     is_summary_note,
+    kept_as_given,
+    kept_native,
     named_by,
     native_json,
     plan_rewrites,
@@ -393,6 +397,9 @@ class BedrockConverseAdapter:
         rewrite changes a result or an image); a synthesized result joins the user turn after
         its call (a new object) or opens one; the ledger note and then the summary note are
         system text blocks; same-role neighbours left by drops are merged into new objects."""
+        fast = _kept_as_given(messages, items, canonical, system)
+        if fast is not None:
+            return fast
         replaced = {
             i: _rewritten(messages[i], rewrites, canonical)
             for i, rewrites in plan_rewrites(items, canonical).items()
@@ -499,6 +506,41 @@ def synthesized_result(call_id: str) -> dict[str, Any]:
             "content": [{"text": SYNTHESIZED_RESULT_TEXT}],
         }
     }
+
+
+def _kept_as_given(
+    messages: Sequence[Any], items: Sequence[PlanItem], canonical: Canonical, system: Any
+) -> Rendered | None:
+    """``render`` of a plan that only keeps messages (and may bring the notes), when no two
+    kept neighbours share a role: the kept messages as they are, found by the core, without a
+    Python step per message. None when the general rendering is needed."""
+    facts = canonical.facts
+    note_types = (Insertion.LedgerNote, Insertion.Summary)
+    if facts is None or not all(type(it) is int or type(it) in note_types for it in items):
+        return None
+    kept = kept_native(items, canonical)
+    roles = facts.roles
+    kept_roles = [roles[i] for i in kept]
+    if any(map(operator.eq, kept_roles, islice(kept_roles, 1, None))):
+        return None
+    note: str | None = None
+    summary: str | None = None
+    spans = canonical.spans
+    # As the general rendering reads them: only notes and kept system texts matter here.
+    for item in [it for it in items if type(it) is not int or spans[it][0] < 0]:
+        if type(item) is int:
+            text = canonical.messages[item]["content"]
+            if is_summary_note(text):
+                summary = summary or text
+        elif type(item) is Insertion.LedgerNote:
+            note = item.text
+        else:
+            summary = item.text
+    return Rendered(
+        messages=kept_as_given(messages, kept),
+        system=_system_with_notes(system, note, summary),
+        merged=0,
+    )
 
 
 @dataclass

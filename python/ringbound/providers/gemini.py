@@ -10,6 +10,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from .. import _core
@@ -23,6 +24,8 @@ from .base import (
     as_mapping,
     is_summary_note,
     join_system_note,
+    kept_as_given,
+    kept_native,
     named_by,
     native_json,
     read_once,
@@ -576,6 +579,44 @@ def response_position(messages: Sequence[Any], canonical: Canonical, k: int) -> 
     return positions[nth] if nth < len(positions) else None
 
 
+def _kept_as_given(
+    messages: Sequence[Any], items: Sequence[PlanItem], canonical: Canonical, system: Any
+) -> Rendered | None:
+    """``render`` of a plan that only keeps contents (and may bring the notes), when no two
+    kept contents of one role stand apart in the history (nothing to merge): the kept contents
+    as they are, found by the core, without a Python step per content. None when the general
+    rendering is needed."""
+    facts = canonical.facts
+    note_types = (Insertion.LedgerNote, Insertion.Summary)
+    if facts is None or not all(type(it) is int or type(it) in note_types for it in items):
+        return None
+    kept = kept_native(items, canonical)
+    roles = facts.roles
+    if any(roles[a] == roles[b] and b != a + 1 for a, b in pairwise(kept)):
+        return None
+    at = _notes_at(canonical)
+    before = {
+        kind: canonical.messages[k]["content"] if k is not None else None
+        for kind, k in (("ledger", at["note"]), ("summary", at["summary"]))
+    }
+    notes: dict[str, str | None] = dict.fromkeys(before)
+    spans = canonical.spans
+    # As the general rendering reads them: only notes and kept system texts matter here.
+    for item in [it for it in items if type(it) is not int or spans[it][0] < 0]:
+        if type(item) is int:
+            if item in (at["note"], at["summary"]):
+                kind = "ledger" if item == at["note"] else "summary"
+                notes[kind] = notes[kind] or before[kind]
+        elif type(item) is Insertion.LedgerNote:
+            notes["ledger"] = item.text
+        else:
+            notes["summary"] = item.text
+    out_system = (
+        system if notes == before else _system_with_notes(system, notes["ledger"], notes["summary"])
+    )
+    return Rendered(messages=kept_as_given(messages, kept), system=out_system, merged=0)
+
+
 def _notes_at(canonical: Canonical) -> dict[str, int | None]:
     """Canonical indices of the ledger and summary notes an earlier assembly left in the
     system instruction."""
@@ -790,6 +831,9 @@ class GeminiAdapter:
         changes a response or an image), synthesized responses in the user turn after their
         call turn, same-role neighbours that trimming brought together merged into new
         contents, and the ledger and summary notes in the system instruction."""
+        fast = _kept_as_given(messages, items, canonical, system)
+        if fast is not None:
+            return fast
         if not isinstance(canonical, _GeminiCanonical):
             # Placing a synthesized response needs every call read: the one case (a repair)
             # that reads every content again; otherwise the plan's own needs are read.
