@@ -46,7 +46,7 @@ def plan(
     tools = None if case is None else dump_tools(case.tools)
     pins = [] if case is None else sorted({p for p in case.pinned if p < len(messages)})
     planned = _core.plan(payload, asm._core, pins, tools_json=tools, cache=cache, messages=messages)
-    return list(planned.items), planned.report
+    return planned.items, planned.report
 
 
 def new_cache() -> Any:

@@ -50,7 +50,7 @@ def test_a_chat_plan_has_typed_insertions_and_a_typed_report() -> None:
         full // 2, side_effect_tools=["send_email"], on_pairing_error="synthesize_error_results"
     )
     plan = _core.plan(payload, cfg, [])
-    assert isinstance(plan.items, tuple)
+    assert isinstance(plan.items, list)
     assert all(type(i) is int or isinstance(i, Insertion) for i in plan.items)
     notes = [i for i in plan.items if type(i) is Insertion.LedgerNote]
     assert len(notes) == 1 and "send_email" in notes[0].text and notes[0].role == "system"
@@ -74,7 +74,7 @@ def test_a_plan_and_its_report_are_frozen_and_compare_by_value() -> None:
     with pytest.raises(AttributeError):
         a.report.tokens_after = 1  # type: ignore[misc]
     with pytest.raises(AttributeError):
-        a.items = ()  # type: ignore[misc]
+        a.items = []  # type: ignore[misc]
     assert a.report == b.report and a.items == b.items
     assert a.report.with_budget(5_000).budget == 5_000 != a.report.budget
     assert a.with_budget(5_000).report == a.report.with_budget(5_000)

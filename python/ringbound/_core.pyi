@@ -111,9 +111,10 @@ class PlanReport:
 
 class Plan:
     """A planned request: ``items`` in order (indices and insertions; the caller's own
-    objects in place of indices when the plan was given them) and the ``report``."""
+    objects in place of indices when the plan was given them: a new list, the caller's to
+    keep) and the ``report``."""
 
-    items: tuple[Any, ...]
+    items: list[Any]
     report: PlanReport
     def with_budget(self, budget: int) -> Plan: ...
 

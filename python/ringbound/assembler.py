@@ -528,7 +528,7 @@ class Assembler:
                 cache=self._cache,
                 messages=listed,
             )
-            out = list(plan.items)
+            out = plan.items
             report = _report(
                 plan.report,
                 self._redactor,
@@ -686,7 +686,7 @@ class Assembler:
             for _ in range(tighten):
                 job.budget = budget = chat_plan.report.tokens_after - 1
                 chat_plan = plan_chat(budget)
-            job.done = (list(chat_plan.items), chat_plan.report, system, 0)
+            job.done = (chat_plan.items, chat_plan.report, system, 0)
             goal = compaction.trigger_goal(self.config, budget)
             if self._summarizer is None or not compaction.due(chat_plan.report, goal):
                 return job

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList};
 
 use super::errors::bucket_dict;
 use super::hooks::hooks;
@@ -242,9 +242,10 @@ impl PlanReport {
 #[pyclass(frozen, module = "ringbound._core")]
 pub struct Plan {
     /// Each item: an `int` (keep the caller's item at that index) or an `Insertion`; the
-    /// caller's own objects in place of indices when the plan was given them.
+    /// caller's own objects in place of indices when the plan was given them. A new list made
+    /// for this plan, which the caller may keep as the request's (no copy on the hot path).
     #[pyo3(get)]
-    items: Py<PyTuple>,
+    items: Py<PyList>,
     #[pyo3(get)]
     report: Py<PlanReport>,
 }
@@ -422,7 +423,7 @@ fn insertion(item: &Item) -> Option<Insertion> {
 }
 
 /// The plan's items as indices and insertions.
-fn indexed_items<'py>(py: Python<'py>, plan: &core_plan::Plan) -> PyResult<Bound<'py, PyTuple>> {
+fn indexed_items<'py>(py: Python<'py>, plan: &core_plan::Plan) -> PyResult<Bound<'py, PyList>> {
     let items = plan
         .items
         .iter()
@@ -432,7 +433,7 @@ fn indexed_items<'py>(py: Python<'py>, plan: &core_plan::Plan) -> PyResult<Bound
             (_, None) => unreachable!("only Keep has no insertion"),
         })
         .collect::<PyResult<Vec<_>>>()?;
-    PyTuple::new(py, items)
+    PyList::new(py, items)
 }
 
 /// The request itself: the caller's own objects, and insertions written by the façade's chat
@@ -442,7 +443,7 @@ fn request_items<'py>(
     py: Python<'py>,
     list: &Bound<'py, PyList>,
     plan: &core_plan::Plan,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Bound<'py, PyList>> {
     let chat = hooks(py)?.chat.bind(py);
     let mut items = Vec::with_capacity(plan.items.len());
     for item in &plan.items {
@@ -474,5 +475,5 @@ fn request_items<'py>(
             }
         });
     }
-    PyTuple::new(py, items)
+    PyList::new(py, items)
 }
