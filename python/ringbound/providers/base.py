@@ -38,6 +38,7 @@ __all__ = [
     "kept_native",
     "named_by",
     "native_json",
+    "only_kept",
     "plan_rewrites",
     "read_once",
     "reading_once",
@@ -309,6 +310,20 @@ def kept_native(items: Sequence[PlanItem], canonical: Canonical) -> list[int]:
             out.extend(range(start, end))
             following = end
     return out
+
+
+def only_kept(
+    items: Sequence[PlanItem], canonical: Canonical
+) -> tuple[list[int], list[Any]] | None:
+    """For a plan that only keeps items (and may bring the ledger and summary notes) of a
+    request the core read: the native items it keeps, and the plan items a rendering still
+    reads one by one (the notes, and kept system texts). None for any other plan."""
+    notes = (Insertion.LedgerNote, Insertion.Summary)
+    if canonical.facts is None or not all(type(it) is int or type(it) in notes for it in items):
+        return None
+    spans = canonical.spans
+    read = [it for it in items if type(it) is not int or spans[it][0] < 0]
+    return kept_native(items, canonical), read
 
 
 def kept_as_given(messages: Sequence[Any], kept: list[int]) -> Sequence[Any]:

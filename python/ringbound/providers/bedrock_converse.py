@@ -5,11 +5,10 @@ in the very next user turn; the conversation starts with a user turn and roles a
 from __future__ import annotations
 
 import hashlib
-import operator
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import pairwise
 from typing import Any
 
 import orjson
@@ -23,9 +22,9 @@ from .base import (
     Rendered,
     is_summary_note,
     kept_as_given,
-    kept_native,
     named_by,
     native_json,
+    only_kept,
     plan_rewrites,
     read_once,
 )
@@ -514,20 +513,16 @@ def _kept_as_given(
     """``render`` of a plan that only keeps messages (and may bring the notes), when no two
     kept neighbours share a role: the kept messages as they are, found by the core, without a
     Python step per message. None when the general rendering is needed."""
-    facts = canonical.facts
-    note_types = (Insertion.LedgerNote, Insertion.Summary)
-    if facts is None or not all(type(it) is int or type(it) in note_types for it in items):
+    plain = only_kept(items, canonical)
+    if plain is None or canonical.facts is None:
         return None
-    kept = kept_native(items, canonical)
-    roles = facts.roles
-    kept_roles = [roles[i] for i in kept]
-    if any(map(operator.eq, kept_roles, islice(kept_roles, 1, None))):
+    kept, read = plain
+    roles = canonical.facts.roles
+    if any(roles[a] == roles[b] for a, b in pairwise(kept)):
         return None
     note: str | None = None
     summary: str | None = None
-    spans = canonical.spans
-    # As the general rendering reads them: only notes and kept system texts matter here.
-    for item in [it for it in items if type(it) is not int or spans[it][0] < 0]:
+    for item in read:
         if type(item) is int:
             text = canonical.messages[item]["content"]
             if is_summary_note(text):

@@ -25,9 +25,9 @@ from .base import (
     is_summary_note,
     join_system_note,
     kept_as_given,
-    kept_native,
     named_by,
     native_json,
+    only_kept,
     read_once,
     split_system_note,
 )
@@ -586,12 +586,11 @@ def _kept_as_given(
     kept contents of one role stand apart in the history (nothing to merge): the kept contents
     as they are, found by the core, without a Python step per content. None when the general
     rendering is needed."""
-    facts = canonical.facts
-    note_types = (Insertion.LedgerNote, Insertion.Summary)
-    if facts is None or not all(type(it) is int or type(it) in note_types for it in items):
+    plain = only_kept(items, canonical)
+    if plain is None or canonical.facts is None:
         return None
-    kept = kept_native(items, canonical)
-    roles = facts.roles
+    kept, read = plain
+    roles = canonical.facts.roles
     if any(roles[a] == roles[b] and b != a + 1 for a, b in pairwise(kept)):
         return None
     at = _notes_at(canonical)
@@ -600,9 +599,7 @@ def _kept_as_given(
         for kind, k in (("ledger", at["note"]), ("summary", at["summary"]))
     }
     notes: dict[str, str | None] = dict.fromkeys(before)
-    spans = canonical.spans
-    # As the general rendering reads them: only notes and kept system texts matter here.
-    for item in [it for it in items if type(it) is not int or spans[it][0] < 0]:
+    for item in read:
         if type(item) is int:
             if item in (at["note"], at["summary"]):
                 kind = "ledger" if item == at["note"] else "summary"
