@@ -11,11 +11,10 @@ canonical tool message per ``tool_result`` plus one user message for the rest, a
 from __future__ import annotations
 
 import json
-import operator
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
+from itertools import pairwise
 from typing import Any, NamedTuple
 
 from .. import _core
@@ -628,8 +627,7 @@ class AnthropicAdapter:
         are (rewritten ones replaced, whitespace-only text blocks stripped), without a Python
         step per message. None when the general rendering is needed."""
         roles = facts.roles
-        kept_roles = [roles[i] for i in kept]
-        if any(map(operator.eq, kept_roles, islice(kept_roles, 1, None))):
+        if any(roles[a] == roles[b] for a, b in pairwise(kept)):
             return None
         system_out = self._system(system, note, summary)
         in_system = _cache_markers(system_out) if isinstance(system_out, list) else 0
