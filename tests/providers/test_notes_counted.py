@@ -59,7 +59,7 @@ def note_only_plan(provider: str, messages: list[Any], system: Any, fraction: fl
 
 
 def test_the_claim_is_made_where_it_holds() -> None:
-    assert set(EXACT) == {"anthropic", "bedrock_converse", "openai_responses"}
+    assert set(EXACT) == {"anthropic", "bedrock_converse", "gemini", "openai_responses"}
 
 
 @pytest.mark.parametrize("provider", EXACT)

@@ -711,8 +711,7 @@ class GeminiAdapter:
 
     key = "gemini"
     image_formula = "gemini"
-    # The note joins the system instruction, which can cost a few tokens less than counted.
-    notes_as_counted = False
+    notes_as_counted = True
     #: Gemini tokens per o200k token; see docs/providers/gemini.md for the measurement.
     default_token_ratio = 1.25
     items_field = "contents"
@@ -737,11 +736,11 @@ class GeminiAdapter:
 
     def system_texts(self, system: Any) -> list[list[str]]:
         """The system instruction as the core counts it: the caller's parts (an empty message
-        when there are none and no notes, so the first user turn always has one to hold on to),
-        then the ledger note and the summary note, one system message each."""
+        when there are none, so the first user turn always has one to hold on to, with notes or
+        without: a note a plan adds then costs what it costs once rendered into the
+        instruction), then the ledger note and the summary note, one system message each."""
         sys = _read_system(system)
-        base = [sys.texts] if sys.texts or (sys.note is None and sys.summary is None) else []
-        return base + [[t] for t in (sys.note, sys.summary) if t is not None]
+        return [sys.texts] + [[t] for t in (sys.note, sys.summary) if t is not None]
 
     def to_canonical(self, messages: Sequence[Any], *, system: Any = None) -> Canonical:
         """The canonical view: a system message (always, so the first user turn can be glued to
@@ -759,9 +758,8 @@ class GeminiAdapter:
             spans.append(span)
             binds.append(glue)
 
-        if sys.texts or (sys.note is None and sys.summary is None):
-            content = [{"type": "text", "text": t} for t in sys.texts]
-            add({"role": "system", "content": content or ""}, (-1, -1), glue=True)
+        content = [{"type": "text", "text": t} for t in sys.texts]
+        add({"role": "system", "content": content or ""}, (-1, -1), glue=True)
         note = summary = None
         if sys.note is not None:
             note = len(out)
