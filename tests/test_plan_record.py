@@ -116,4 +116,17 @@ def test_every_provider_plans_through_the_same_call(provider: str) -> None:
     assert plan.report.canonical_dropped
     assert all(type(i) is int or isinstance(i, Insertion) for i in plan.items)
     assert any(type(i) is Insertion.LedgerNote for i in plan.items)
-    assert _core.count(provider, orjson.dumps(native), None, "o200k_base") > 0
+    # The one count of native JSON agrees with the reading the assembler plans from.
+    ad = adapter(provider)
+    counted = _core.count(
+        provider,
+        orjson.dumps(native),
+        None,
+        "o200k_base",
+        image_formula=ad.image_formula,
+        token_ratio=ad.default_token_ratio,
+        system=ad.system_texts(system),
+    )
+    assert counted == full
+    with pytest.raises(rb.ConfigError, match="system"):
+        _core.count("openai_chat", orjson.dumps(chat), None, "o200k_base", system=[["rules"]])

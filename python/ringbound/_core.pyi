@@ -166,8 +166,11 @@ def count(
     cache: CountCache | None = None,
     image_formula: str = "openai",
     token_ratio: float = 1.0,
+    system: list[list[str]] = ...,
 ) -> int:
-    """Tokens of ``provider``'s native items as the provider receives them."""
+    """Tokens of ``provider``'s native items behind ``system`` (its top-level system texts,
+    as the adapter's ``system_texts`` gives them; none for ``openai_chat``, a ConfigError)
+    as the provider receives them."""
 
 def count_text(text: str, encoding: str, tokenizer_backend: str | None = None) -> int: ...
 def cut_text(
@@ -202,6 +205,9 @@ class NativeView:
     def facts(self) -> tuple[list[str | None], list[bool], list[int]]:
         """Per native item, what rendering needs: its role in the provider's word (or None),
         whether it holds a whitespace-only text block, and its ``cache_control`` blocks."""
+    def kept_native(self, items: Sequence[Any]) -> list[int]:
+        """The native items a plan's ``items`` (ints, ``Insertion``s) keep, as they are or
+        rewritten, in order, each once."""
     def native_spans(self, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """Canonical index spans as the native item spans they stand for; a span of system
         texts alone is left out."""

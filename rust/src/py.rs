@@ -279,8 +279,10 @@ fn chosen(cache: Option<&PyCountCache>) -> &CountCache {
 
 /// Tokens of a request in `provider`'s native format as the provider receives it: every
 /// message with its framing, the reply priming, and the tools schema (in OpenAI's shape).
+/// `system`: the top-level system texts, as the adapter gives them (`system_texts`), of a
+/// provider that keeps its system apart; OpenAI Chat has none (its system is a message).
 #[pyfunction]
-#[pyo3(signature = (provider, messages_json, tools_json, encoding, tokenizer_backend=None, max_messages=usize::MAX, max_request_bytes=usize::MAX, cache=None, image_formula="openai", token_ratio=1.0))]
+#[pyo3(signature = (provider, messages_json, tools_json, encoding, tokenizer_backend=None, max_messages=usize::MAX, max_request_bytes=usize::MAX, cache=None, image_formula="openai", token_ratio=1.0, system=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 fn count(
     py: Python<'_>,
@@ -294,9 +296,17 @@ fn count(
     cache: Option<&PyCountCache>,
     image_formula: &str,
     token_ratio: f64,
+    system: Vec<Vec<String>>,
 ) -> PyResult<u64> {
     guard(py, || {
         let cache = chosen(cache);
+        if provider == OpenAIChat::KEY && !system.is_empty() {
+            return Err(CoreError::Config {
+                key: "system".into(),
+                reason: "openai_chat keeps its system in the messages; pass none".into(),
+            }
+            .into());
+        }
         let (scheme, limits) = counting(
             (encoding, tokenizer_backend, image_formula, token_ratio),
             (max_messages, max_request_bytes),
@@ -308,7 +318,7 @@ fn count(
                 load_openai_chat(&json, tools_json, scheme, limits, cache)
                     .map(|r| native::total(&r))
             } else {
-                native::count_json(provider, &json, tools_json, scheme, limits, cache)
+                native::count_json(provider, &json, &system, tools_json, scheme, limits, cache)
             }
         })?)
     })

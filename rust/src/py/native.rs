@@ -445,19 +445,23 @@ pub(super) fn total(req: &Request<'_>) -> u64 {
     req.message_tokens() + u64::from(REPLY_PRIMING) + req.tools_tokens
 }
 
-/// Tokens of `provider`'s items (a JSON array, or arrays whose elements follow each other) as
-/// the provider receives them, without system texts.
+/// Tokens of `provider`'s items (a JSON array, or arrays whose elements follow each other)
+/// behind `system` texts, as the provider receives them.
 pub(super) fn count_json(
     provider: &str,
     json: &[&[u8]],
+    system: &[Vec<String>],
     tools_json: Option<&[u8]>,
     scheme: Scheme,
     limits: Limits,
     cache: &CountCache,
 ) -> Result<u64, CoreError> {
-    let bytes = json.iter().map(|p| p.len()).sum::<usize>();
+    // Refused by size before anything is split; `load` checks the count.
+    let bytes = json.iter().map(|p| p.len()).sum::<usize>() + system_bytes(system);
     check_size(bytes, tools_json, limits)?;
     let elements = json_array::split_all(json)?;
-    let (_, request) = load(provider, &elements, &[], tools_json, scheme, limits, cache)?;
+    let (_, request) = load(
+        provider, &elements, system, tools_json, scheme, limits, cache,
+    )?;
     Ok(total(&request))
 }
