@@ -35,7 +35,7 @@ const RESERVE_KEYS: [&[&[&str]]; 5] = [
 /// provider refuses a `tool_choice` without tools.
 const WITH_TOOLS: [&str; 3] = ["tools", "tool_choice", "parallel_tool_calls"];
 
-fn invalid(reason: impl Into<String>) -> CoreError {
+pub(crate) fn invalid(reason: impl Into<String>) -> CoreError {
     CoreError::InvalidBody {
         reason: reason.into(),
     }
@@ -66,7 +66,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
 
 impl<'a> Fields<'a> {
     /// The fields of the object `json`, or why it is not one.
-    fn parse(json: &'a str) -> Result<Fields<'a>, serde_json::Error> {
+    pub(crate) fn parse(json: &'a str) -> Result<Fields<'a>, serde_json::Error> {
         serde_json::from_str(json)
     }
 
@@ -74,10 +74,18 @@ impl<'a> Fields<'a> {
     pub fn get(&self, key: &str) -> Option<&'a RawValue> {
         self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
     }
+
+    /// The fields in order, as given.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &'a RawValue)> {
+        self.0.iter().map(|(k, v)| (k.as_ref(), *v))
+    }
 }
 
 /// The raw bytes of each element of a JSON array, in order.
 pub type Elements<'a> = Vec<&'a [u8]>;
+
+/// A body's history array split: its elements and the byte range of the whole array.
+pub type History<'a> = (Elements<'a>, std::ops::Range<usize>);
 
 /// A request body split into its top-level fields.
 pub struct Body<'a> {
@@ -104,9 +112,20 @@ impl<'a> Body<'a> {
         bytes: &'a [u8],
         limits: Limits,
     ) -> Result<(Body<'a>, Option<Elements<'a>>), CoreError> {
+        let (body, split) = Body::parse_with_history(bytes, "messages", limits)?;
+        Ok((body, split.map(|(messages, _)| messages)))
+    }
+
+    /// `parse_chat` for the history array `key` of any provider's body: its elements and the
+    /// byte range of the whole array, when the scan can split it.
+    pub fn parse_with_history(
+        bytes: &'a [u8],
+        key: &str,
+        limits: Limits,
+    ) -> Result<(Body<'a>, Option<History<'a>>), CoreError> {
         let json = text(bytes, limits)?;
-        Ok(match split_history(json, "messages") {
-            Some((fields, messages, _)) => (Body { fields }, Some(messages)),
+        Ok(match split_history(json, key) {
+            Some((fields, elements, range)) => (Body { fields }, Some((elements, range))),
             None => (Body::parse(bytes, limits)?, None),
         })
     }
@@ -123,6 +142,11 @@ impl<'a> Body<'a> {
         let json = text(bytes, limits).ok()?;
         let (_, elements, range) = split_history(json, key)?;
         Some((elements, range))
+    }
+
+    /// The value of the top-level field `key`.
+    pub fn field(&self, key: &str) -> Option<&'a RawValue> {
+        self.fields.get(key)
     }
 
     /// The body's `model`, when it is a string.
@@ -334,7 +358,7 @@ pub struct BudgetRule {
 
 impl BudgetRule {
     /// The budget under the body's reserve (`field` and its count), or the config's.
-    fn budget(&self, reserve: Option<(String, u64)>) -> Result<u64, CoreError> {
+    pub fn budget(&self, reserve: Option<(String, u64)>) -> Result<u64, CoreError> {
         let (field, reserve) =
             reserve.unwrap_or_else(|| ("output_reserve_tokens".into(), self.default_reserve));
         match self
@@ -574,7 +598,7 @@ fn media(out: &mut Vec<u8>, content: &RawValue, text: &str) {
 }
 
 /// `s` as a JSON string.
-fn write_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let mut start = 0;
     for (i, b) in s.bytes().enumerate() {

@@ -9,6 +9,7 @@ pub mod error;
 pub mod json_array;
 pub mod ledger;
 pub mod native;
+pub mod native_body;
 pub mod pairing;
 pub mod plan;
 pub mod providers;

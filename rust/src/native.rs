@@ -39,6 +39,50 @@ pub struct Native {
     pub tool_system_tokens: u32,
 }
 
+impl Native {
+    /// The native items the canonical messages `canonical` stand for, in order, each once: a
+    /// system text stands for none.
+    ///
+    /// Errors: `InvalidMessage` for an index past the canonical messages.
+    pub fn kept(
+        &self,
+        canonical: impl IntoIterator<Item = usize>,
+    ) -> Result<Vec<usize>, CoreError> {
+        let mut out = Vec::with_capacity(self.items);
+        // Indices below `following` are in `out` already, or were passed over.
+        let mut following = 0;
+        for k in canonical {
+            let span = self.spans.get(k).ok_or_else(|| CoreError::InvalidMessage {
+                index: None,
+                reason: format!("canonical message {k} of {}", self.spans.len()),
+            })?;
+            if let Some((start, end)) = *span {
+                let start = start.max(following);
+                if start < end {
+                    out.extend(start..end);
+                    following = end;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Canonical index spans `[start, end)` (units a plan dropped) as the spans of the native
+    /// items they stand for; a span of system texts alone stands for none and is left out.
+    pub fn native_spans(&self, spans: &[(usize, usize)]) -> Vec<(usize, usize)> {
+        let of = &self.spans;
+        spans
+            .iter()
+            .filter_map(|&(start, end)| {
+                let natives = of.get(start..end.min(of.len()))?.iter().flatten();
+                let lo = natives.clone().map(|s| s.0).min()?;
+                let hi = natives.map(|s| s.1).max()?;
+                Some((lo, hi))
+            })
+            .collect()
+    }
+}
+
 /// Something to do with whichever provider a key names (`with_provider`).
 pub trait ForProvider {
     type Out;

@@ -446,6 +446,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<plan::PlanReport>()?;
     m.add_class::<plan::Insertion>()?;
     m.add_function(wrap_pyfunction!(body::assemble_openai_chat_body, m)?)?;
+    m.add_function(wrap_pyfunction!(body::assemble_items_body, m)?)?;
     m.add_function(wrap_pyfunction!(body::body_head, m)?)?;
     m.add_function(wrap_pyfunction!(body::split_body, m)?)?;
     m.add_function(wrap_pyfunction!(count, m)?)?;

@@ -133,6 +133,9 @@ pub fn insert(key: u128, reading: Arc<Reading>) {
     if reading.bytes > MAX_BYTES {
         return;
     }
+    // Readings let go are dropped once the lock is released: freeing a long session's
+    // canonical messages takes as long as a warm plan, and other threads wait on the lock.
+    let mut gone = Vec::new();
     let mut kept = kept();
     kept.tick += 1;
     let tick = kept.tick;
@@ -144,21 +147,27 @@ pub fn insert(key: u128, reading: Arc<Reading>) {
             .iter()
             .min_by_key(|(_, (_, used))| *used)
             .map(|(k, _)| *k);
-        if let Some((gone, _)) = oldest.and_then(|k| kept.readings.remove(&k)) {
-            kept.bytes -= gone.bytes;
+        if let Some((old, _)) = oldest.and_then(|k| kept.readings.remove(&k)) {
+            kept.bytes -= old.bytes;
+            gone.push(old);
         }
     }
     kept.bytes += reading.bytes;
     if let Some((old, _)) = kept.readings.insert(key, (reading, tick)) {
         kept.bytes -= old.bytes;
+        gone.push(old);
     }
+    drop(kept);
+    drop(gone);
 }
 
 /// Forgets every reading (what `cache_clear` does to every cache).
 pub fn clear() {
     let mut kept = kept();
-    kept.readings.clear();
+    let gone = std::mem::take(&mut kept.readings);
     kept.bytes = 0;
+    drop(kept);
+    drop(gone);
 }
 
 #[cfg(test)]

@@ -364,4 +364,4 @@ fn repairs(req: &Request, cfg: &PlanConfig) -> Result<Vec<pairing::Repair>, Core
 #[cfg(test)]
 mod degrade_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -13,7 +13,7 @@ pub(super) fn request(messages: Vec<Message>) -> Request<'static> {
     )
 }
 
-pub(super) fn cfg(budget: u64) -> PlanConfig {
+pub(crate) fn cfg(budget: u64) -> PlanConfig {
     PlanConfig {
         budget,
         recent_tool_rings: 1,

@@ -85,6 +85,52 @@ impl ItemFacts {
     }
 }
 
+/// Where a provider's adapter writes the side-effect ledger note of a plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoteAt {
+    /// As a message item of the history, where the plan puts it.
+    Items,
+    /// In the system, which becomes this JSON value.
+    System(String),
+    /// Somewhere, or in a system, only the adapter writes.
+    Adapter,
+}
+
+/// `note` joined to the text `base` of a system string as the adapters join it (after a blank
+/// line, when there is a base), as a JSON string.
+pub(crate) fn joined_note(base: &str, note: &str) -> String {
+    let text = if base.is_empty() {
+        note.to_owned()
+    } else {
+        format!("{base}\n\n{note}")
+    };
+    json_string(&text)
+}
+
+/// The note joined to a system given as the JSON string `system` (`joined_note`).
+pub(crate) fn note_in_string(system: &str, note: &str) -> NoteAt {
+    match serde_json::from_str::<String>(system) {
+        Ok(base) => NoteAt::System(joined_note(&base, note)),
+        Err(_) => NoteAt::Adapter,
+    }
+}
+
+/// `s` as a JSON string.
+pub(crate) fn json_string(s: &str) -> String {
+    let mut out = Vec::with_capacity(s.len() + 2);
+    crate::body::write_str(&mut out, s);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The JSON array `array` (the raw JSON of a list) with `value` appended; None for what is
+/// not an array.
+pub(crate) fn appended(array: &str, value: &str) -> Option<String> {
+    let items: Vec<&serde_json::value::RawValue> = serde_json::from_str(array).ok()?;
+    let mut parts: Vec<&str> = items.iter().map(|v| v.get()).collect();
+    parts.push(value);
+    Some(format!("[{}]", parts.join(",")))
+}
+
 /// One provider's wire format.
 pub trait Provider {
     /// The key callers name the provider by.
@@ -119,6 +165,19 @@ pub trait Provider {
     /// What rendering needs to know of `item` (`ItemFacts`).
     fn facts(&self, _item: &Self::Item) -> ItemFacts {
         ItemFacts::default()
+    }
+
+    /// Whether the items `kept` (in order, of a plan that only keeps items) go out exactly as
+    /// the caller gave them, behind a system left as it is that holds `system_markers` prompt
+    /// cache markers: nothing to merge, strip or refuse. Where not, an adapter renders them.
+    fn sends_as_given(&self, _facts: &[ItemFacts], _kept: &[usize], _system_markers: u32) -> bool {
+        true
+    }
+
+    /// Where the adapter writes a plan's ledger note `note`, given the body's system as JSON
+    /// (None when it has none).
+    fn ledger_note(&self, _system: Option<&str>, _note: &str) -> NoteAt {
+        NoteAt::Adapter
     }
 
     /// Native items the provider's rules keep whatever the budget.

@@ -4,35 +4,44 @@
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use super::native::reading;
 use super::plan::PlanReport;
 use super::{chosen, guard, CoreConfig, PyCountCache};
 use crate::body::{self, Body, BudgetRule};
+use crate::error::CoreError;
+use crate::json_array;
+use crate::native_body;
+use crate::plan::{self, PlanConfig};
 
-/// Assembles an OpenAI Chat Completions body. The budget is `limit - reserve - margin`
-/// filled to `fill`, where the reserve is the body's own (`max_completion_tokens`,
-/// `max_tokens`) or `default_reserve`. Returns `(body, report, messages_before,
-/// messages_after)`.
+/// How a body's budget follows its output reserve, as the caller gives it: `(limit, margin,
+/// fill, default_reserve)`. The budget is `limit - reserve - margin` filled to `fill`, where
+/// the reserve is the body's own (`max_tokens` and each provider's spelling) or
+/// `default_reserve`.
+type Rule = (u64, u64, f64, u64);
+
+fn budget_rule((limit, margin, fill, default_reserve): Rule) -> BudgetRule {
+    BudgetRule {
+        limit,
+        margin,
+        fill,
+        default_reserve,
+    }
+}
+
+/// Assembles an OpenAI Chat Completions body, its budget by `rule`. Returns `(body, report,
+/// messages_before, messages_after)`.
 #[pyfunction]
-#[pyo3(signature = (body, config, limit, margin, fill, default_reserve, cache=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (body, config, rule, cache=None))]
 pub(super) fn assemble_openai_chat_body<'py>(
     py: Python<'py>,
     body: &[u8],
     config: &CoreConfig,
-    limit: u64,
-    margin: u64,
-    fill: f64,
-    default_reserve: u64,
+    rule: Rule,
     cache: Option<&PyCountCache>,
-) -> PyResult<(Bound<'py, PyBytes>, PlanReport, usize, usize)> {
+) -> PyResult<Assembled<'py>> {
     guard(py, || {
         let cache = chosen(cache);
-        let rule = BudgetRule {
-            limit,
-            margin,
-            fill,
-            default_reserve,
-        };
+        let rule = budget_rule(rule);
         let done = py.detach(|| {
             body::assemble_openai_chat(
                 body,
@@ -49,6 +58,94 @@ pub(super) fn assemble_openai_chat_body<'py>(
             done.messages_before,
             done.messages_after,
         ))
+    })
+}
+
+/// An assembled body: `(body, report, items_before, items_after)`.
+type Assembled<'py> = (Bound<'py, PyBytes>, PlanReport, usize, usize);
+
+/// Assembles a body of a native provider (`provider`, its history the array `key`, its system
+/// the field `system_key`) when the plan only drops whole items, and may bring the ledger
+/// note, and the provider sends the rest as given: `head` is the body with its history
+/// emptied to `[]`, `array` the history and `spans` each item's bytes in it (`split_body`),
+/// `system` the texts the adapter reads from the body's system, which holds `system_markers`
+/// prompt cache markers, and `tools_json` its tools in OpenAI's shape; the budget by `rule`.
+/// Returns `(body, report, items_before, items_after)`, the report's spans in item indices;
+/// None when the adapter must render the plan, or the request is refused (the adapter's path,
+/// reading the same kept reading, then raises in its own words).
+#[pyfunction]
+#[pyo3(signature = (
+    provider, key, system_key, head, array, spans, system, tools_json, system_markers, config,
+    rule, cache=None
+))]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn assemble_items_body<'py>(
+    py: Python<'py>,
+    provider: &str,
+    key: &str,
+    system_key: Option<&str>,
+    head: &[u8],
+    array: &[u8],
+    spans: Vec<(usize, usize)>,
+    system: Vec<Vec<String>>,
+    tools_json: Option<&[u8]>,
+    system_markers: u32,
+    config: &CoreConfig,
+    rule: Rule,
+    cache: Option<&PyCountCache>,
+) -> PyResult<Option<Assembled<'py>>> {
+    guard(py, || {
+        let cache = chosen(cache);
+        let rule = budget_rule(rule);
+        let done = py.detach(|| -> Result<_, CoreError> {
+            let (body, split) = Body::parse_with_history(head, key, config.limits)?;
+            let Some((_, at)) = split else {
+                return Ok(None);
+            };
+            let budget = rule.budget(body.reserve()?)?;
+            let json = [array];
+            let reading = reading(
+                provider,
+                &json,
+                Some(&spans),
+                &system,
+                tools_json,
+                config,
+                cache,
+            )?;
+            let native = &reading.native;
+            if !native.issues.is_empty() {
+                return Ok(None);
+            }
+            let cfg = PlanConfig {
+                budget,
+                ..config.plan.clone()
+            };
+            let mut pinned = native.pinned.clone();
+            pinned.sort_unstable();
+            let plan = plan::plan(&reading.request, &cfg, &pinned, Some(&native.layout))?;
+            let Some(kept) = native_body::kept_as_given(provider, native, &plan, system_markers)?
+            else {
+                return Ok(None);
+            };
+            let items = json_array::at_spans(&json, &spans)
+                .ok_or_else(|| body::invalid("the history's item spans do not fit it"))?;
+            let system = native_body::System {
+                key: system_key,
+                value: system_key.and_then(|k| body.field(k)),
+            };
+            let Some((out, after)) = native_body::write(provider, head, at, system, &items, &kept)?
+            else {
+                return Ok(None);
+            };
+            let report = PlanReport::of_native(&plan, native);
+            Ok(Some((out, report, native.items, after)))
+        });
+        // Whatever the core refuses here, the adapter's path refuses in its own words.
+        let Ok(Some((out, report, before, after))) = done else {
+            return Ok(None);
+        };
+        Ok(Some((PyBytes::new(py, &out), report, before, after)))
     })
 }
 

@@ -54,43 +54,64 @@ pub(super) fn read_native<'py>(
         let cache = chosen(cache);
         let parts = JsonParts::new(&messages_json)?;
         let json = parts.slices();
-        let context = Context::new(provider, &system, tools_json, config.scheme, cache);
         py.detach(|| {
-            let bytes = json.iter().map(|p| p.len()).sum::<usize>();
-            check_size(bytes + system_bytes(&system), tools_json, config.limits)?;
-            let key = context.key(b"json", json.iter().copied());
-            let limits = config.limits;
-            let reading = readings::kept_or_read(
-                key,
-                |kept| check_count(kept.native.items, limits),
-                || {
-                    let elements = match spans
-                        .as_deref()
-                        .and_then(|s| json_array::at_spans(&json, s))
-                    {
-                        Some(elements) => elements,
-                        None => json_array::split_all(&json)?,
-                    };
-                    let (native, request) = load(
-                        provider,
-                        &elements,
-                        &system,
-                        tools_json,
-                        config.scheme,
-                        limits,
-                        cache,
-                    )?;
-                    Ok(Reading {
-                        native,
-                        request,
-                        bytes,
-                    })
-                },
+            let reading = reading(
+                provider,
+                &json,
+                spans.as_deref(),
+                &system,
+                tools_json,
+                config,
+                cache,
             )?;
             Ok::<_, CoreError>(NativeView { reading })
         })
         .map_err(PyErr::from)
     })
+}
+
+/// The reading of `provider`'s items in `json` (arrays whose elements follow each other;
+/// `spans`, a hint, each element's bytes when `json` is one array) behind `system`, kept by
+/// what it was read from: `read_native`'s, and the body path's, so that a body one of them
+/// read is found by the other.
+pub(super) fn reading(
+    provider: &str,
+    json: &[&[u8]],
+    spans: Option<&[(usize, usize)]>,
+    system: &[Vec<String>],
+    tools_json: Option<&[u8]>,
+    config: &CoreConfig,
+    cache: &CountCache,
+) -> Result<Arc<Reading>, CoreError> {
+    let bytes = json.iter().map(|p| p.len()).sum::<usize>();
+    check_size(bytes + system_bytes(system), tools_json, config.limits)?;
+    let context = Context::new(provider, system, tools_json, config.scheme, cache);
+    let key = context.key(b"json", json.iter().copied());
+    let limits = config.limits;
+    readings::kept_or_read(
+        key,
+        |kept| check_count(kept.native.items, limits),
+        || {
+            let elements = match spans.and_then(|s| json_array::at_spans(json, s)) {
+                Some(elements) => elements,
+                None => json_array::split_all(json)?,
+            };
+            let (native, request) = load(
+                provider,
+                &elements,
+                system,
+                tools_json,
+                config.scheme,
+                limits,
+                cache,
+            )?;
+            Ok(Reading {
+                native,
+                request,
+                bytes,
+            })
+        },
+    )
 }
 
 /// `read_native` of the caller's items themselves: JSON-native objects (dicts, lists, str,
@@ -282,16 +303,7 @@ impl NativeView {
     /// Canonical index spans `[start, end)` (units the plan dropped) as the spans of native
     /// items they stand for; a span of system texts alone stands for none and is left out.
     fn native_spans(&self, spans: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
-        let of = &self.reading.native.spans;
-        spans
-            .into_iter()
-            .filter_map(|(start, end)| {
-                let natives = of.get(start..end.min(of.len()))?.iter().flatten();
-                let lo = natives.clone().map(|s| s.0).min()?;
-                let hi = natives.map(|s| s.1).max()?;
-                Some((lo, hi))
-            })
-            .collect()
+        self.reading.native.native_spans(&spans)
     }
 
     fn __len__(&self) -> usize {
@@ -302,39 +314,28 @@ impl NativeView {
     /// what every rendering walks first, done here so no Python loop runs per item.
     fn kept_native(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
         guard(py, || {
-            let spans = &self.reading.native.spans;
-            let mut out = Vec::with_capacity(self.reading.native.items);
-            // Indices below `following` are in `out` already, or were passed over.
-            let mut following = 0;
+            let mut canonical = Vec::new();
             for item in items.try_iter()? {
                 let item = item?;
-                let k = if let Ok(k) = item.extract::<usize>() {
-                    k
+                if let Ok(k) = item.extract::<usize>() {
+                    canonical.push(k);
                 } else if let Ok(insertion) = item.cast::<Insertion>() {
-                    match insertion.get() {
-                        Insertion::Rewrite { index, .. } => *index,
-                        _ => continue,
+                    if let Insertion::Rewrite { index, .. } = insertion.get() {
+                        canonical.push(*index);
                     }
                 } else {
                     return Err(PyTypeError::new_err(
                         "a plan item is an int or an Insertion",
                     ));
-                };
-                let Some(&span) = spans.get(k) else {
-                    return Err(PyIndexError::new_err(format!(
-                        "canonical message {k} of {}",
-                        spans.len()
-                    )));
-                };
-                if let Some((start, end)) = span {
-                    let start = start.max(following);
-                    if start < end {
-                        out.extend(start..end);
-                        following = end;
-                    }
                 }
             }
-            Ok(out)
+            let spans = self.reading.native.spans.len();
+            if let Some(k) = canonical.iter().find(|&&k| k >= spans) {
+                return Err(PyIndexError::new_err(format!(
+                    "canonical message {k} of {spans}"
+                )));
+            }
+            Ok(self.reading.native.kept(canonical)?)
         })
     }
 

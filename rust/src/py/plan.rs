@@ -119,6 +119,16 @@ pub struct PlanReport {
 }
 
 impl PlanReport {
+    /// `of` a plan of a native reading, its dropped spans in the caller's item indices.
+    pub(crate) fn of_native(plan: &core_plan::Plan, native: &crate::native::Native) -> Self {
+        let report = PlanReport::of(plan);
+        PlanReport {
+            dropped_rings: native.native_spans(&report.dropped_rings),
+            dropped_turns: native.native_spans(&report.dropped_turns),
+            ..report
+        }
+    }
+
     pub(crate) fn of(plan: &core_plan::Plan) -> Self {
         let spans = |spans: &[core_plan::Span]| -> Vec<(usize, usize)> {
             spans.iter().map(|s| (s.start, s.end)).collect()

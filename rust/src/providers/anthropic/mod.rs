@@ -12,11 +12,16 @@ pub(crate) mod parse;
 mod rules;
 
 use super::item_cache::ItemCache;
+use super::{appended, json_string, note_in_string, NoteAt};
 use super::{cached_items, Canonical, ItemFacts, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role};
 use std::sync::Arc;
+
+/// Blocks with `cache_control` a request may carry, the system's included (the API refuses a
+/// fifth: docs/providers/anthropic.md).
+pub const MAX_CACHE_MARKERS: u32 = 4;
 
 /// Counted parts of a block the model reads: texts, images, and costs known only as a number.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -132,6 +137,31 @@ impl Provider for Anthropic {
 
     fn parse(&self, i: usize, raw: &[u8]) -> Result<AnthropicMessage, CoreError> {
         parse::message(i, raw)
+    }
+
+    /// The note goes in the system: after a blank line in a string, as a text block of its
+    /// own in a list of blocks.
+    fn ledger_note(&self, system: Option<&str>, note: &str) -> NoteAt {
+        match system {
+            None | Some("null") => NoteAt::System(json_string(note)),
+            Some(s) if s.starts_with('"') => note_in_string(s, note),
+            Some(s) => {
+                let block = format!(r#"{{"type":"text","text":{}}}"#, json_string(note));
+                appended(s, &block).map_or(NoteAt::Adapter, NoteAt::System)
+            }
+        }
+    }
+
+    /// Kept neighbours of one role are merged and whitespace-only text is stripped when the
+    /// request is rendered, and a request over the API's cache marker limit is refused with
+    /// the message named: any of these needs the adapter.
+    fn sends_as_given(&self, facts: &[ItemFacts], kept: &[usize], system_markers: u32) -> bool {
+        let markers = kept.iter().map(|&i| facts[i].cache_markers).sum::<u32>();
+        !kept
+            .windows(2)
+            .any(|w| facts[w[0]].role == facts[w[1]].role)
+            && !kept.iter().any(|&i| facts[i].blank_text)
+            && markers.saturating_add(system_markers) <= MAX_CACHE_MARKERS
     }
 
     fn validate(&self, items: &[Arc<AnthropicMessage>]) -> Vec<PairingIssue> {

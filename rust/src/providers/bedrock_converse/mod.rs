@@ -9,6 +9,7 @@ mod parse;
 mod rules;
 
 use super::item_cache::ItemCache;
+use super::{appended, json_string, NoteAt};
 use super::{cached_items, Canonical, ItemFacts, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
@@ -95,6 +96,22 @@ impl Provider for BedrockConverse {
 
     fn parse(&self, i: usize, raw: &[u8]) -> Result<BedrockMessage, CoreError> {
         parse::message(i, raw)
+    }
+
+    /// The note goes in the system, a text block of its own after the caller's.
+    fn ledger_note(&self, system: Option<&str>, note: &str) -> NoteAt {
+        let block = format!(r#"{{"text":{}}}"#, json_string(note));
+        match system {
+            None | Some("null") => NoteAt::System(format!("[{block}]")),
+            Some(s) => appended(s, &block).map_or(NoteAt::Adapter, NoteAt::System),
+        }
+    }
+
+    /// Kept neighbours of one role are merged when the request is rendered.
+    fn sends_as_given(&self, facts: &[ItemFacts], kept: &[usize], _system_markers: u32) -> bool {
+        !kept
+            .windows(2)
+            .any(|w| facts[w[0]].role == facts[w[1]].role)
     }
 
     fn validate(&self, items: &[Arc<BedrockMessage>]) -> Vec<PairingIssue> {

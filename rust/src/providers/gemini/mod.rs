@@ -16,6 +16,7 @@ mod rules;
 pub use rules::{answers, Answer};
 
 use super::item_cache::ItemCache;
+use super::{appended, json_string, note_in_string, NoteAt};
 use super::{cached_items, Canonical, ItemFacts, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
@@ -93,6 +94,34 @@ pub struct GeminiContent {
     pub signatures: usize,
 }
 
+/// The system instruction object `system` with `part` after its parts, every other field as
+/// it was and in its place; None for what is not an object with a list of parts (or none),
+/// which the adapter writes.
+fn with_part(system: &str, part: &str) -> Option<String> {
+    let fields = crate::body::Fields::parse(system).ok()?;
+    let mut out = Vec::new();
+    let mut placed = false;
+    for (key, value) in fields.iter() {
+        if key == "parts" {
+            if placed {
+                return None; // a repeated key: which one the adapter reads is its to say
+            }
+            placed = true;
+            let parts = match value.get() {
+                "null" => format!("[{part}]"),
+                list => appended(list, part)?,
+            };
+            out.push(format!("{}:{parts}", json_string(key)));
+        } else {
+            out.push(format!("{}:{}", json_string(key), value.get()));
+        }
+    }
+    if !placed {
+        out.push(format!(r#""parts":[{part}]"#));
+    }
+    Some(format!("{{{}}}", out.join(",")))
+}
+
 /// The Gemini API.
 pub struct Gemini;
 
@@ -111,6 +140,24 @@ impl Provider for Gemini {
 
     fn parse(&self, i: usize, raw: &[u8]) -> Result<GeminiContent, CoreError> {
         parse::content(i, raw)
+    }
+
+    /// The note goes in the system instruction, a part of its own after the caller's.
+    fn ledger_note(&self, system: Option<&str>, note: &str) -> NoteAt {
+        let part = format!(r#"{{"text":{}}}"#, json_string(note));
+        match system {
+            None | Some("null") => NoteAt::System(format!(r#"{{"parts":[{part}]}}"#)),
+            Some(s) if s.starts_with('"') => note_in_string(s, note),
+            Some(s) => with_part(s, &part).map_or(NoteAt::Adapter, NoteAt::System),
+        }
+    }
+
+    /// Contents of one role that dropping what stood between them made neighbours are merged
+    /// when the request is rendered; neighbours in the history already stay as they are.
+    fn sends_as_given(&self, facts: &[ItemFacts], kept: &[usize], _system_markers: u32) -> bool {
+        !kept
+            .windows(2)
+            .any(|w| facts[w[0]].role == facts[w[1]].role && w[1] != w[0] + 1)
     }
 
     fn validate(&self, items: &[Arc<GeminiContent>]) -> Vec<PairingIssue> {

@@ -13,7 +13,7 @@ mod parse;
 mod rules;
 
 use super::item_cache::ItemCache;
-use super::{cached_items, Canonical, Provider};
+use super::{cached_items, Canonical, NoteAt, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role, ToolCall};
@@ -208,6 +208,11 @@ impl Provider for OpenAIResponses {
 
     fn parse(&self, i: usize, raw: &[u8]) -> Result<Item, CoreError> {
         parse::item(i, raw)
+    }
+
+    /// The note is an input message of its own, where the plan puts it.
+    fn ledger_note(&self, _system: Option<&str>, _note: &str) -> NoteAt {
+        NoteAt::Items
     }
 
     fn validate(&self, items: &[Arc<Item>]) -> Vec<PairingIssue> {

@@ -1,0 +1,417 @@
+//! Request bodies of the native providers (Responses, Anthropic, Gemini, Bedrock Converse)
+//! written by the core, for the plan most gateway requests get: one that only drops whole
+//! items. The kept items go out as the input's own bytes and every other field as it was, so
+//! such a request never reaches Python. Any other plan (an insertion, a rewrite, neighbours to
+//! merge, text to strip, the tools dropped) is the provider adapter's to render.
+
+use std::ops::Range;
+
+use serde_json::value::RawValue;
+
+use crate::error::CoreError;
+use crate::native::{with_provider, ForProvider, Native};
+use crate::plan::{Item, Plan};
+use crate::providers::{json_string, ItemFacts, NoteAt, Provider};
+use crate::view::Role;
+
+/// What a plan the core writes sends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kept<'p> {
+    /// The native items kept, in order.
+    pub items: Vec<usize>,
+    /// The side-effect ledger note: its text, its role, and how many kept items go before it.
+    pub note: Option<(&'p str, Role, usize)>,
+}
+
+/// What `plan` keeps, when it only keeps items (and may bring the ledger note) and `provider`
+/// sends the kept items as the caller gave them behind a system that holds `system_markers`
+/// prompt cache markers; None when the plan needs an adapter's rendering.
+///
+/// Errors: `Config` for an unknown provider; `InvalidMessage` for a plan of another reading.
+pub fn kept_as_given<'p>(
+    provider: &str,
+    native: &Native,
+    plan: &'p Plan,
+    system_markers: u32,
+) -> Result<Option<Kept<'p>>, CoreError> {
+    if plan.tools_dropped || !native.issues.is_empty() {
+        return Ok(None);
+    }
+    let mut canonical = Vec::with_capacity(plan.items.len());
+    let mut note = None;
+    for item in &plan.items {
+        match item {
+            Item::Keep(k) => canonical.push(*k),
+            Item::LedgerNote { text, role } if note.is_none() => {
+                note = Some((text.as_str(), *role, canonical.len()));
+            }
+            _ => return Ok(None),
+        }
+    }
+    // The system is written as the caller gave it (or with the note) only while every
+    // system text stays.
+    let system = native.spans.iter().filter(|s| s.is_none()).count();
+    if canonical
+        .iter()
+        .filter(|&&k| native.spans.get(k) == Some(&None))
+        .count()
+        != system
+    {
+        return Ok(None);
+    }
+    let note = match note {
+        Some((text, role, at)) => Some((
+            text,
+            role,
+            native.kept(canonical[..at].iter().copied())?.len(),
+        )),
+        None => None,
+    };
+    let items = native.kept(canonical)?;
+    let sends = with_provider(
+        provider,
+        Sends {
+            facts: &native.facts,
+            kept: &items,
+            system_markers,
+        },
+    )?;
+    Ok(sends.then_some(Kept { items, note }))
+}
+
+struct Sends<'a> {
+    facts: &'a [ItemFacts],
+    kept: &'a [usize],
+    system_markers: u32,
+}
+
+impl ForProvider for Sends<'_> {
+    type Out = bool;
+    fn run<P: Provider>(self, p: P) -> bool {
+        p.sends_as_given(self.facts, self.kept, self.system_markers)
+    }
+}
+
+/// The head's system field: its key (None for a provider without one) and its value.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct System<'h> {
+    pub key: Option<&'h str>,
+    pub value: Option<&'h RawValue>,
+}
+
+/// The body to send and the items of its history: `head`, a body whose history array is the
+/// `[]` at `at`, with the history written as the `items` `kept` keeps, each as the input's
+/// bytes, and the ledger note where `provider`'s adapter writes it; None when only the adapter
+/// writes the note there (a system of a shape the core does not rewrite). Every other byte of
+/// `head` is kept.
+///
+/// Errors: `Config` for an unknown provider.
+pub fn write(
+    provider: &str,
+    head: &[u8],
+    at: Range<usize>,
+    system: System<'_>,
+    items: &[&[u8]],
+    kept: &Kept<'_>,
+) -> Result<Option<(Vec<u8>, usize)>, CoreError> {
+    let mut note_item = None;
+    let mut edits = Vec::with_capacity(2);
+    if let Some((text, role, before)) = kept.note {
+        struct Place<'a>(Option<&'a str>, &'a str);
+        impl ForProvider for Place<'_> {
+            type Out = NoteAt;
+            fn run<P: Provider>(self, p: P) -> NoteAt {
+                p.ledger_note(self.0, self.1)
+            }
+        }
+        match with_provider(provider, Place(system.value.map(RawValue::get), text))? {
+            NoteAt::Items => {
+                let item = format!(
+                    r#"{{"type":"message","role":{},"content":{}}}"#,
+                    json_string(role.as_str()),
+                    json_string(text)
+                );
+                note_item = Some((before, item));
+            }
+            NoteAt::System(value) => {
+                let Some(key) = system.key else {
+                    return Ok(None);
+                };
+                edits.push(match system.value {
+                    Some(old) => match within(head, old) {
+                        Some(range) => (range, value.into_bytes()),
+                        None => return Ok(None),
+                    },
+                    None => {
+                        // A new last field, as the adapter's path appends it.
+                        let end = head.iter().rposition(|&b| b == b'}').unwrap_or(head.len());
+                        let field = format!(",{}:{value}", json_string(key));
+                        (end..end, field.into_bytes())
+                    }
+                });
+            }
+            NoteAt::Adapter => return Ok(None),
+        }
+    }
+    let mut history = Vec::with_capacity(kept.items.iter().map(|&i| items[i].len() + 1).sum());
+    history.push(b'[');
+    let mut n = 0;
+    let mut put = |out: &mut Vec<u8>, bytes: &[u8]| {
+        if n > 0 {
+            out.push(b',');
+        }
+        n += 1;
+        out.extend_from_slice(bytes);
+    };
+    for (written, &i) in kept.items.iter().enumerate() {
+        if let Some((before, item)) = &note_item {
+            if *before == written {
+                put(&mut history, item.as_bytes());
+            }
+        }
+        put(&mut history, items[i]);
+    }
+    if let Some((before, item)) = &note_item {
+        if *before == kept.items.len() {
+            put(&mut history, item.as_bytes());
+        }
+    }
+    history.push(b']');
+    edits.push((at, history));
+    edits.sort_by_key(|(range, _)| range.start);
+    let size = edits.iter().map(|(_, b)| b.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(head.len() + size);
+    let mut from = 0;
+    for (range, bytes) in edits {
+        out.extend_from_slice(&head[from..range.start]);
+        out.extend_from_slice(&bytes);
+        from = range.end;
+    }
+    out.extend_from_slice(&head[from..]);
+    Ok(Some((out, n)))
+}
+
+/// Where `value`, read from `head`, lies in it.
+fn within(head: &[u8], value: &RawValue) -> Option<Range<usize>> {
+    let start = (value.get().as_ptr() as usize).checked_sub(head.as_ptr() as usize)?;
+    let end = start + value.get().len();
+    (end <= head.len()).then_some(start..end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::body::Body;
+    use crate::cache::CountCache;
+    use crate::count::{Backend, Encoding};
+    use crate::json_array;
+    use crate::native::read_elements;
+    use crate::plan::{plan, tests::cfg};
+    use crate::request::{load_canonical, Limits, Scheme};
+
+    const LIMITS: Limits = Limits {
+        max_messages: 1 << 20,
+        max_request_bytes: 1 << 30,
+    };
+
+    /// A ring of `provider`'s own format, its bytes as a client writes them.
+    fn ring(provider: &str, n: usize, pad: &str) -> String {
+        match provider {
+            "anthropic" => format!(
+                r#"{{"role":"assistant","content":[{{"type":"tool_use","id":"t{n}","name":"read","input":{{"p":"{n}"}}}}]}},
+                   {{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{n}","content":"{pad}"}}]}}"#
+            ),
+            "bedrock_converse" => format!(
+                r#"{{"role":"assistant","content":[{{"toolUse":{{"toolUseId":"t{n}","name":"read","input":{{"p":"{n}"}}}}}}]}},
+                   {{"role":"user","content":[{{"toolResult":{{"toolUseId":"t{n}","content":[{{"text":"{pad}"}}]}}}}]}}"#
+            ),
+            "gemini" => format!(
+                r#"{{"role":"model","parts":[{{"functionCall":{{"name":"read","args":{{"p":"{n}"}}}}}}]}},
+                   {{"role":"user","parts":[{{"functionResponse":{{"name":"read","response":{{"r":"{pad}"}}}}}}]}}"#
+            ),
+            _ => format!(
+                r#"{{"type":"function_call","call_id":"t{n}","name":"read","arguments":"{n}"}},
+                   {{"type":"function_call_output","call_id":"t{n}","output":"{pad}"}}"#
+            ),
+        }
+    }
+
+    fn session(provider: &str, rings: usize) -> String {
+        let user = match provider {
+            "gemini" => r#"{"role":"user","parts":[{"text":"fix the bug"}]}"#,
+            "bedrock_converse" => r#"{"role":"user","content":[{"text":"fix the bug"}]}"#,
+            _ => r#"{"role":"user","content":"fix the bug"}"#,
+        };
+        let pad = "word ".repeat(200);
+        let mut items = vec![user.to_owned()];
+        items.extend((0..rings).map(|n| ring(provider, n, &pad)));
+        format!("[{}]", items.join(",\n"))
+    }
+
+    /// The history's items, read, and planned to `budget`.
+    fn planned<'h>(provider: &str, history: &'h str, budget: u64) -> (Vec<&'h [u8]>, Native, Plan) {
+        let items = json_array::split(history.as_bytes()).unwrap();
+        let mut native = read_elements(provider, &items, &[]).unwrap();
+        let scheme = Scheme::openai(Encoding::O200kBase, Backend::BpeOpenai);
+        let cache = CountCache::new(1 << 16, 1 << 28);
+        let messages = std::mem::take(&mut native.messages);
+        let request = load_canonical(messages, None, scheme, &cache).unwrap();
+        let planned = plan(&request, &cfg(budget), &native.pinned, Some(&native.layout)).unwrap();
+        (items, native, planned)
+    }
+
+    /// The body of `history` planned to `budget`, written when the plan keeps items only.
+    fn assembled(provider: &str, history: &str, budget: u64) -> Option<(Vec<u8>, Vec<usize>)> {
+        let head = r#"{"model": "m", "history": [], "temperature": 0.5}"#;
+        let (_, split) = Body::parse_with_history(head.as_bytes(), "history", LIMITS).unwrap();
+        let (_, at) = split.unwrap();
+        let (items, native, planned) = planned(provider, history, budget);
+        let kept = kept_as_given(provider, &native, &planned, 0).unwrap()?;
+        let out = write(
+            provider,
+            head.as_bytes(),
+            at,
+            System::default(),
+            &items,
+            &kept,
+        );
+        Some((out.unwrap()?.0, kept.items))
+    }
+
+    #[test]
+    fn a_trimmed_body_is_the_head_with_the_kept_items_as_given() {
+        for provider in [
+            "anthropic",
+            "bedrock_converse",
+            "gemini",
+            "openai_responses",
+        ] {
+            let history = session(provider, 30);
+            let items = json_array::split(history.as_bytes()).unwrap();
+            let (body, kept) = assembled(provider, &history, 4_000).expect(provider);
+            assert!(
+                kept.len() < items.len(),
+                "{provider}: the plan dropped rings"
+            );
+            assert_eq!(kept[0], 0, "{provider}: the user's goal stays");
+            let text = String::from_utf8(body).unwrap();
+            let kept_json: Vec<&str> = kept
+                .iter()
+                .map(|&i| std::str::from_utf8(items[i]).unwrap())
+                .collect();
+            let expected = format!(
+                r#"{{"model": "m", "history": [{}], "temperature": 0.5}}"#,
+                kept_json.join(",")
+            );
+            assert_eq!(text, expected, "{provider}");
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(value["history"].as_array().unwrap().len(), kept.len());
+        }
+    }
+
+    #[test]
+    fn a_plan_the_adapter_must_render_is_left_to_it() {
+        // Two user contents meet once the ring between them is dropped, and Gemini merges
+        // them, which only the adapter does; neighbours of one role in the history stay.
+        let pad = "word ".repeat(400);
+        let history = format!(
+            r#"[{{"role":"user","parts":[{{"text":"first"}}]}},
+                {},
+                {{"role":"user","parts":[{{"text":"second"}}]}},
+                {}]"#,
+            ring("gemini", 0, &pad),
+            ring("gemini", 1, &pad)
+        );
+        assert!(assembled("gemini", &history, 600).is_none());
+        let (_, kept) = assembled("gemini", &history, 100_000).unwrap();
+        assert_eq!(kept, [0, 1, 2, 3, 4, 5]);
+        // Anthropic merges any two of one role, even neighbours in the history.
+        let anthropic = format!(
+            r#"[{{"role":"user","content":"first"}}, {},
+                {{"role":"user","content":"second"}}]"#,
+            ring("anthropic", 0, "r")
+        );
+        assert!(assembled("anthropic", &anthropic, 100_000).is_none());
+    }
+
+    #[test]
+    fn whitespace_text_and_too_many_cache_markers_need_the_adapter() {
+        let blank = r#"[{"role":"user","content":[{"type":"text","text":"go"},{"type":"text","text":"\n\n"}]},
+                        {"role":"assistant","content":"ok"}]"#;
+        assert!(assembled("anthropic", blank, 100_000).is_none());
+        let marked = r#"[{"role":"user","content":[{"type":"text","text":"go","cache_control":{"type":"ephemeral"}}]},
+                         {"role":"assistant","content":"ok"}]"#;
+        assert!(assembled("anthropic", marked, 100_000).is_some());
+        let items = json_array::split(marked.as_bytes()).unwrap();
+        let native = read_elements("anthropic", &items, &[]).unwrap();
+        let scheme = Scheme::openai(Encoding::O200kBase, Backend::BpeOpenai);
+        let cache = CountCache::new(1 << 16, 1 << 28);
+        let request = load_canonical(native.messages.clone(), None, scheme, &cache).unwrap();
+        let plan = plan(&request, &cfg(100_000), &[], Some(&native.layout)).unwrap();
+        assert!(kept_as_given("anthropic", &native, &plan, 3)
+            .unwrap()
+            .is_some());
+        assert!(kept_as_given("anthropic", &native, &plan, 4)
+            .unwrap()
+            .is_none());
+    }
+
+    /// A session whose dropped rings ran the side-effect tool `send`, as `provider`'s body
+    /// with `system`, planned to half its size and written.
+    fn with_note(provider: &str, system: Option<&str>) -> serde_json::Value {
+        let history = session(provider, 12).replace("\"read\"", "\"send\"");
+        let head = match system {
+            Some(s) => format!(r#"{{"history": [], "sys": {s}, "n": 1}}"#),
+            None => r#"{"history": [], "n": 1}"#.to_owned(),
+        };
+        let (body, split) = Body::parse_with_history(head.as_bytes(), "history", LIMITS).unwrap();
+        let (_, at) = split.unwrap();
+        let (items, native, planned) = planned(provider, &history, 1_500);
+        let kept = kept_as_given(provider, &native, &planned, 0)
+            .unwrap()
+            .unwrap();
+        assert!(
+            kept.note.is_some(),
+            "{provider}: the dropped sends leave a note"
+        );
+        let system = System {
+            key: Some("sys"),
+            value: body.field("sys"),
+        };
+        let out = write(provider, head.as_bytes(), at, system, &items, &kept).unwrap();
+        serde_json::from_slice(&out.expect(provider).0).unwrap()
+    }
+
+    #[test]
+    fn the_ledger_note_goes_where_each_adapter_writes_it() {
+        let marker = crate::ledger::MARKER;
+        let out = with_note("anthropic", Some(r#""Be brief.""#));
+        let text = out["sys"].as_str().unwrap();
+        assert!(text.starts_with("Be brief.\n\n") && text[11..].starts_with(marker));
+        let out = with_note("anthropic", Some(r#"[{"type":"text","text":"rules"}]"#));
+        assert_eq!(out["sys"][1]["type"], "text");
+        let out = with_note("bedrock_converse", None);
+        assert!(out["sys"][0]["text"].as_str().unwrap().starts_with(marker));
+        assert_eq!(out["n"], 1);
+        let out = with_note(
+            "gemini",
+            Some(r#"{"role":"user","parts":[{"text":"rules"}]}"#),
+        );
+        assert_eq!(out["sys"]["role"], "user");
+        assert!(out["sys"]["parts"][1]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with(marker));
+        let out = with_note("openai_responses", None);
+        let note = out["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["type"] == "message");
+        assert!(note.unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .starts_with(marker));
+        assert!(out.get("sys").is_none());
+    }
+}
