@@ -312,8 +312,8 @@ def test_other_formats_keep_every_field(provider: str) -> None:
     same = dataclasses.replace(cfg, output_reserve_tokens=1000)
     expected = rb.Assembler(same, provider=provider).assemble(messages, tools, system=system)
     out = orjson.loads(res.body)
-    assert res.path == "items" and res.provider == provider
-    assert "not assembled natively" in (res.path_reason or "")
+    # Trimmed by whole rings with the ledger note: the core writes the whole body.
+    assert res.path == "native" and res.provider == provider and res.path_reason is None
     assert out[history] == orjson.loads(orjson.dumps(expected.messages))
     assert out[system_key] == orjson.loads(orjson.dumps(expected.system))
     assert without(out, history, system_key) == without(body, history, system_key)
@@ -339,7 +339,7 @@ def test_other_formats_write_kept_items_as_their_own_bytes(provider: str, detect
     same = dataclasses.replace(cfg, output_reserve_tokens=1000)
     expected = rb.Assembler(same, provider=provider).assemble(messages, tools, system=system)
     out = orjson.loads(res.body)
-    assert res.path == "items"
+    assert res.path == "native"
     assert out[history] == orjson.loads(orjson.dumps(expected.messages))
     kept = [i for i, m in enumerate(messages) if any(m is e for e in expected.messages)]
     assert kept and b"\n  " in raws[kept[-1]]

@@ -139,16 +139,39 @@ def plan(
 def assemble_openai_chat_body(
     body: bytes,
     config: CoreConfig,
-    limit: int,
-    margin: int,
-    fill: float,
-    default_reserve: int,
+    rule: tuple[int, int, float, int],
     cache: CountCache | None = None,
 ) -> tuple[bytes, PlanReport, int, int]:
     """Assembles an OpenAI Chat body with the GIL released: ``(body, report,
-    messages_before, messages_after)``. The budget is ``floor(fill * (limit - reserve -
-    margin))``, the reserve being the body's ``max_completion_tokens``/``max_tokens`` or
+    messages_before, messages_after)``. ``rule`` is ``(limit, margin, fill,
+    default_reserve)``: the budget is ``floor(fill * (limit - reserve - margin))``, the
+    reserve being the body's ``max_completion_tokens``/``max_tokens`` or
     ``default_reserve``."""
+
+def assemble_items_body(
+    provider: str,
+    key: str,
+    system_key: str | None,
+    head: bytes,
+    array: bytes,
+    spans: Sequence[tuple[int, int]],
+    system: list[list[str]],
+    tools_json: bytes | None,
+    system_markers: int,
+    config: CoreConfig,
+    rule: tuple[int, int, float, int],
+    cache: CountCache | None = None,
+) -> tuple[bytes, PlanReport, int, int] | None:
+    """Assembles a native provider's body with the GIL released when the plan only drops
+    whole items (and may bring the ledger note, written where the adapter writes it, in the
+    system field ``system_key`` or among the items) and the provider sends the rest as given:
+    ``head`` is the body with its history ``key`` emptied, ``array`` and ``spans`` the
+    history as ``split_body`` gives them, ``system`` the adapter's system texts (holding
+    ``system_markers`` cache markers), ``tools_json`` the tools in OpenAI's shape, ``rule`` as for
+    ``assemble_openai_chat_body``. Returns
+    ``(body, report, items_before, items_after)``, the report's spans in item indices; None
+    when the adapter must render the plan or the core refuses the request (the adapter's path
+    then says why)."""
 
 def body_head(body: bytes, max_request_bytes: int) -> tuple[str | None, tuple[str, int] | None]:
     """A body's ``model`` and output reserve as ``(field, count)``, the field as the body

@@ -12,11 +12,11 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
-from . import _core
+from . import _core, items_body
 from .config import AssemblyConfig
 from .detect import detect_provider
 from .errors import ConfigError, InvalidBodyError
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["NATIVE_PROVIDERS", "BodyResult"]
 
-#: Providers whose bodies the core assembles without the GIL.
+#: Providers whose bodies the core assembles without the GIL whatever the plan; the other
+#: formats' bodies are, when the plan only drops whole items (``items_body.PROVIDERS``).
 NATIVE_PROVIDERS = frozenset({"openai_chat"})
 
 
@@ -123,7 +124,7 @@ class BodyResult:
             written back as those bytes; the other fields parsed and written in Python,
             insertions rendered by the provider's adapter) or ``dict`` (parsed in Python,
             assembled by ``assemble``, serialized again).
-        path_reason: Why the dict path was taken; None on the native path.
+        path_reason: Why the native path was not taken; None on the native path.
         model: The models-table entry the body's ``model`` picked (``Assembler.for_models``),
             else None.
     """
@@ -253,7 +254,7 @@ def _native_reason(asm: Assembler, state: Any, session_id: Any) -> str | None:
 
 def assemble(
     asm: Assembler, body: Any, state: Any = None, session_id: Any = None
-) -> BodyResult | tuple[Assembler, dict[str, Any], _Shape, str, str | None, str]:
+) -> BodyResult | _DictPath:
     """``Assembler.assemble_body``: the native result, or what the dict path needs."""
     data = _bytes(body)
     limit = asm.config.max_request_bytes
@@ -269,9 +270,9 @@ def assemble(
         why = _native_reason(target, state, session_id)
         if why is None:
             return _native(target, data, entry)
-    parsed = None
+    parsed = head = None
     if not asm._detect and _native_reason(asm, state, session_id) is None:
-        parsed = _with_raw_items(data, _SHAPES[asm.provider].history, limit)
+        parsed, head = _with_raw_items(data, _SHAPES[asm.provider].history, limit)
     if parsed is None:
         parsed = _parse(data)
     provider = detect_provider(parsed) if asm._detect else asm.provider
@@ -286,55 +287,99 @@ def assemble(
         # A detected body of another format: the format cost a parse, but its history still
         # takes the items path, so kept items go back as the input's bytes, as they do when
         # the provider is named.
-        split = _with_raw_items(data, shape.history, limit)
-        if split is not None:
-            parsed = split
+        got, got_head = _with_raw_items(data, shape.history, limit)
+        if got is not None:
+            parsed, head = got, got_head
             shape = _SHAPES[provider].spelled(parsed)
-    if provider not in NATIVE_PROVIDERS:
-        why = f"{provider} bodies are not assembled natively yet"
-    elif why is None:
+    if why is None and provider in NATIVE_PROVIDERS:
         # A detected chat body: the format cost a parse, the assembly is still native.
         return _native(target, data, entry)
-    return target, parsed, shape, provider, entry, why
+    if why is None and head is not None:
+        history, tools, system = split(parsed, shape)
+        keys = (shape.history, shape.system)
+        done = items_body.assemble(target, data, head, history, tools, system, keys, entry)
+        if done is not None:
+            return done
+        why = _RENDERED
+    elif why is None:
+        why = "the core could not split the body's history"
+    return _DictPath(target, parsed, shape, provider, entry, why)
+
+
+#: Why a body the native path could have taken took the items path.
+_RENDERED = (
+    "the plan needs the provider's adapter to render it (a synthesized result, a summary, a "
+    "rewrite, neighbours to merge, the tools dropped), or the core refused the request"
+)
+
+
+class _DictPath(NamedTuple):
+    """What the dict (or items) path needs of a body the native path did not take."""
+
+    target: Assembler
+    parsed: dict[str, Any]
+    shape: _Shape
+    provider: str
+    entry: str | None
+    why: str
 
 
 def _native(asm: Assembler, data: bytes, entry: str | None) -> BodyResult:
-    from .assembler import _report
-
-    cfg = asm.config
     start = time.perf_counter()
     span = tracing.start_span(asm._tracer, asm.provider)
     try:
-        out, planned, before, after = _core.assemble_openai_chat_body(
-            data,
-            asm._core,
-            cfg.model_input_limit,
-            cfg.margin_tokens,
-            cfg.emergency_ratio,
-            cfg.output_reserve_tokens,
-            asm._cache,
-        )
-        report = _report(
-            planned, asm._redactor, messages_before=before, messages_after=after, start=start
-        )
-        tracing.assembled(report, data, asm.provider, asm._sink, span)
+        got = _core.assemble_openai_chat_body(data, asm._core, budget_rule(asm), asm._cache)
+        return native_result(asm, data, got, start, span, entry)
     except BaseException as e:
         tracing.rejected(e, asm.provider, asm._sink, span)
         raise
+
+
+def budget_rule(asm: Assembler) -> tuple[int, int, float, int]:
+    """How the core sizes a body's budget by its output reserve, as ``asm``'s config does:
+    ``(limit, margin, fill, default_reserve)``."""
+    cfg = asm.config
+    return (
+        cfg.model_input_limit,
+        cfg.margin_tokens,
+        cfg.emergency_ratio,
+        cfg.output_reserve_tokens,
+    )
+
+
+def native_result(
+    asm: Assembler,
+    data: bytes,
+    got: tuple[bytes, _core.PlanReport, int, int],
+    start: float,
+    span: Any,
+    entry: str | None,
+) -> BodyResult:
+    """The result of a body the core wrote: ``got`` is its ``(body, report, before, after)``."""
+    from .assembler import _report
+
+    out, planned, before, after = got
+    report = _report(
+        planned, asm._redactor, messages_before=before, messages_after=after, start=start
+    )
+    tracing.assembled(report, data, asm.provider, asm._sink, span)
     return BodyResult(body=out, report=report, provider=asm.provider, model=entry)
 
 
-def _with_raw_items(data: bytes, history: str, limit: int) -> dict[str, Any] | None:
+def _with_raw_items(
+    data: bytes, history: str, limit: int
+) -> tuple[dict[str, Any], bytes] | tuple[None, None]:
     """The body parsed but for its history, whose items stay their own bytes (``RawItem``:
-    the core reads them from those, and writes back the ones kept unchanged); None when the
-    core cannot split the body so (``_parse`` then says what is wrong)."""
+    the core reads them from those, and writes back the ones kept unchanged), and the body
+    with its history emptied, which that parse read; Nones when the core cannot split the
+    body so (``_parse`` then says what is wrong)."""
     split = _core.split_body(data, history, limit)
     if split is None:
-        return None
+        return None, None
     head, array, spans = split
     parsed = _parse(head)
     parsed[history] = raw_items(array, spans)
-    return parsed
+    return parsed, head
 
 
 def holds_raw_items(parsed: dict[str, Any], shape: _Shape) -> bool:

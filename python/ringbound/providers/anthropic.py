@@ -514,6 +514,12 @@ class AnthropicAdapter:
         texts, note, summary = _system_parts(system)
         return ([texts] if texts else []) + [[t] for t in (note, summary) if t is not None]
 
+    def system_markers(self, system: Any) -> int:
+        """The ``cache_control`` markers a system sent as it is carries: they count against
+        the request's 4 (the core's native body path checks the kept items' against the
+        rest)."""
+        return _cache_markers(system) if isinstance(system, list) else 0
+
     # -- rendering ---------------------------------------------------------------------------
 
     def render(

@@ -1,0 +1,82 @@
+"""The native path for the bodies of Responses, Anthropic, Gemini and Bedrock Converse: when
+the plan only drops whole items (and may bring the side-effect ledger note), the core reads the
+history, plans it and writes the body in one call with the GIL released, kept items as the
+input's own bytes, the note where the provider's adapter puts it, and every other field as it
+was. Python reads only the few fields the adapter turns into what the core counts (the
+system's texts, the tools in OpenAI's shape).
+
+Any other plan (a synthesized result, a summary, a rewrite, neighbours to merge, the tools
+dropped), a system of a shape the core does not rewrite, a pairing
+issue, a note an earlier assembly left in the system, or a request the core refuses takes
+the items path, which finds the same reading kept and says what is wrong in its own words.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from . import _core
+from .observability import tracing
+from .payload import dump_tools
+from .providers.base import tools_as_openai
+from .raw_items import RawItems
+
+if TYPE_CHECKING:
+    from .assembler import Assembler
+    from .body import BodyResult
+
+#: The providers whose bodies this path writes (OpenAI Chat has a native path of its own).
+PROVIDERS = frozenset({"openai_responses", "anthropic", "gemini", "bedrock_converse"})
+_NOTES = (_core.LEDGER_MARKER, _core.SUMMARY_MARKER)
+
+
+def assemble(
+    asm: Assembler,
+    data: bytes,
+    head: bytes,
+    history: Any,
+    tools: Any,
+    system: Any,
+    keys: tuple[str, str | None],
+    entry: str | None,
+) -> BodyResult | None:
+    """The body assembled by the core when its plan keeps items only (and may bring the
+    ledger note), else None.
+
+    ``head`` is the body with its history emptied, ``history`` its items as ``RawItems``,
+    ``tools`` and ``system`` read from the head; ``keys`` name the history and the system
+    as the body spells them."""
+    from .body import budget_rule, native_result
+
+    if type(history) is not RawItems or asm.provider not in PROVIDERS:
+        return None
+    start = time.perf_counter()
+    adapter = asm._adapter
+    try:
+        texts = adapter.system_texts(system)
+        tools_payload = dump_tools(tools_as_openai(adapter, tools)) if tools else None
+    except Exception:
+        return None  # the items path refuses them in its words
+    if any(t.startswith(_NOTES) for group in texts for t in group):
+        return None  # an earlier assembly's note, which the adapter rewrites
+    markers = getattr(adapter, "system_markers", None)
+    got = _core.assemble_items_body(
+        asm.provider,
+        *keys,
+        head,
+        history.source,
+        history.spans,
+        texts,
+        tools_payload,
+        markers(system) if markers is not None else 0,
+        asm._core,
+        budget_rule(asm),
+        asm._cache,
+    )
+    if got is None:
+        return None
+    # The span starts once the core has written the body: a body it leaves to the adapter's
+    # path is traced there, once.
+    span = tracing.start_span(asm._tracer, asm.provider)
+    return native_result(asm, data, got, start, span, entry)

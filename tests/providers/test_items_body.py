@@ -1,0 +1,216 @@
+"""The core writes a Responses, Anthropic, Gemini or Bedrock Converse body itself when the plan
+only drops whole items (``path == "native"``, ``ringbound.items_body``). Whatever path a body
+takes, the result must be what ``assemble`` gives for the same history: the same items, system
+and report, every other field as it was, and on the native path the kept items as the input's
+own bytes. Generated sessions, with and without side-effect tools (whose ledger note only the
+adapter renders), at budgets from a few messages to everything."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import strategies as gen
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from test_anthropic import _conversation, _events
+from test_api import session
+
+import ringbound as rb
+from ringbound import _core
+from ringbound.errors import RingboundError
+from ringbound.providers import adapter
+
+#: Where each body keeps its history and system.
+KEYS = {
+    "openai_responses": ("input", "instructions"),
+    "anthropic": ("messages", "system"),
+    "gemini": ("contents", "systemInstruction"),
+    "bedrock_converse": ("messages", "system"),
+}
+EXTRA = {"model": "m-1", "temperature": 0.3, "metadata": {"user": "u-1"}}
+MARKED = {"cache_control": {"type": "ephemeral"}}
+
+
+def body_of(provider: str, native: list[Any], system: Any, indent: bool) -> bytes:
+    history, system_key = KEYS[provider]
+    body: dict[str, Any] = {**EXTRA, history: native}
+    if system is not None:
+        body[system_key] = system
+    return orjson.dumps(body, option=orjson.OPT_INDENT_2 if indent else 0)
+
+
+def report_fields(report: rb.AssemblyReport) -> dict[str, Any]:
+    fields = dataclasses.asdict(report)
+    fields.pop("elapsed_s")
+    return fields
+
+
+def assembled(provider: str, data: bytes, cfg: rb.AssemblyConfig) -> tuple[Any, Any]:
+    """``assemble_body`` of ``data``, and ``assemble`` of the same history: each a result or
+    the exception class it raised."""
+    history, system_key = KEYS[provider]
+    parsed = orjson.loads(data)
+    try:
+        res: Any = rb.Assembler(cfg, provider=provider).assemble_body(data)
+    except RingboundError as e:
+        res = type(e)
+    try:
+        expected: Any = rb.Assembler(cfg, provider=provider).assemble(
+            parsed[history], system=parsed.get(system_key)
+        )
+    except RingboundError as e:
+        expected = type(e)
+    return res, expected
+
+
+def check_same(provider: str, data: bytes, res: Any, expected: Any) -> None:
+    if isinstance(expected, type) or isinstance(res, type):
+        assert res == expected
+        return
+    history, system_key = KEYS[provider]
+    parsed, out = orjson.loads(data), orjson.loads(res.body)
+    assert out[history] == orjson.loads(orjson.dumps(expected.messages))
+    if system_key in parsed or expected.system is not None:
+        assert out[system_key] == orjson.loads(orjson.dumps(expected.system))
+    rest = {k: v for k, v in out.items() if k not in (history, system_key)}
+    assert rest == {k: v for k, v in parsed.items() if k not in (history, system_key)}
+    assert report_fields(res.report) == report_fields(expected.report)
+    if res.path == "native":
+        assert res.path_reason is None
+        _, array, spans = _core.split_body(data, history, 1 << 30)
+        raws = [array[s:e] for s, e in spans]
+        kept = orjson.loads(res.body)[history]
+        # The kept items are the input's own bytes, in order.
+        assert all(raw in res.body for raw in raws if orjson.loads(raw) in kept)
+        assert len(kept) == res.report.messages_after
+
+
+@pytest.mark.parametrize("provider", sorted(KEYS))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    chat=gen.sessions(max_units=10),
+    fraction=st.floats(0.2, 1.2),
+    notes=st.booleans(),
+    indent=st.booleans(),
+)
+def test_every_path_gives_what_assemble_gives(
+    provider: str, chat: list[dict[str, Any]], fraction: float, notes: bool, indent: bool
+) -> None:
+    native, system = adapter(provider).from_canonical(chat)
+    data = body_of(provider, native, system, indent)
+    full = rb.count_tokens(native, provider=provider, system=system)
+    cfg = rb.AssemblyConfig(
+        model_input_limit=max(50, int(full * fraction)),
+        output_reserve_tokens=0,
+        safety_margin_tokens=0,
+        side_effect_tools=list(gen.TOOLS) if notes else [],
+    )
+    res, expected = assembled(provider, data, cfg)
+    event(res.path if not isinstance(res, type) else res.__name__)
+    check_same(provider, data, res, expected)
+
+
+@pytest.mark.parametrize("provider", sorted(KEYS))
+def test_a_trimmed_body_is_written_by_the_core(provider: str) -> None:
+    """A session trimmed by whole rings, without side-effect tools: the core writes the
+    body, and the report says what the dict path's would."""
+    native, system = adapter(provider).from_canonical(session(rings=30))
+    data = body_of(provider, native, system, indent=True)
+    full = rb.count_tokens(native, provider=provider, system=system)
+    cfg = rb.AssemblyConfig(
+        model_input_limit=full // 2, output_reserve_tokens=0, safety_margin_tokens=0
+    )
+    res, expected = assembled(provider, data, cfg)
+    assert res.path == "native", res.path_reason
+    assert res.report.dropped_rings and res.report.messages_after < len(native)
+    check_same(provider, data, res, expected)
+
+
+@pytest.mark.parametrize("provider", sorted(KEYS))
+def test_the_ledger_note_is_written_where_the_adapter_writes_it(provider: str) -> None:
+    """With side-effect tools the dropped rings leave a ledger note: the core writes it in
+    the system (an input item for Responses), as the adapter does, on the native path."""
+    native, system = adapter(provider).from_canonical(session(rings=30))
+    for sent in (system, None):
+        data = body_of(provider, native, sent, indent=False)
+        full = rb.count_tokens(native, provider=provider, system=sent)
+        cfg = rb.AssemblyConfig(
+            model_input_limit=full // 2,
+            output_reserve_tokens=0,
+            safety_margin_tokens=0,
+            side_effect_tools=list(gen.TOOLS),
+        )
+        res, expected = assembled(provider, data, cfg)
+        assert res.path == "native", res.path_reason
+        assert res.report.ledger_entries > 0
+        assert _core.LEDGER_MARKER in res.body.decode()
+        check_same(provider, data, res, expected)
+
+
+@pytest.mark.parametrize("provider", sorted(KEYS))
+def test_a_plan_the_adapter_renders_takes_the_items_path(provider: str) -> None:
+    """A result the plan synthesizes for an unanswered call is the adapter's to write: the
+    items path, saying why, with the same result."""
+    chat = session(rings=30)
+    chat.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "open", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        }
+    )
+    native, system = adapter(provider).from_canonical(chat)
+    data = body_of(provider, native, system, indent=False)
+    cfg = rb.AssemblyConfig(model_input_limit=10**6, on_pairing_error="synthesize_error_results")
+    res, expected = assembled(provider, data, cfg)
+    assert res.path == "items" and "adapter" in (res.path_reason or "")
+    assert res.report.repairs == ["open"]
+    check_same(provider, data, res, expected)
+
+
+def test_claude_code_sessions_agree_on_every_path(corpus: Path) -> None:
+    """The real Claude Code sessions (blank text blocks, cache markers, unanswered calls) as
+    Anthropic bodies, with three kinds of system, at four budgets, with and without
+    side-effect tools: the same result on whichever path each takes, and both paths taken."""
+    paths: Counter[str] = Counter()
+    systems = (None, "You are Claude Code.", [{"type": "text", "text": "rules", **MARKED}])
+    for log in sorted((corpus / "claude-code").glob("*.jsonl")):
+        msgs, _ = _conversation(_events(log))
+        for system in systems:
+            data = body_of("anthropic", msgs, system, indent=False)
+            full = rb.count_tokens(msgs, provider="anthropic", system=system)
+            for fraction in (1.0, 0.9, 0.6, 0.3):
+                for tools in ([], ["Edit", "MultiEdit", "TodoWrite"]):
+                    cfg = rb.AssemblyConfig(
+                        model_input_limit=max(50, int(full * fraction)),
+                        output_reserve_tokens=0,
+                        safety_margin_tokens=0,
+                        side_effect_tools=tools,
+                    )
+                    res, expected = assembled("anthropic", data, cfg)
+                    check_same("anthropic", data, res, expected)
+                    paths[res if isinstance(res, type) else res.path] += 1
+    assert paths["native"] and paths["items"], paths
+
+
+def test_cache_markers_over_the_limit_are_refused_on_every_path() -> None:
+    """Anthropic refuses a fifth ``cache_control`` marker: a body whose system and kept items
+    carry five is the adapter's to refuse, naming the message; four go out as given."""
+    turns = [
+        {"role": role, "content": [{"type": "text", "text": f"turn {i}", **MARKED}]}
+        for i, role in enumerate(["user", "assistant", "user"])
+    ]
+    for markers, expected in ((1, "native"), (2, rb.InvalidMessageError)):
+        system = [{"type": "text", "text": f"rules {k}", **MARKED} for k in range(markers)]
+        data = body_of("anthropic", turns, system, indent=False)
+        cfg = rb.AssemblyConfig(model_input_limit=10_000, output_reserve_tokens=0)
+        res, same = assembled("anthropic", data, cfg)
+        check_same("anthropic", data, res, same)
+        assert (res if isinstance(res, type) else res.path) == expected
