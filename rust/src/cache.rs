@@ -61,7 +61,7 @@ impl Entry {
     fn size(&self) -> usize {
         let m = &self.message;
         std::mem::size_of::<Entry>()
-            + m.texts.iter().map(String::len).sum::<usize>()
+            + m.texts.iter().map(|t| t.len()).sum::<usize>()
             + m.name.as_ref().map_or(0, String::len)
             + m.tool_call_id.as_ref().map_or(0, String::len)
             + m.tool_calls

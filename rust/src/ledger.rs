@@ -57,11 +57,11 @@ impl LedgerEntry {
                     .collect::<Map<_, _>>(),
             ),
             Ok(other) => shorten(other),
-            Err(_) => shorten(Value::String(call.arguments.clone())),
+            Err(_) => shorten(Value::String(call.arguments.to_string())),
         };
         LedgerEntry {
-            tool: call.name.clone(),
-            call_id: call.id.clone(),
+            tool: call.name.to_string(),
+            call_id: call.id.to_string(),
             args,
             status: status.to_owned(),
             idempotency_key,

@@ -11,7 +11,7 @@ use crate::providers::{
     anthropic::Anthropic, bedrock_converse::BedrockConverse, gemini::Gemini,
     openai_chat::OpenAIChat, openai_responses::OpenAIResponses, Dump, ItemFacts, Provider,
 };
-use crate::view::{Message, Role};
+use crate::view::{Message, Role, Text};
 use std::sync::Arc;
 
 /// A native request as the planner sees it.
@@ -145,6 +145,28 @@ pub fn read_elements(
     with_provider(provider, Read(elements, system))?
 }
 
+/// `read_elements` of elements whose item cache keys the caller computed (`item_seed`):
+/// `keys` holds one per element.
+///
+/// Errors: as `read`.
+pub fn read_elements_keyed(
+    provider: &str,
+    elements: &[&[u8]],
+    keys: &[u128],
+    system: &[Vec<String>],
+) -> Result<Native, CoreError> {
+    struct Read<'a>(&'a [&'a [u8]], &'a [u128], &'a [Vec<String>]);
+    impl ForProvider for Read<'_> {
+        type Out = Result<Native, CoreError>;
+        fn run<P: Provider>(self, p: P) -> Self::Out {
+            let keys = (self.1.len() == self.0.len()).then_some(self.1);
+            let items = p.parse_elements_keyed(self.0, keys)?;
+            Ok(view(p, &items, self.2))
+        }
+    }
+    with_provider(provider, Read(elements, keys, system))?
+}
+
 /// Reads a request whose items were keyed from the caller's objects (`keys`, seeded with
 /// `item_seed`): each item met before comes from the provider's cache, the others are
 /// serialized by `dump` and parsed; `check` is given the bytes of JSON the items are before
@@ -210,7 +232,7 @@ fn view<P: Provider>(p: P, items: &[Arc<P::Item>], system: &[Vec<String>]) -> Na
     let glue = P::SYSTEM_HOLDS_FIRST_TURN && !canonical.messages.is_empty();
     for texts in system {
         let mut msg = crate::providers::empty(Role::System);
-        msg.texts.clone_from(texts);
+        msg.texts = texts.iter().map(|t| Text::from(t.as_str())).collect();
         msg.bytes = texts.iter().map(String::len).sum();
         out.messages.push(msg);
         out.layout.groups.push(0);
@@ -254,7 +276,10 @@ mod tests {
             &[vec!["rules".to_owned(), "more".to_owned()]],
         );
         assert_eq!(native.messages[0].role, Role::System);
-        assert_eq!(native.messages[0].texts, ["rules", "more"]);
+        assert_eq!(
+            crate::view::strs(&native.messages[0].texts),
+            ["rules", "more"]
+        );
         assert_eq!(native.layout.groups, [0, 1, 2]);
         assert_eq!(native.spans, [None, Some((0, 1)), Some((1, 2))]);
         assert_eq!(native.items, 2);
@@ -339,7 +364,11 @@ mod tests {
             let again = read_json(provider, json, &[]);
             assert_eq!(first.messages, again.messages, "{provider}");
             let other = read_json(provider, edited, &[]);
-            assert_eq!(other.messages[0].texts, ["cache me twice"], "{provider}");
+            assert_eq!(
+                crate::view::strs(&other.messages[0].texts),
+                ["cache me twice"],
+                "{provider}"
+            );
         }
     }
 

@@ -147,7 +147,7 @@ fn skeleton(full: &Message) -> Message {
         || summary::is_note(full)
         || (full.role == Role::Tool
             && full.texts.len() == 1
-            && full.texts[0] == SYNTHESIZED_RESULT_TEXT);
+            && full.texts[0] == SYNTHESIZED_RESULT_TEXT.into());
     Message {
         role: full.role,
         name: full.name.clone(),
@@ -284,7 +284,7 @@ impl<'a> Request<'a> {
                 .iter()
                 .map(|c| {
                     let args = serde_json::from_str::<serde_json::Value>(&c.arguments)
-                        .map_or_else(|_| c.arguments.clone(), |v| v.to_string());
+                        .map_or_else(|_| c.arguments.clone(), |v| v.to_string().into());
                     xxhash_rust::xxh3::xxh3_64(format!("{}\0{args}", c.name).as_bytes())
                 })
                 .collect()
@@ -484,7 +484,7 @@ pub fn load_canonical(
 /// adds. A provider's parser builds the message from its own JSON, whose size may be smaller
 /// than what the canonical message reads (a merged turn) or not recorded at all.
 fn counted_bytes(m: &Message) -> usize {
-    let texts = m.texts.iter().map(String::len).sum::<usize>()
+    let texts = m.texts.iter().map(|t| t.len()).sum::<usize>()
         + m.role.as_str().len()
         + m.name
             .as_ref()
@@ -551,7 +551,7 @@ const DIGEST_BYTES: usize = 16;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::view::{Detail, Image, ToolCall};
+    use crate::view::{Detail, Image, Text, ToolCall};
     use proptest::prelude::*;
 
     fn key(m: &Message) -> u128 {
@@ -588,7 +588,7 @@ mod tests {
                 |(role, name, texts, calls, call_id, images, (err, other, bytes))| Message {
                     role,
                     name,
-                    texts,
+                    texts: texts.into_iter().map(Text::from).collect(),
                     images: images
                         .into_iter()
                         .map(|size| Image {
@@ -600,9 +600,9 @@ mod tests {
                     tool_calls: calls
                         .into_iter()
                         .map(|(id, name, arguments)| ToolCall {
-                            id,
-                            name,
-                            arguments,
+                            id: id.into(),
+                            name: name.into(),
+                            arguments: arguments.into(),
                         })
                         .collect(),
                     tool_call_id: call_id,
@@ -629,8 +629,8 @@ mod tests {
             (vec![long.as_str(), ""], vec!["", long.as_str()]),
             (vec![&long[..20], &long[20..]], vec![long.as_str()]),
         ] {
-            a.texts = x.into_iter().map(str::to_owned).collect();
-            b.texts = y.into_iter().map(str::to_owned).collect();
+            a.texts = x.into_iter().map(Text::from).collect();
+            b.texts = y.into_iter().map(Text::from).collect();
             assert_ne!(key(&a), key(&b), "{:?} / {:?}", a.texts, b.texts);
         }
         b.texts.clone_from(&a.texts);

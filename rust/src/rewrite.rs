@@ -4,7 +4,7 @@
 //! content; the texts are fixed so the same history always rewrites to the same bytes.
 
 use crate::count::Counter;
-use crate::view::Message;
+use crate::view::{Message, Text};
 
 /// What a rewrite did to a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -231,7 +231,7 @@ pub fn rewritten(original: &Message, text: &str) -> Message {
 pub fn without_media(original: &Message) -> Message {
     let mut msg = original.clone();
     msg.texts.extend(std::iter::repeat_n(
-        MEDIA_PLACEHOLDER.to_owned(),
+        Text::from(MEDIA_PLACEHOLDER),
         msg.images.len(),
     ));
     msg.images.clear();

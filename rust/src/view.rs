@@ -1,6 +1,15 @@
 //! The canonical view of a request: what every provider's messages reduce to before counting,
 //! validation and planning. Provider parsers build it; nothing downstream looks at native JSON.
 
+/// A text of a canonical message: shared, so that the messages a reading builds from cached
+/// items, and the readings kept, hold the items' own texts rather than copies of them.
+pub type Text = std::sync::Arc<str>;
+
+/// The texts as string slices.
+pub fn strs(texts: &[Text]) -> Vec<&str> {
+    texts.iter().map(|t| &**t).collect()
+}
+
 /// The role of a message in the canonical view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
@@ -48,9 +57,9 @@ pub struct Image {
 /// One function call made by an assistant message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolCall {
-    pub id: String,
-    pub name: String,
-    pub arguments: String,
+    pub id: Text,
+    pub name: Text,
+    pub arguments: Text,
 }
 
 /// One message of the canonical view.
@@ -61,7 +70,7 @@ pub struct Message {
     pub name: Option<String>,
     /// Every text the model reads from this message, in order (content string, text parts,
     /// refusal).
-    pub texts: Vec<String>,
+    pub texts: Vec<Text>,
     pub images: Vec<Image>,
     /// Tokens of parts that are neither text nor image, counted by the parser (audio, files).
     pub other_part_tokens: u32,
@@ -81,7 +90,7 @@ impl Message {
         Message {
             role,
             name: None,
-            texts: vec![text.to_owned()],
+            texts: vec![text.into()],
             images: Vec::new(),
             other_part_tokens: 0,
             tool_calls: Vec::new(),

@@ -196,9 +196,9 @@ mod tests {
     #[test]
     fn assistant_with_two_tool_calls() {
         let call = |id: &str, name: &str, arguments: &str| ToolCall {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            arguments: arguments.to_owned(),
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
         };
         let msg = Message::assistant_calls(vec![
             call("call_1", "get_weather", r#"{"city":"Paris"}"#),

@@ -147,7 +147,7 @@ pub fn validate<M: Borrow<Message>>(messages: &[M]) -> Vec<PairingIssue> {
                 .iter()
                 .enumerate()
                 .map(|(pos, call)| OpenCall {
-                    id: call.id.as_str(),
+                    id: &call.id,
                     pos,
                     answered_by: None,
                 }),
@@ -236,7 +236,10 @@ pub fn repairs_for<M: Borrow<Message>>(
         if assistant.role != Role::Assistant {
             return None;
         }
-        let pos = assistant.tool_calls.iter().position(|call| call.id == id)?;
+        let pos = assistant
+            .tool_calls
+            .iter()
+            .position(|call| call.id == id.into())?;
         repairs.push((result_block_end(messages, issue.index), pos, id));
     }
     repairs.sort_by_key(|&(at, pos, _)| (at, pos));
@@ -278,7 +281,7 @@ fn callers_by_id<M: Borrow<Message>>(messages: &[M]) -> HashMap<&str, Vec<usize>
             continue;
         }
         for call in &message.tool_calls {
-            let list = callers.entry(call.id.as_str()).or_default();
+            let list = callers.entry(&*call.id).or_default();
             if list.last() != Some(&i) {
                 list.push(i);
             }
@@ -436,9 +439,9 @@ mod tests {
 
     fn call(id: &str) -> ToolCall {
         ToolCall {
-            id: id.to_owned(),
-            name: "lookup".to_owned(),
-            arguments: "{}".to_owned(),
+            id: id.into(),
+            name: "lookup".into(),
+            arguments: "{}".into(),
         }
     }
 
@@ -782,7 +785,7 @@ mod tests {
                     return false;
                 }
                 let owner = &messages[k - 1];
-                let answers = |c: &ToolCall| m.tool_call_id.as_deref() == Some(c.id.as_str());
+                let answers = |c: &ToolCall| m.tool_call_id.as_deref() == Some(&*c.id);
                 if !owner.tool_calls.iter().any(answers) {
                     return false;
                 }
@@ -934,7 +937,7 @@ mod tests {
     fn calls_of(messages: &[Message], id: &str, range: std::ops::Range<usize>) -> bool {
         messages[range]
             .iter()
-            .any(|m| m.role == Role::Assistant && m.tool_calls.iter().any(|c| c.id == id))
+            .any(|m| m.role == Role::Assistant && m.tool_calls.iter().any(|c| c.id == id.into()))
     }
 
     proptest! {

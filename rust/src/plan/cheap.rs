@@ -231,7 +231,7 @@ fn superseded_reads(
             continue;
         };
         for (c, &key) in msg.tool_calls.iter().zip(work.req.call_keys(i)) {
-            calls.insert((unit_of[w], c.id.as_str()), (c.name.as_str(), key));
+            calls.insert((unit_of[w], &*c.id), (&*c.name, key));
         }
     }
     let mut seen: HashSet<u64> = HashSet::with_capacity_and_hasher(len / 2, Default::default());

@@ -195,7 +195,7 @@ impl Planning<'_, '_, '_> {
         let note_item = |w: Option<usize>| -> Option<Item> {
             let text = text.clone()?;
             if let (Some(i), true) = (w.and_then(|w| work.original(w)), notes.len() == 1) {
-                if req.message(i).texts.first() == Some(&text) {
+                if req.message(i).texts.first().map(|t| &**t) == Some(text.as_str()) {
                     return Some(Item::Keep(i));
                 }
             }

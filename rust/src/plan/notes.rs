@@ -157,13 +157,13 @@ fn side_effects(ring: &[&Message], cfg: &PlanConfig, turn: Option<u32>) -> Vec<L
         .collect();
     ring.iter()
         .flat_map(|m| &m.tool_calls)
-        .filter(|c| cfg.side_effect_tools.contains(&c.name))
+        .filter(|c| cfg.side_effect_tools.contains(&*c.name))
         .map(|c| {
             let result = results
                 .iter()
-                .find(|r| r.tool_call_id.as_deref() == Some(c.id.as_str()));
+                .find(|r| r.tool_call_id.as_deref() == Some(&*c.id));
             let status = match result {
-                Some(r) if r.texts.first().map(String::as_str) == Some(SYNTHESIZED_RESULT_TEXT) => {
+                Some(r) if r.texts.first().map(|t| &**t) == Some(SYNTHESIZED_RESULT_TEXT) => {
                     "not_completed"
                 }
                 Some(r) if r.is_error => "error",
@@ -172,7 +172,7 @@ fn side_effects(ring: &[&Message], cfg: &PlanConfig, turn: Option<u32>) -> Vec<L
             LedgerEntry::from_call(
                 c,
                 status,
-                cfg.ledger_fields.get(&c.name).map(Vec::as_slice),
+                cfg.ledger_fields.get(&*c.name).map(Vec::as_slice),
                 turn,
             )
         })

@@ -43,7 +43,7 @@ pub(super) fn ring(id: &str, tool: &str, result: &str, error: bool) -> Vec<Messa
         Message::assistant_calls(vec![ToolCall {
             id: id.into(),
             name: tool.into(),
-            arguments: format!(r#"{{"x":"{id}"}}"#),
+            arguments: format!(r#"{{"x":"{id}"}}"#).into(),
         }]),
         Message::tool_result(id, result, error),
     ]

@@ -205,13 +205,29 @@ pub trait Provider {
     /// Reads every item given as its own JSON (an array's elements, already split), each item
     /// met before taken from the provider's cache.
     fn parse_elements(&self, elements: &[&[u8]]) -> Result<Vec<Arc<Self::Item>>, CoreError> {
-        let cache = self.item_cache();
+        let keys = self.item_cache().map(|cache| {
+            elements
+                .iter()
+                .map(|raw| cache.key(raw))
+                .collect::<Vec<_>>()
+        });
+        self.parse_elements_keyed(elements, keys.as_deref())
+    }
+
+    /// `parse_elements` of elements whose cache keys (`ItemCache::key`) the caller has
+    /// computed already, `keys`, one per element; None for a provider that keeps no items.
+    fn parse_elements_keyed(
+        &self,
+        elements: &[&[u8]],
+        keys: Option<&[u128]>,
+    ) -> Result<Vec<Arc<Self::Item>>, CoreError> {
+        let cache = self.item_cache().zip(keys);
         let mut items = Vec::with_capacity(elements.len());
         for (i, &raw) in elements.iter().enumerate() {
             let item = match cache {
                 None => Arc::new(self.parse(i, raw)?),
-                Some(cache) => {
-                    let key = cache.key(raw);
+                Some((cache, keys)) => {
+                    let key = keys[i];
                     match cache.get(key) {
                         Some(hit) => hit,
                         None => {

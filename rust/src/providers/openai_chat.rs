@@ -12,7 +12,7 @@ use crate::count::image::image_size_from_data_url;
 use crate::error::CoreError;
 use crate::pairing::{self, PairingIssue};
 use crate::plan::Layout;
-use crate::view::{Detail, Image, Message, Role, ToolCall};
+use crate::view::{Detail, Image, Message, Role, Text, ToolCall};
 
 /// A key that may be missing or `null` (several real SDKs write `null` for absent keys).
 fn present<'v>(obj: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
@@ -91,7 +91,7 @@ fn parse_content(
     msg: &mut Message,
 ) -> Result<(), CoreError> {
     match content {
-        Value::String(s) => msg.texts.push(s.clone()),
+        Value::String(s) => msg.texts.push(s.as_str().into()),
         Value::Array(parts) => {
             for (p, part) in parts.iter().enumerate() {
                 parse_part(i, p, role, part, msg)?;
@@ -149,8 +149,8 @@ fn parse_part(
         }
     };
     match kind {
-        "text" => msg.texts.push(field_str("text")?.to_owned()),
-        "refusal" => msg.texts.push(field_str("refusal")?.to_owned()),
+        "text" => msg.texts.push(field_str("text")?.into()),
+        "refusal" => msg.texts.push(field_str("refusal")?.into()),
         "image_url" if role == Role::User => {
             let Some(Value::Object(image)) = obj.get("image_url") else {
                 return Err(CoreError::invalid(
@@ -340,15 +340,15 @@ fn parse_tool_call(i: usize, c: usize, call: &Value) -> Result<ToolCall, CoreErr
         }
     };
     Ok(ToolCall {
-        id,
-        name,
-        arguments,
+        id: id.into(),
+        name: name.into(),
+        arguments: arguments.into(),
     })
 }
 
 /// Chat Completions has no error flag on tool results; these openings are how tool runtimes
 /// (and the real sessions in the corpus) report failures.
-fn looks_like_error(texts: &[String]) -> bool {
+fn looks_like_error(texts: &[Text]) -> bool {
     let Some(first) = texts.first() else {
         return false;
     };
@@ -388,7 +388,7 @@ pub fn parse_message(i: usize, value: &Value, bytes: usize) -> Result<Message, C
         None => return Err(CoreError::invalid(i, "missing `content`")),
     }
     if let Some(refusal) = optional_str(i, obj, "refusal")? {
-        msg.texts.push(refusal.to_owned());
+        msg.texts.push(refusal.into());
     }
     match present(obj, "tool_calls") {
         None => {}
@@ -503,12 +503,12 @@ fn parse_plain(raw: &[u8]) -> Option<Message> {
     msg.bytes = raw.len();
     msg.name = plain.name.map(Cow::into_owned);
     match plain.content {
-        Some(text) => msg.texts.push(text.into_owned()),
+        Some(text) => msg.texts.push(text.into_owned().into()),
         None if role == Role::Assistant => {}
         None => return None,
     }
     if let Some(refusal) = plain.refusal {
-        msg.texts.push(refusal.into_owned());
+        msg.texts.push(refusal.into_owned().into());
     }
     if let Some(calls) = plain.tool_calls {
         if role != Role::Assistant || calls.is_empty() {
@@ -519,9 +519,9 @@ fn parse_plain(raw: &[u8]) -> Option<Message> {
                 return None;
             }
             msg.tool_calls.push(ToolCall {
-                id: call.id.into_owned(),
-                name: call.function.name.into_owned(),
-                arguments: call.function.arguments.into_owned(),
+                id: call.id.into_owned().into(),
+                name: call.function.name.into_owned().into(),
+                arguments: call.function.arguments.into_owned().into(),
             });
         }
     }
@@ -741,6 +741,9 @@ mod tests {
         );
         let duplicate = br#"{"role":"user","content":"a","content":"b"}"#;
         assert!(parse_plain(duplicate).is_none());
-        assert_eq!(parse_raw(0, duplicate).unwrap().texts, ["b"]);
+        assert_eq!(
+            crate::view::strs(&parse_raw(0, duplicate).unwrap().texts),
+            ["b"]
+        );
     }
 }

@@ -86,25 +86,53 @@ pub(super) fn reading(
     let bytes = json.iter().map(|p| p.len()).sum::<usize>();
     check_size(bytes + system_bytes(system), tools_json, config.limits)?;
     let context = Context::new(provider, system, tools_json, config.scheme, cache);
-    let key = context.key(b"json", json.iter().copied());
     let limits = config.limits;
+    // Items split already (a body's history) are hashed once: their item cache keys make the
+    // reading's key too, rather than a second pass over the whole JSON.
+    let split = spans.and_then(|s| json_array::at_spans(json, s));
+    let keyed = match (split, native::item_seed(provider)?) {
+        (Some(elements), Some(seed)) => {
+            let keys: Vec<u128> = elements
+                .iter()
+                .map(|raw| xxh3_128_with_seed(raw, seed))
+                .collect();
+            Some((elements, keys))
+        }
+        _ => None,
+    };
+    let key = match &keyed {
+        Some((_, keys)) => {
+            let bytes: Vec<[u8; 16]> = keys.iter().map(|k| k.to_le_bytes()).collect();
+            context.key(b"items", bytes.iter().map(|b| &b[..]))
+        }
+        None => context.key(b"json", json.iter().copied()),
+    };
     readings::kept_or_read(
         key,
         |kept| check_count(kept.native.items, limits),
         || {
-            let elements = match spans.and_then(|s| json_array::at_spans(json, s)) {
-                Some(elements) => elements,
-                None => json_array::split_all(json)?,
+            let (native, request) = match keyed {
+                Some((elements, keys)) => {
+                    check_count(elements.len(), limits)?;
+                    let native = native::read_elements_keyed(provider, &elements, &keys, system)?;
+                    loaded(native, tools_json, config.scheme, limits, cache)?
+                }
+                None => {
+                    let elements = match spans.and_then(|s| json_array::at_spans(json, s)) {
+                        Some(elements) => elements,
+                        None => json_array::split_all(json)?,
+                    };
+                    load(
+                        provider,
+                        &elements,
+                        system,
+                        tools_json,
+                        config.scheme,
+                        limits,
+                        cache,
+                    )?
+                }
             };
-            let (native, request) = load(
-                provider,
-                &elements,
-                system,
-                tools_json,
-                config.scheme,
-                limits,
-                cache,
-            )?;
             Ok(Reading {
                 native,
                 request,
@@ -361,10 +389,10 @@ impl NativeView {
                 let calls = PyList::empty(py);
                 for c in &m.tool_calls {
                     let function = PyDict::new(py);
-                    function.set_item("name", &c.name)?;
-                    function.set_item("arguments", &c.arguments)?;
+                    function.set_item("name", &*c.name)?;
+                    function.set_item("arguments", &*c.arguments)?;
                     let call = PyDict::new(py);
-                    call.set_item("id", &c.id)?;
+                    call.set_item("id", &*c.id)?;
                     call.set_item("type", "function")?;
                     call.set_item("function", function)?;
                     calls.append(call)?;

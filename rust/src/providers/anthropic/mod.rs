@@ -16,7 +16,7 @@ use super::{appended, json_string, note_in_string, NoteAt};
 use super::{cached_items, Canonical, ItemFacts, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
-use crate::view::{Image, Role};
+use crate::view::{Image, Role, Text};
 use std::sync::Arc;
 
 /// Blocks with `cache_control` a request may carry, the system's included (the API refuses a
@@ -26,7 +26,7 @@ pub const MAX_CACHE_MARKERS: u32 = 4;
 /// Counted parts of a block the model reads: texts, images, and costs known only as a number.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Parts {
-    pub texts: Vec<String>,
+    pub texts: Vec<Text>,
     pub images: Vec<Image>,
     /// Tokens of parts with a published price but no text (a PDF page's text layer).
     pub other_tokens: u32,
@@ -36,14 +36,14 @@ pub struct Parts {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Block {
     /// A text block; `blank` when it holds only whitespace, which the API refuses.
-    Text { text: String, blank: bool },
+    Text { text: Text, blank: bool },
     /// A `thinking` block's text, or a `redacted_thinking` block's data.
-    Thinking { text: String },
+    Thinking { text: Text },
     ToolUse {
-        id: String,
-        name: String,
+        id: Text,
+        name: Text,
         /// The input as compact JSON.
-        input: String,
+        input: Text,
     },
     ToolResult {
         id: String,
@@ -54,9 +54,9 @@ pub enum Block {
     Media(Parts),
     /// A `compaction` block's summary (empty when compaction failed): the API ignores every
     /// block before the latest one, and reads the summary in their place.
-    Compaction { text: String },
+    Compaction { text: Text },
     /// Any other block (server tool blocks and results, ...): its JSON, counted as text.
-    Other { json: String },
+    Other { json: Text },
 }
 
 impl Block {

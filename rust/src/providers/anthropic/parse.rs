@@ -126,11 +126,13 @@ impl At {
                     });
                 }
             }
-            "text" => parts
-                .texts
-                .push(self.need_str(source, "data", &inner, true)?.to_owned()),
+            "text" => parts.texts.push(
+                self.need_str(source, "data", &inner, true)?
+                    .to_owned()
+                    .into(),
+            ),
             _ => match source.get("content") {
-                Some(Value::String(s)) => parts.texts.push(s.clone()),
+                Some(Value::String(s)) => parts.texts.push(s.as_str().into()),
                 Some(Value::Array(blocks)) => {
                     for (k, sub) in blocks.iter().enumerate() {
                         self.nested(sub, &format!("{inner}.content[{k}]"), parts)?;
@@ -153,7 +155,7 @@ impl At {
         match self.kind(block, place)? {
             "text" => parts
                 .texts
-                .push(self.need_str(block, "text", place, true)?.to_owned()),
+                .push(self.need_str(block, "text", place, true)?.into()),
             kind => self.media(block, kind, place, parts)?,
         }
         Ok(())
@@ -172,7 +174,7 @@ impl At {
             "document" => {
                 for key in ["title", "context"] {
                     if let Some(Value::String(s)) = block.get(key) {
-                        parts.texts.push(s.clone());
+                        parts.texts.push(s.as_str().into());
                     }
                 }
                 let kinds = ["base64", "text", "content", "url", "file"];
@@ -181,20 +183,20 @@ impl At {
             "search_result" => {
                 for key in ["title", "source"] {
                     if let Some(Value::String(s)) = block.get(key) {
-                        parts.texts.push(s.clone());
+                        parts.texts.push(s.as_str().into());
                     }
                 }
                 if let Some(Value::Array(content)) = block.get("content") {
                     for sub in content {
                         if let Some(Value::String(s)) = sub.get("text") {
-                            parts.texts.push(s.clone());
+                            parts.texts.push(s.as_str().into());
                         }
                     }
                 }
                 Ok(())
             }
             _ => {
-                parts.texts.push(json_without_cache_control(block));
+                parts.texts.push(json_without_cache_control(block).into());
                 Ok(())
             }
         }
@@ -232,7 +234,11 @@ impl At {
                         )))
                     }
                 };
-                Block::ToolUse { id, name, input }
+                Block::ToolUse {
+                    id: id.into(),
+                    name: name.into(),
+                    input: input.into(),
+                }
             }
             "tool_result" => {
                 let id = self
@@ -241,7 +247,7 @@ impl At {
                 let mut parts = Parts::default();
                 match block.get("content") {
                     None | Some(Value::Null) => {}
-                    Some(Value::String(s)) => parts.texts.push(s.clone()),
+                    Some(Value::String(s)) => parts.texts.push(s.as_str().into()),
                     Some(Value::Array(blocks)) => {
                         for (k, sub) in blocks.iter().enumerate() {
                             self.nested(sub, &format!("{place}.content[{k}]"), &mut parts)?;
@@ -271,16 +277,22 @@ impl At {
                 }
             }
             "thinking" => Block::Thinking {
-                text: self.need_str(block, "thinking", &place, true)?.to_owned(),
+                text: self
+                    .need_str(block, "thinking", &place, true)?
+                    .to_owned()
+                    .into(),
             },
             // Encrypted: its size as text is an upper bound of what it stands for.
             "redacted_thinking" => Block::Thinking {
-                text: self.need_str(block, "data", &place, true)?.to_owned(),
+                text: self
+                    .need_str(block, "data", &place, true)?
+                    .to_owned()
+                    .into(),
             },
             "compaction" => Block::Compaction {
                 text: match block.get("content") {
-                    None | Some(Value::Null) => String::new(),
-                    Some(Value::String(s)) => s.clone(),
+                    None | Some(Value::Null) => String::new().into(),
+                    Some(Value::String(s)) => s.as_str().into(),
                     Some(other) => {
                         return Err(self.err(format!(
                             "{place}.content must be a string, got {}",
@@ -295,7 +307,7 @@ impl At {
                 Block::Media(parts)
             }
             _ => Block::Other {
-                json: json_without_cache_control(block),
+                json: json_without_cache_control(block).into(),
             },
         })
     }
@@ -303,7 +315,7 @@ impl At {
 
 pub(super) fn text(s: &str) -> Block {
     Block::Text {
-        text: s.to_owned(),
+        text: s.into(),
         blank: s.trim().is_empty(),
     }
 }

@@ -42,7 +42,7 @@ fn call_sites(messages: &[Arc<AnthropicMessage>], from: Start) -> HashMap<&str, 
     for i in from.message..messages.len() {
         for block in read_blocks(messages, from, i) {
             if let Block::ToolUse { id, .. } = block {
-                let list = uses.entry(id.as_str()).or_default();
+                let list = uses.entry(&**id).or_default();
                 if list.last() != Some(&i) {
                     list.push(i);
                 }
@@ -129,7 +129,7 @@ impl<'a> Rules<'a> {
                     continue;
                 };
                 let b = b + self.offset(i);
-                if let Some(&first) = seen.get(id.as_str()) {
+                if let Some(&first) = seen.get(&**id) {
                     found.add(
                         i,
                         b,
@@ -143,7 +143,7 @@ impl<'a> Rules<'a> {
                     continue;
                 }
                 seen.insert(id, i);
-                if !answered.contains(&id.as_str()) {
+                if !answered.contains(&&**id) {
                     let place = match next {
                         Some(n) => format!("messages[{}:{}]", n.start, n.end),
                         None => "no message after it".to_owned(),

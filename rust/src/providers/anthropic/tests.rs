@@ -181,7 +181,10 @@ fn nothing_before_the_latest_compaction_is_checked_or_counted() {
     assert_eq!(Anthropic.validate(&items), []);
     let canonical = Anthropic.canonical(&items);
     assert_eq!(canonical.first_counted, 6);
-    assert_eq!(canonical.messages[0].texts, ["the summary", "after"]);
+    assert_eq!(
+        crate::view::strs(&canonical.messages[0].texts),
+        ["the summary", "after"]
+    );
     assert_eq!(canonical.layout.groups, [6, 7, 8, 9]);
 
     // Pairing resumes at the compaction block: a result whose call it dropped is an orphan,
@@ -219,8 +222,11 @@ fn whitespace_only_text_is_marked_and_never_counted() {
     );
     assert_eq!(Anthropic.validate(&items), []);
     let canonical = Anthropic.canonical(&items);
-    assert_eq!(canonical.messages[1].texts, ["plan"]);
-    assert_eq!(canonical.messages[1].tool_calls[0].arguments, r#"{"x":1}"#);
+    assert_eq!(crate::view::strs(&canonical.messages[1].texts), ["plan"]);
+    assert_eq!(
+        canonical.messages[1].tool_calls[0].arguments,
+        r#"{"x":1}"#.into()
+    );
     assert_eq!(
         canonical.messages.len(),
         3,
@@ -240,7 +246,7 @@ fn media_is_priced_without_filler() {
     ]})];
     let canonical = Anthropic.canonical(&read(&msgs));
     let msg = &canonical.messages[0];
-    assert_eq!(msg.texts, ["spec"]);
+    assert_eq!(crate::view::strs(&msg.texts), ["spec"]);
     assert_eq!(msg.other_part_tokens, parse::PDF_PAGE_TOKENS);
     let sizes: Vec<_> = msg.images.iter().map(|i| i.size).collect();
     assert_eq!(sizes, [None, Some((2, 3)), None]);
@@ -435,7 +441,7 @@ proptest! {
         let canonical = Anthropic.canonical(&items);
         prop_assert!(canonical.layout.groups.windows(2).all(|w| w[0] <= w[1]));
         prop_assert!(canonical.layout.groups.iter().all(|&g| g >= canonical.first_counted));
-        prop_assert!(canonical.messages.iter().flat_map(|m| &m.texts).all(|t| t != "\n\n"));
+        prop_assert!(canonical.messages.iter().flat_map(|m| &m.texts).all(|t| &**t != "\n\n"));
     }
 
     /// Deleting one result block after the latest compaction gives exactly one missing

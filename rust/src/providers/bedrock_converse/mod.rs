@@ -13,7 +13,7 @@ use super::{appended, json_string, NoteAt};
 use super::{cached_items, Canonical, ItemFacts, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
-use crate::view::Role;
+use crate::view::{Role, Text};
 use std::sync::Arc;
 
 /// Bedrock's ValidationException texts, verbatim (sources in docs/providers/bedrock_converse.md).
@@ -45,10 +45,10 @@ pub use super::anthropic::Parts;
 /// One `toolUse` block.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolUse {
-    pub id: String,
-    pub name: String,
+    pub id: Text,
+    pub name: Text,
     /// The input as compact JSON.
-    pub input: String,
+    pub input: Text,
 }
 
 /// One `toolResult` block.

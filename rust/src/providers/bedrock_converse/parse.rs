@@ -152,7 +152,7 @@ impl At {
         for key in ["name", "context"] {
             if let Some(value) = block.get(key).filter(|v| !v.is_null()) {
                 let text = self.string(Some(value), &format!("{place}.{key}"), true)?;
-                parts.texts.push(text.to_owned());
+                parts.texts.push(text.into());
             }
         }
         let format = block.get("format").and_then(Value::as_str).unwrap_or("");
@@ -165,7 +165,7 @@ impl At {
                     .flatten()
                     .and_then(|raw| String::from_utf8(raw).ok());
                 if let Some(text) = text {
-                    parts.texts.push(text);
+                    parts.texts.push(text.into());
                 } else if kind == "document" && format == "pdf" {
                     pdf(parts, data);
                 } else {
@@ -182,11 +182,11 @@ impl At {
                     &format!("{place}.source.s3Location.uri"),
                     true,
                 )?;
-                parts.texts.push(uri.to_owned());
+                parts.texts.push(uri.into());
             }
             "text" => {
                 let text = self.string(Some(source), &format!("{place}.source.text"), true)?;
-                parts.texts.push(text.to_owned());
+                parts.texts.push(text.into());
             }
             "content" => {
                 let items = self.list(Some(source), &format!("{place}.source.content"))?;
@@ -196,9 +196,7 @@ impl At {
                     if k != "text" {
                         return Err(self.err(format!("{at} must be a text block, got {k}")));
                     }
-                    parts
-                        .texts
-                        .push(self.string(Some(text), &at, true)?.to_owned());
+                    parts.texts.push(self.string(Some(text), &at, true)?.into());
                 }
             }
             other => return Err(self.err(format!("{place}.source has unknown type {other}"))),
@@ -215,21 +213,19 @@ impl At {
         parts: &mut Parts,
     ) -> Result<(), CoreError> {
         match kind {
-            "text" => parts
-                .texts
-                .push(self.string(Some(v), place, true)?.to_owned()),
+            "text" => parts.texts.push(self.string(Some(v), place, true)?.into()),
             "image" => self.image(v, place, parts)?,
             "document" | "video" | "audio" => self.opaque(kind, v, place, parts)?,
             "guardContent" => match self.member(Some(v), place)? {
                 ("text", inner) => {
                     let text = self.obj(Some(inner), &format!("{place}.text"))?.get("text");
                     let text = self.string(text, &format!("{place}.text.text"), true)?;
-                    parts.texts.push(text.to_owned());
+                    parts.texts.push(text.into());
                 }
                 ("image", inner) => self.image(inner, &format!("{place}.image"), parts)?,
                 (other, _) => return Err(self.err(format!("{place} has unknown type {other}"))),
             },
-            "searchResult" | "json" => parts.texts.push(v.to_string()),
+            "searchResult" | "json" => parts.texts.push(v.to_string().into()),
             _ => {}
         }
         Ok(())
@@ -280,9 +276,9 @@ impl At {
             return Err(self.err(format!("{place} has no `input`")));
         };
         Ok(ToolUse {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            input: input.to_string(),
+            id: id.into(),
+            name: name.into(),
+            input: input.to_string().into(),
         })
     }
 
@@ -373,8 +369,8 @@ pub fn message(i: usize, raw: &[u8]) -> Result<BedrockMessage, CoreError> {
             "cachePoint" => {}
             "toolResult" => out.results.push(at.tool_result(b, value)?),
             "toolUse" => out.uses.push(at.tool_use(b, value)?),
-            "reasoningContent" => out.parts.texts.push(at.reasoning(b, value)?),
-            "citationsContent" => out.parts.texts.push(value.to_string()),
+            "reasoningContent" => out.parts.texts.push(at.reasoning(b, value)?.into()),
+            "citationsContent" => out.parts.texts.push(value.to_string().into()),
             _ => {
                 out.conversation = true;
                 at.media(kind, value, &format!("content[{b}].{kind}"), &mut out.parts)?;

@@ -35,7 +35,7 @@ fn call_sites(messages: &[Arc<BedrockMessage>]) -> HashMap<&str, Vec<usize>> {
     let mut callers: HashMap<&str, Vec<usize>> = HashMap::default();
     for (i, m) in messages.iter().enumerate() {
         for u in &m.uses {
-            callers.entry(u.id.as_str()).or_default().push(i);
+            callers.entry(&*u.id).or_default().push(i);
         }
     }
     callers
@@ -102,11 +102,11 @@ fn calls(messages: &[Arc<BedrockMessage>], i: usize, out: &mut Vec<PairingIssue>
         .unwrap_or_default();
     let missing: Vec<_> = unique
         .into_iter()
-        .filter(|u| !answered.contains(u.id.as_str()))
+        .filter(|u| !answered.contains(&*u.id))
         .collect();
     let ids = missing
         .iter()
-        .map(|u| u.id.as_str())
+        .map(|u| &*u.id)
         .collect::<Vec<_>>()
         .join(", ");
     for u in &missing {
@@ -174,7 +174,7 @@ fn results<'a>(
         .checked_sub(1)
         .map(|p| &messages[p])
         .filter(|p| p.role == Role::Assistant)
-        .map(|p| p.uses.iter().map(|u| u.id.as_str()).collect())
+        .map(|p| p.uses.iter().map(|u| &*u.id).collect())
         .unwrap_or_default();
     let too_many = m.results.len() > expected.len();
     let mut seen: HashSet<&str> = HashSet::default();

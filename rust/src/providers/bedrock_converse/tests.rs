@@ -231,7 +231,10 @@ fn canonical_view_prices_documents_by_what_they_hold() {
     let view = BedrockConverse.canonical(&read(&msgs));
     assert_eq!(view.layout.groups, [0, 1, 2, 2]);
     let first = &view.messages[0];
-    assert_eq!(first.texts, ["notes", "hello world", "paper"]);
+    assert_eq!(
+        crate::view::strs(&first.texts),
+        ["notes", "hello world", "paper"]
+    );
     assert_eq!(
         first.images.len(),
         3,
@@ -241,7 +244,7 @@ fn canonical_view_prices_documents_by_what_they_hold() {
     assert_eq!(first.other_part_tokens, 2 * 3000 + 134);
     let result = &view.messages[2];
     assert!(result.is_error);
-    assert_eq!(result.texts, ["boom"]);
+    assert_eq!(crate::view::strs(&result.texts), ["boom"]);
     assert_eq!(
         view.messages[3].images.len(),
         1,

@@ -77,7 +77,7 @@ fn with_answers(cs: &[Arc<GeminiContent>], answered: &Answer) -> Canonical {
                 .iter()
                 .zip(&ids[k])
                 .map(|(call, id)| ToolCall {
-                    id: id.clone(),
+                    id: id.as_str().into(),
                     name: call.name.clone(),
                     arguments: call.args.clone(),
                 })

@@ -20,7 +20,7 @@ use super::{appended, json_string, note_in_string, NoteAt};
 use super::{cached_items, Canonical, ItemFacts, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
-use crate::view::{Image, Role};
+use crate::view::{Image, Role, Text};
 use std::sync::Arc;
 
 /// Gemini's 400 when a response turn does not answer every call of the call turn before it
@@ -49,11 +49,11 @@ pub const MISSING_SIGNATURE: &str =
 pub struct Call {
     /// Position of the part in its content.
     pub pos: usize,
-    pub name: String,
+    pub name: Text,
     /// The native id, when the call has a non-empty one.
     pub id: Option<String>,
     /// The arguments as compact JSON.
-    pub args: String,
+    pub args: Text,
     /// For a call without a native id, the digest of its name and arguments its canonical id
     /// is made from: made when the call is read, so a warm reading takes it from the item
     /// cache instead of hashing every call again.
@@ -69,7 +69,7 @@ pub struct Response {
     pub name: String,
     pub id: Option<String>,
     /// What the model reads of the response: its JSON, or the error text of `{"error": ...}`.
-    pub text: String,
+    pub text: Text,
     /// A response that is `{"error": ...}` alone (Gemini: "use 'output' for the function output
     /// and 'error' for error details").
     pub is_error: bool,
@@ -81,7 +81,7 @@ pub struct GeminiContent {
     /// `User` for 'user' (and Vertex AI's 'function') contents, `Assistant` for 'model'.
     pub role: Role,
     /// Texts the model reads: text parts, code, code results, signatures, unknown fields.
-    pub texts: Vec<String>,
+    pub texts: Vec<Text>,
     pub images: Vec<Image>,
     /// Tokens of media other than images, by their payload size.
     pub other_tokens: u32,

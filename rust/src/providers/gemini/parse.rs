@@ -145,7 +145,7 @@ impl At {
             } else {
                 // A stored file of unknown length: its reference is all the request shows, and
                 // it costs at least what Gemini charges for one document page.
-                c.texts.push(uri.to_owned());
+                c.texts.push(uri.into());
                 c.other_tokens = c.other_tokens.saturating_add(STORED_FILE_TOKENS);
             }
         }
@@ -176,7 +176,7 @@ impl At {
         if signature.is_some() {
             // Opaque, but sent back with the part: counted as text, which over-counts safely.
             let s = self.string(signature, &format!("{place}.thoughtSignature"))?;
-            c.texts.push(s.to_owned());
+            c.texts.push(s.into());
             c.signatures += 1;
         }
         for key in &present {
@@ -186,7 +186,7 @@ impl At {
                 || META_FIELDS.contains(&key.as_str());
             if !known {
                 // A field ringbound does not know may still reach the model: count it as text.
-                c.texts.push(part[key.as_str()].to_string());
+                c.texts.push(part[key.as_str()].to_string().into());
             }
         }
         let Some(key) = data.first() else {
@@ -206,12 +206,12 @@ impl At {
             c.prompt = true;
         }
         match camel {
-            "text" => c.texts.push(self.string(Some(value), &inner)?.to_owned()),
+            "text" => c.texts.push(self.string(Some(value), &inner)?.into()),
             "inlineData" => self.blob(value, true, &inner, c)?,
             "fileData" => self.blob(value, false, &inner, c)?,
             "executableCode" | "codeExecutionResult" => {
                 self.object(value, &inner)?;
-                c.texts.push(value.to_string());
+                c.texts.push(value.to_string().into());
             }
             "functionCall" => {
                 if c.role != Role::Assistant {
@@ -235,9 +235,9 @@ impl At {
                 let digest = id.is_none().then(|| call_digest(&name, &args));
                 c.calls.push(Call {
                     pos: p,
-                    name,
+                    name: name.into(),
                     id,
-                    args,
+                    args: args.into(),
                     digest,
                     signed: signature.is_some(),
                 });
@@ -291,7 +291,7 @@ impl At {
             pos: p,
             name: self.name(body, place)?,
             id: self.id(body, place)?,
-            text,
+            text: text.into(),
             is_error,
         });
         match get(body, "parts") {
@@ -305,7 +305,7 @@ impl At {
                     } else if let Some(stored) = either(sub, "fileData", "file_data") {
                         self.blob(stored, false, &at, c)?;
                     } else {
-                        c.texts.push(raw.to_string());
+                        c.texts.push(raw.to_string().into());
                     }
                 }
             }

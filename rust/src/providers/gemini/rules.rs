@@ -50,7 +50,7 @@ fn describe(name: &str, pos: usize, id: Option<&str>) -> String {
 fn same(c: &Call, r: &Response) -> bool {
     match &r.id {
         Some(id) => c.id.as_deref() == Some(id),
-        None => c.name == r.name,
+        None => *c.name == *r.name,
     }
 }
 
@@ -66,12 +66,12 @@ fn matching(calls: &[Call], used: &[bool], r: &Response) -> Option<usize> {
     }
     if let Some(m) = ids
         .clone()
-        .find(|&m| calls[m].id.is_none() && calls[m].name == r.name)
+        .find(|&m| calls[m].id.is_none() && *calls[m].name == *r.name)
     {
         return Some(m);
     }
     if r.id.is_none() {
-        return ids.clone().find(|&m| calls[m].name == r.name);
+        return ids.clone().find(|&m| *calls[m].name == *r.name);
     }
     None
 }

@@ -332,7 +332,7 @@ fn canonical_view_prices_media_and_pairs_by_id() {
         "parallel calls are one message, one unit"
     );
     assert_eq!(
-        model.texts,
+        crate::view::strs(&model.texts),
         ["c2ln"],
         "the signature is counted with its step"
     );
@@ -343,8 +343,8 @@ fn canonical_view_prices_media_and_pairs_by_id() {
     assert_eq!(
         ids,
         [
-            model.tool_calls[1].id.clone(),
-            model.tool_calls[0].id.clone()
+            model.tool_calls[1].id.to_string(),
+            model.tool_calls[0].id.to_string()
         ]
     );
     assert!(crate::pairing::validate(&view.messages).is_empty());
@@ -362,7 +362,7 @@ fn error_responses_read_as_errors() {
     let view = Gemini.canonical(&read(&contents));
     let result = &view.messages[2];
     assert!(result.is_error);
-    assert_eq!(result.texts, ["Error: disk full"]);
+    assert_eq!(crate::view::strs(&result.texts), ["Error: disk full"]);
 }
 
 #[test]
@@ -417,7 +417,7 @@ fn a_call_without_an_id_is_named_by_its_digest_made_when_read() {
     let ids: Vec<&str> = canonical.messages[1]
         .tool_calls
         .iter()
-        .map(|c| c.id.as_str())
+        .map(|c| &*c.id)
         .collect();
     assert_eq!(
         ids,

@@ -27,7 +27,7 @@ pub struct Built {
 
 fn add_parts(msg: &mut Message, it: &Item) {
     msg.texts.extend(it.texts.iter().cloned());
-    msg.bytes += it.texts.iter().map(String::len).sum::<usize>();
+    msg.bytes += it.texts.iter().map(|t| t.len()).sum::<usize>();
     msg.images.extend(it.cost.images.iter().cloned());
     msg.other_part_tokens = msg.other_part_tokens.saturating_add(it.cost.opaque_tokens);
 }
@@ -73,7 +73,7 @@ impl Built {
         let mut msg = empty(Role::Tool);
         msg.tool_call_id.clone_from(&it.key);
         msg.is_error = it.is_error;
-        msg.texts.push(it.result.clone().unwrap_or_default());
+        msg.texts.push(it.result.clone().unwrap_or_default().into());
         if late {
             add_parts(&mut msg, it);
         }

@@ -16,7 +16,7 @@ use super::item_cache::ItemCache;
 use super::{cached_items, Canonical, NoteAt, Provider};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
-use crate::view::{Image, Role, ToolCall};
+use crate::view::{Image, Role, Text, ToolCall};
 use std::sync::Arc;
 
 /// Where an item sits in a conversation, which decides how it pairs and groups.
@@ -159,7 +159,7 @@ pub struct Item {
     /// A message's role.
     pub role: Option<Role>,
     /// Texts the model reads, in order.
-    pub texts: Vec<String>,
+    pub texts: Vec<Text>,
     pub cost: Cost,
     /// The canonical call of a call item (paired or hosted `mcp_call`).
     pub call: Option<ToolCall>,

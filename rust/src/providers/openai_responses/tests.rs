@@ -223,8 +223,8 @@ fn outcomes_mark_failures() {
         {"stdout": "", "stderr": "", "outcome": {"type": "timeout"}}]});
     let items = read(&[shell, patch, timeout]);
     assert!(items.iter().all(|it| it.is_error));
-    assert_eq!(items[0].texts, ["boom"]);
-    assert_eq!(items[1].texts, ["no such file"]);
+    assert_eq!(crate::view::strs(&items[0].texts), ["boom"]);
+    assert_eq!(crate::view::strs(&items[1].texts), ["no such file"]);
 }
 
 #[test]
@@ -236,8 +236,8 @@ fn sealed_content_is_counted_as_the_text_it_is_sent_as() {
         json!({"role": "assistant", "content": "ok"}),
     ]);
     assert_eq!(items[0].kind, Kind::Compaction);
-    assert_eq!(items[0].texts, std::slice::from_ref(&sealed));
-    assert_eq!(items[1].texts, ["x".repeat(301)]);
+    assert_eq!(crate::view::strs(&items[0].texts), [sealed.as_str()]);
+    assert_eq!(crate::view::strs(&items[1].texts), ["x".repeat(301)]);
     assert_eq!(
         items[0].cost.opaque_tokens, 0,
         "nothing is priced by size beside it"
@@ -248,7 +248,7 @@ fn sealed_content_is_counted_as_the_text_it_is_sent_as() {
         2,
         "the compaction item is a unit of its own"
     );
-    assert_eq!(canonical.messages[0].texts, [sealed]);
+    assert_eq!(crate::view::strs(&canonical.messages[0].texts), [sealed]);
     // The reasoning item and the message of its turn: one item's framing beside their texts.
     assert_eq!(
         canonical.messages[1].other_part_tokens,

@@ -89,9 +89,9 @@ fn block(role: Role, b: RawBlock) -> Option<Block> {
             // Written as the general reading writes it (its maps sort their keys).
             let input = serde_json::from_str::<Value>(input).ok()?.to_string();
             Block::ToolUse {
-                id,
-                name: b.name?.into_owned(),
-                input,
+                id: id.into(),
+                name: b.name?.into_owned().into(),
+                input: input.into(),
             }
         }
         ("tool_result", Role::User) => Block::ToolResult {
@@ -100,10 +100,10 @@ fn block(role: Role, b: RawBlock) -> Option<Block> {
             is_error: b.is_error.unwrap_or(false),
         },
         ("thinking", Role::Assistant) => Block::Thinking {
-            text: b.thinking?.into_owned(),
+            text: b.thinking?.into_owned().into(),
         },
         ("redacted_thinking", Role::Assistant) => Block::Thinking {
-            text: b.data?.into_owned(),
+            text: b.data?.into_owned().into(),
         },
         _ => return None,
     })
@@ -116,9 +116,12 @@ fn result_parts(content: Option<&RawValue>) -> Option<Parts> {
         return Some(parts);
     };
     if content.starts_with('"') {
-        parts
-            .texts
-            .push(serde_json::from_str::<Cow<str>>(content).ok()?.into_owned());
+        parts.texts.push(
+            serde_json::from_str::<Cow<str>>(content)
+                .ok()?
+                .into_owned()
+                .into(),
+        );
         return Some(parts);
     }
     let blocks: Vec<RawBlock> = serde_json::from_str(content).ok()?;
@@ -126,7 +129,7 @@ fn result_parts(content: Option<&RawValue>) -> Option<Parts> {
         if b.kind != "text" {
             return None;
         }
-        parts.texts.push(b.text?.into_owned());
+        parts.texts.push(b.text?.into_owned().into());
     }
     Some(parts)
 }

@@ -76,9 +76,9 @@ pub fn item(raw: &[u8]) -> Option<Item> {
             let key = it.call_id.as_deref().filter(|k| !k.is_empty())?.to_owned();
             let mut item = Item::new("function_call", Kind::Model);
             item.call = Some(ToolCall {
-                id: key.clone(),
-                name: it.name.as_deref()?.to_owned(),
-                arguments: it.arguments.as_deref()?.to_owned(),
+                id: key.as_str().into(),
+                name: it.name.as_deref()?.into(),
+                arguments: it.arguments.as_deref()?.into(),
             });
             item.key = Some(key);
             item.family = Some(Family::Function);
@@ -87,7 +87,7 @@ pub fn item(raw: &[u8]) -> Option<Item> {
         "function_call_output" => {
             let key = it.call_id.as_deref().filter(|k| !k.is_empty())?.to_owned();
             let mut item = Item::new("function_call_output", Kind::Output);
-            item.texts.push(string(it.output?)?);
+            item.texts.push(string(it.output?)?.into());
             item.key = Some(key);
             item.family = Some(Family::Function);
             item
@@ -98,10 +98,10 @@ pub fn item(raw: &[u8]) -> Option<Item> {
                 if part.kind != "summary_text" {
                     return None;
                 }
-                item.texts.push(part.text?.into_owned());
+                item.texts.push(part.text?.into_owned().into());
             }
             if let Some(sealed) = &it.encrypted_content {
-                item.texts.push(sealed.clone().into_owned());
+                item.texts.push(sealed.clone().into_owned().into());
             }
             item
         }
@@ -123,7 +123,7 @@ fn message(it: &RawItem) -> Option<Item> {
     item.role = Some(role);
     let content = it.content?;
     if let Some(text) = string(content) {
-        item.texts.push(text);
+        item.texts.push(text.into());
         return Some(item);
     }
     let parts: Vec<Part> = serde_json::from_str(content.get()).ok()?;
@@ -134,7 +134,7 @@ fn message(it: &RawItem) -> Option<Item> {
             (Role::Assistant, "refusal") => part.refusal?,
             _ => return None,
         };
-        item.texts.push(text.into_owned());
+        item.texts.push(text.into_owned().into());
     }
     Some(item)
 }

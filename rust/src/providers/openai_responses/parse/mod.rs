@@ -150,7 +150,7 @@ impl At {
         item.role = Some(role);
         let parts = match get(obj, "content") {
             Some(Value::String(s)) => {
-                item.texts.push(s.clone());
+                item.texts.push(s.as_str().into());
                 return Ok(item);
             }
             Some(Value::Array(parts)) => parts,
@@ -175,11 +175,11 @@ impl At {
             match (role, ty.as_str()) {
                 (Role::Assistant, "output_text")
                 | (Role::User | Role::System | Role::Developer, "input_text") => {
-                    item.texts.push(self.string(part, "text", &at)?.to_owned())
+                    item.texts.push(self.string(part, "text", &at)?.into())
                 }
-                (Role::Assistant, "refusal") => item
-                    .texts
-                    .push(self.string(part, "refusal", &at)?.to_owned()),
+                (Role::Assistant, "refusal") => {
+                    item.texts.push(self.string(part, "refusal", &at)?.into())
+                }
                 (Role::User, "input_image") => {
                     let image = self.image(p, part, "content")?;
                     item.cost.images.push(image);
@@ -203,7 +203,7 @@ impl At {
     fn output(&self, value: &Value, key: &str, item: &mut Item) -> Result<(), CoreError> {
         let parts = match value {
             Value::String(s) => {
-                item.texts.push(s.clone());
+                item.texts.push(s.as_str().into());
                 return Ok(());
             }
             Value::Array(parts) => parts,
@@ -224,7 +224,8 @@ impl At {
             match get(part, "type") {
                 Some(Value::String(t)) if t == "input_text" => item.texts.push(
                     self.string(part, "text", &format!("{key}[{p}]."))?
-                        .to_owned(),
+                        .to_owned()
+                        .into(),
                 ),
                 Some(Value::String(t)) if t == "input_image" => {
                     let image = self.image(p, part, key)?;
@@ -263,14 +264,15 @@ impl At {
                 };
                 item.texts.push(
                     self.string(part, "text", &format!("{key}[{p}]."))?
-                        .to_owned(),
+                        .to_owned()
+                        .into(),
                 );
             }
         }
         // Sealed reasoning is counted as the text it is sent as: its base64 tokenizes at about
         // 1.5 characters a token, more than the reasoning it seals can cost.
         if let Some(sealed) = self.optional(obj, "encrypted_content", "")? {
-            item.texts.push(sealed.to_owned());
+            item.texts.push(sealed.into());
         }
         Ok(item)
     }
@@ -298,12 +300,12 @@ impl At {
         };
         if family == Family::McpApproval {
             item.texts
-                .push(self.string(obj, "server_label", "")?.to_owned());
+                .push(self.string(obj, "server_label", "")?.into());
         }
         item.call = Some(ToolCall {
-            id: key.clone(),
-            name,
-            arguments,
+            id: key.as_str().into(),
+            name: name.into(),
+            arguments: arguments.into(),
         });
         item.key = Some(key);
         item.family = Some(family);
@@ -340,7 +342,7 @@ impl At {
                 };
                 let reason = self.optional(obj, "reason", "")?.filter(|r| !r.is_empty());
                 let decision = if approve { "approved" } else { "denied" };
-                item.texts.push(reason.unwrap_or(decision).to_owned());
+                item.texts.push(reason.unwrap_or(decision).into());
             }
             Family::Computer => {
                 let shot = match get(obj, "output") {
@@ -355,7 +357,7 @@ impl At {
                 let image = self.image(0, shot, "output")?;
                 item.cost.images.push(image);
                 if let Some(checks) = get(obj, "acknowledged_safety_checks") {
-                    item.texts.push(checks.to_string());
+                    item.texts.push(checks.to_string().into());
                 }
             }
             Family::Shell => self.shell_output(obj, &mut item)?,
@@ -363,7 +365,7 @@ impl At {
                 let status = self.string(obj, "status", "")?;
                 item.is_error = status == "failed";
                 let text = self.optional(obj, "output", "")?.unwrap_or(status);
-                item.texts.push(text.to_owned());
+                item.texts.push(text.into());
             }
             Family::Function | Family::Custom | Family::LocalShell => {
                 let output = get(obj, "output").ok_or_else(|| self.err("missing `output`"))?;
@@ -397,7 +399,7 @@ impl At {
             for key in ["stdout", "stderr"] {
                 let text = self.string(chunk, key, &format!("output[{c}]."))?;
                 if !text.is_empty() {
-                    item.texts.push(text.to_owned());
+                    item.texts.push(text.into());
                 }
             }
             if let Some(Value::Object(outcome)) = get(chunk, "outcome") {
@@ -423,9 +425,9 @@ impl At {
             let name = self.string(obj, "name", "")?.to_owned();
             let arguments = self.string(obj, "arguments", "")?.to_owned();
             item.call = Some(ToolCall {
-                id: key.clone(),
-                name,
-                arguments,
+                id: key.as_str().into(),
+                name: name.into(),
+                arguments: arguments.into(),
             });
             item.key = Some(key);
             let error = get(obj, "error");
@@ -440,13 +442,13 @@ impl At {
             }
             item.result = Some(lines.join("\n"));
             if let Some(label) = get(obj, "server_label") {
-                item.texts.push(as_text(label));
+                item.texts.push(as_text(label).into());
             }
             return Ok(item);
         }
         let mut body = obj.clone();
         body.retain(|k, v| !v.is_null() && k != "result");
-        item.texts.push(Value::Object(body).to_string());
+        item.texts.push(Value::Object(body).to_string().into());
         if ty == "image_generation_call" && get(obj, "result").is_some() {
             // The generated image, as the model reads it back.
             item.cost.images.push(Image {
@@ -507,7 +509,7 @@ pub(super) fn general(i: usize, raw: &[u8]) -> Result<Item, CoreError> {
         "compaction" => {
             let sealed = at.string(obj, "encrypted_content", "")?;
             let mut item = Item::new("compaction", Kind::Compaction);
-            item.texts.push(sealed.to_owned());
+            item.texts.push(sealed.into());
             item
         }
         "compaction_trigger" => Item::new("compaction_trigger", Kind::Trigger),
