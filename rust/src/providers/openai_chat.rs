@@ -503,12 +503,12 @@ fn parse_plain(raw: &[u8]) -> Option<Message> {
     msg.bytes = raw.len();
     msg.name = plain.name.map(Cow::into_owned);
     match plain.content {
-        Some(text) => msg.texts.push(text.into_owned().into()),
+        Some(text) => msg.texts.push(Text::from(&*text)),
         None if role == Role::Assistant => {}
         None => return None,
     }
     if let Some(refusal) = plain.refusal {
-        msg.texts.push(refusal.into_owned().into());
+        msg.texts.push(Text::from(&*refusal));
     }
     if let Some(calls) = plain.tool_calls {
         if role != Role::Assistant || calls.is_empty() {
@@ -519,9 +519,9 @@ fn parse_plain(raw: &[u8]) -> Option<Message> {
                 return None;
             }
             msg.tool_calls.push(ToolCall {
-                id: call.id.into_owned().into(),
-                name: call.function.name.into_owned().into(),
-                arguments: call.function.arguments.into_owned().into(),
+                id: Text::from(&*call.id),
+                name: Text::from(&*call.function.name),
+                arguments: Text::from(&*call.function.arguments),
             });
         }
     }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::super::{AnthropicMessage, Block, Parts};
 use super::text;
-use crate::view::Role;
+use crate::view::{Role, Text};
 
 #[derive(Deserialize)]
 struct Message<'a> {
@@ -90,7 +90,7 @@ fn block(role: Role, b: RawBlock) -> Option<Block> {
             let input = serde_json::from_str::<Value>(input).ok()?.to_string();
             Block::ToolUse {
                 id: id.into(),
-                name: b.name?.into_owned().into(),
+                name: Text::from(&*b.name?),
                 input: input.into(),
             }
         }
@@ -100,10 +100,10 @@ fn block(role: Role, b: RawBlock) -> Option<Block> {
             is_error: b.is_error.unwrap_or(false),
         },
         ("thinking", Role::Assistant) => Block::Thinking {
-            text: b.thinking?.into_owned().into(),
+            text: Text::from(&*b.thinking?),
         },
         ("redacted_thinking", Role::Assistant) => Block::Thinking {
-            text: b.data?.into_owned().into(),
+            text: Text::from(&*b.data?),
         },
         _ => return None,
     })
@@ -129,7 +129,7 @@ fn result_parts(content: Option<&RawValue>) -> Option<Parts> {
         if b.kind != "text" {
             return None;
         }
-        parts.texts.push(b.text?.into_owned().into());
+        parts.texts.push(Text::from(&*b.text?));
     }
     Some(parts)
 }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::super::{Family, Item, Kind};
-use crate::view::{Role, ToolCall};
+use crate::view::{Role, Text, ToolCall};
 
 /// The keys the items read here have; other keys are skipped, as the general reading does.
 #[derive(Deserialize)]
@@ -98,10 +98,10 @@ pub fn item(raw: &[u8]) -> Option<Item> {
                 if part.kind != "summary_text" {
                     return None;
                 }
-                item.texts.push(part.text?.into_owned().into());
+                item.texts.push(Text::from(&*part.text?));
             }
             if let Some(sealed) = &it.encrypted_content {
-                item.texts.push(sealed.clone().into_owned().into());
+                item.texts.push(Text::from(&**sealed));
             }
             item
         }
@@ -134,7 +134,7 @@ fn message(it: &RawItem) -> Option<Item> {
             (Role::Assistant, "refusal") => part.refusal?,
             _ => return None,
         };
-        item.texts.push(text.into_owned().into());
+        item.texts.push(Text::from(&*text));
     }
     Some(item)
 }
