@@ -1,8 +1,9 @@
 //! Request bodies of the native providers (Responses, Anthropic, Gemini, Bedrock Converse)
 //! written by the core, for the plan most gateway requests get: one that only drops whole
-//! items. The kept items go out as the input's own bytes and every other field as it was, so
-//! such a request never reaches Python. Any other plan (an insertion, a rewrite, neighbours to
-//! merge, text to strip, the tools dropped) is the provider adapter's to render.
+//! items, and may bring the side-effect ledger note. The kept items go out as the input's own
+//! bytes, the note where the provider's adapter writes it, and every other field as it was, so
+//! such a request never reaches Python. Any other plan (a synthesized result, a summary, a
+//! rewrite, neighbours to merge, text to strip, the tools dropped) is the adapter's to render.
 
 use std::ops::Range;
 
