@@ -152,9 +152,7 @@ def assemble_items_body(
     provider: str,
     key: str,
     system_key: str | None,
-    head: bytes,
-    array: bytes,
-    spans: Sequence[tuple[int, int]],
+    split: SplitBody,
     system: list[list[str]],
     tools_json: bytes | None,
     system_markers: int,
@@ -165,8 +163,8 @@ def assemble_items_body(
     """Assembles a native provider's body with the GIL released when the plan only drops
     whole items (and may bring the ledger note, written where the adapter writes it, in the
     system field ``system_key`` or among the items) and the provider sends the rest as given:
-    ``head`` is the body with its history ``key`` emptied, ``array`` and ``spans`` the
-    history as ``split_body`` gives them, ``system`` the adapter's system texts (holding
+    ``split`` is the body as ``split_body_at`` split it, ``system`` the adapter's system
+    texts (holding
     ``system_markers`` cache markers), ``tools_json`` the tools in OpenAI's shape, ``rule`` as for
     ``assemble_openai_chat_body``. Returns
     ``(body, report, items_before, items_after)``, the report's spans in item indices; None
@@ -273,6 +271,22 @@ def split_body(
 ) -> tuple[bytes, bytes, list[tuple[int, int]]] | None:
     """The body with its history array ``key`` emptied to ``[]``, the array's bytes and each
     item's span in it, found without reading the items; None when the scan cannot split it."""
+
+class SplitBody:
+    """A body split by ``split_body_at``: its history stays in the body."""
+
+    @property
+    def head(self) -> bytes:
+        """The body with its history array emptied to ``[]``."""
+    @property
+    def spans(self) -> list[tuple[int, int]]:
+        """Each item's byte span in the history array."""
+    def array(self) -> bytes:
+        """The history array's bytes, a copy (for the ``items`` path)."""
+
+def split_body_at(body: bytes, key: str, max_request_bytes: int) -> SplitBody | None:
+    """``split_body`` keeping the history in the body (``SplitBody``); None when the scan
+    cannot split it."""
 
 def cache_len() -> int: ...
 def _panic(message: str) -> None:

@@ -270,9 +270,9 @@ def assemble(
         why = _native_reason(target, state, session_id)
         if why is None:
             return _native(target, data, entry)
-    parsed = head = None
+    parsed = cut = None
     if not asm._detect and _native_reason(asm, state, session_id) is None:
-        parsed, head = _with_raw_items(data, _SHAPES[asm.provider].history, limit)
+        parsed, cut = _split(data, _SHAPES[asm.provider].history, limit)
     if parsed is None:
         parsed = _parse(data)
     provider = detect_provider(parsed) if asm._detect else asm.provider
@@ -280,26 +280,28 @@ def assemble(
     entry = _model_entry(asm, parsed.get("model"))
     target = asm._variants.get(provider, entry, output_reserve(parsed))
     why = _native_reason(target, state, session_id)
-    if why is not None and holds_raw_items(parsed, shape):
+    if why is not None and cut is not None:
         # What needs Python (a summarizer, a state) reads the whole history: parse it all.
-        parsed = _parse(data)
+        parsed, cut = _parse(data), None
     elif why is None and asm._detect and provider not in NATIVE_PROVIDERS:
-        # A detected body of another format: the format cost a parse, but its history still
-        # takes the items path, so kept items go back as the input's bytes, as they do when
-        # the provider is named.
-        got, got_head = _with_raw_items(data, shape.history, limit)
+        # A detected body of another format: the format cost a parse, but the core still
+        # reads its history from the body's bytes, as when the provider is named.
+        got, got_cut = _split(data, shape.history, limit)
         if got is not None:
-            parsed, head = got, got_head
+            parsed, cut = got, got_cut
             shape = _SHAPES[provider].spelled(parsed)
     if why is None and provider in NATIVE_PROVIDERS:
         # A detected chat body: the format cost a parse, the assembly is still native.
         return _native(target, data, entry)
-    if why is None and head is not None:
-        history, tools, system = split(parsed, shape)
+    if why is None and cut is not None:
+        _, tools, system = split(parsed, shape)
         keys = (shape.history, shape.system)
-        done = items_body.assemble(target, data, head, history, tools, system, keys, entry)
+        done = items_body.assemble(target, data, cut, tools, system, keys, entry)
         if done is not None:
             return done
+        # The items path: the history's items stay their own bytes (``RawItem``), which the
+        # core reads again from its kept reading and writes back where kept unchanged.
+        parsed[shape.history] = raw_items(cut.array(), cut.spans)
         why = _RENDERED
     elif why is None:
         why = "the core could not split the body's history"
@@ -366,20 +368,14 @@ def native_result(
     return BodyResult(body=out, report=report, provider=asm.provider, model=entry)
 
 
-def _with_raw_items(
-    data: bytes, history: str, limit: int
-) -> tuple[dict[str, Any], bytes] | tuple[None, None]:
-    """The body parsed but for its history, whose items stay their own bytes (``RawItem``:
-    the core reads them from those, and writes back the ones kept unchanged), and the body
-    with its history emptied, which that parse read; Nones when the core cannot split the
-    body so (``_parse`` then says what is wrong)."""
-    split = _core.split_body(data, history, limit)
-    if split is None:
+def _split(data: bytes, history: str, limit: int) -> tuple[dict[str, Any], Any] | tuple[None, None]:
+    """The body parsed but for its history (left ``[]``), and the core's split of it
+    (``_core.SplitBody``: the history stays in ``data`` until the items path asks for it);
+    Nones when the core cannot split the body so (``_parse`` then says what is wrong)."""
+    cut = _core.split_body_at(data, history, limit)
+    if cut is None:
         return None, None
-    head, array, spans = split
-    parsed = _parse(head)
-    parsed[history] = raw_items(array, spans)
-    return parsed, head
+    return _parse(cut.head), cut
 
 
 def holds_raw_items(parsed: dict[str, Any], shape: _Shape) -> bool:

@@ -20,7 +20,6 @@ from . import _core
 from .observability import tracing
 from .payload import dump_tools
 from .providers.base import tools_as_openai
-from .raw_items import RawItems
 
 if TYPE_CHECKING:
     from .assembler import Assembler
@@ -34,8 +33,7 @@ _NOTES = (_core.LEDGER_MARKER, _core.SUMMARY_MARKER)
 def assemble(
     asm: Assembler,
     data: bytes,
-    head: bytes,
-    history: Any,
+    cut: _core.SplitBody,
     tools: Any,
     system: Any,
     keys: tuple[str, str | None],
@@ -44,12 +42,12 @@ def assemble(
     """The body assembled by the core when its plan keeps items only (and may bring the
     ledger note), else None.
 
-    ``head`` is the body with its history emptied, ``history`` its items as ``RawItems``,
-    ``tools`` and ``system`` read from the head; ``keys`` name the history and the system
-    as the body spells them."""
+    ``cut`` is ``data`` as the core split it (``_core.split_body_at``), ``tools`` and
+    ``system`` read from its head; ``keys`` name the history and the system as the body
+    spells them."""
     from .body import budget_rule, native_result
 
-    if type(history) is not RawItems or asm.provider not in PROVIDERS:
+    if asm.provider not in PROVIDERS:
         return None
     start = time.perf_counter()
     adapter = asm._adapter
@@ -64,9 +62,7 @@ def assemble(
     got = _core.assemble_items_body(
         asm.provider,
         *keys,
-        head,
-        history.source,
-        history.spans,
+        cut,
         texts,
         tools_payload,
         markers(system) if markers is not None else 0,

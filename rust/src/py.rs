@@ -449,6 +449,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(body::assemble_items_body, m)?)?;
     m.add_function(wrap_pyfunction!(body::body_head, m)?)?;
     m.add_function(wrap_pyfunction!(body::split_body, m)?)?;
+    m.add_function(wrap_pyfunction!(body::split_body_at, m)?)?;
+    m.add_class::<body::SplitBody>()?;
     m.add_function(wrap_pyfunction!(count, m)?)?;
     m.add_function(wrap_pyfunction!(count_text, m)?)?;
     m.add_function(wrap_pyfunction!(cut_text, m)?)?;

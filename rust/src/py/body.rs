@@ -66,17 +66,17 @@ type Assembled<'py> = (Bound<'py, PyBytes>, PlanReport, usize, usize);
 
 /// Assembles a body of a native provider (`provider`, its history the array `key`, its system
 /// the field `system_key`) when the plan only drops whole items, and may bring the ledger
-/// note, and the provider sends the rest as given: `head` is the body with its history
-/// emptied to `[]`, `array` the history and `spans` each item's bytes in it (`split_body`),
-/// `system` the texts the adapter reads from the body's system, which holds `system_markers`
-/// prompt cache markers, and `tools_json` its tools in OpenAI's shape; the budget by `rule`.
+/// note, and the provider sends the rest as given: `split` is the body as `split_body_at`
+/// split it, `system` the texts the adapter reads from the body's system, which holds
+/// `system_markers` prompt cache markers, and `tools_json` its tools in OpenAI's shape; the
+/// budget by `rule`.
 /// Returns `(body, report, items_before, items_after)`, the report's spans in item indices;
 /// None when the adapter must render the plan, or the request is refused (the adapter's path,
 /// reading the same kept reading, then raises in its own words).
 #[pyfunction]
 #[pyo3(signature = (
-    provider, key, system_key, head, array, spans, system, tools_json, system_markers, config,
-    rule, cache=None
+    provider, key, system_key, split, system, tools_json, system_markers, config, rule,
+    cache=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn assemble_items_body<'py>(
@@ -84,9 +84,7 @@ pub(super) fn assemble_items_body<'py>(
     provider: &str,
     key: &str,
     system_key: Option<&str>,
-    head: &[u8],
-    array: &[u8],
-    spans: Vec<(usize, usize)>,
+    split: &SplitBody,
     system: Vec<Vec<String>>,
     tools_json: Option<&[u8]>,
     system_markers: u32,
@@ -97,6 +95,9 @@ pub(super) fn assemble_items_body<'py>(
     guard(py, || {
         let cache = chosen(cache);
         let rule = budget_rule(rule);
+        let head = split.head.bind(py).as_bytes();
+        let array = split.history(py);
+        let spans = &split.spans;
         let done = py.detach(|| -> Result<_, CoreError> {
             let (body, split) = Body::parse_with_history(head, key, config.limits)?;
             let Some((_, at)) = split else {
@@ -107,7 +108,7 @@ pub(super) fn assemble_items_body<'py>(
             let reading = reading(
                 provider,
                 &json,
-                Some(&spans),
+                Some(spans),
                 &system,
                 tools_json,
                 config,
@@ -128,7 +129,7 @@ pub(super) fn assemble_items_body<'py>(
             else {
                 return Ok(None);
             };
-            let items = json_array::at_spans(&json, &spans)
+            let items = json_array::at_spans(&json, spans)
                 .ok_or_else(|| body::invalid("the history's item spans do not fit it"))?;
             let system = native_body::System {
                 key: system_key,
@@ -169,6 +170,65 @@ pub(super) fn body_head(py: Python<'_>, body: &[u8], max_request_bytes: usize) -
     })
 }
 
+/// A body split for a format the core does not write out whatever the plan: the body with its
+/// history array emptied to `[]` (`head`, the few fields Python reads) and each item's byte
+/// span in the history, found without reading the items. The history itself stays in the
+/// body: `array` copies it only for the `items` path, and `assemble_items_body` reads it where
+/// it is.
+#[pyclass(frozen, module = "ringbound._core")]
+pub struct SplitBody {
+    body: Py<PyBytes>,
+    /// The history array's byte range in `body`.
+    array: (usize, usize),
+    /// Each item's byte span in the history array.
+    spans: Vec<(usize, usize)>,
+    #[pyo3(get)]
+    head: Py<PyBytes>,
+}
+
+#[pymethods]
+impl SplitBody {
+    /// The history array's bytes, a copy.
+    fn array<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        guard(py, || Ok(PyBytes::new(py, self.history(py))))
+    }
+
+    /// Each item's byte span in the history array.
+    #[getter]
+    fn spans(&self) -> Vec<(usize, usize)> {
+        self.spans.clone()
+    }
+}
+
+impl SplitBody {
+    fn history<'a>(&'a self, py: Python<'a>) -> &'a [u8] {
+        &self.body.bind(py).as_bytes()[self.array.0..self.array.1]
+    }
+}
+
+/// `split_body_at` of `body`: None when the scan cannot split the body so (the caller parses it
+/// whole, which says what is wrong).
+#[pyfunction]
+pub(super) fn split_body_at(
+    py: Python<'_>,
+    body: Bound<'_, PyBytes>,
+    key: &str,
+    max_request_bytes: usize,
+) -> PyResult<Option<SplitBody>> {
+    guard(py, || {
+        let bytes = body.as_bytes();
+        let Some((head, array, spans)) = py.detach(|| split(bytes, key, max_request_bytes)) else {
+            return Ok(None);
+        };
+        Ok(Some(SplitBody {
+            body: body.clone().unbind(),
+            array: (array.start, array.end),
+            spans,
+            head: PyBytes::new(py, &head).unbind(),
+        }))
+    })
+}
+
 /// `split_body`'s answer: the body with its history emptied, the history, each item's span.
 type Split<'py> = (
     Bound<'py, PyBytes>,
@@ -176,10 +236,7 @@ type Split<'py> = (
     Vec<(usize, usize)>,
 );
 
-/// A body split for a format the core does not write out: the body with its history array
-/// `key` emptied to `[]` (the few fields Python reads), the history array's own bytes, and
-/// each item's byte span in it, found without reading the items. None when the scan cannot
-/// split the body so (the caller parses it whole, which says what is wrong).
+/// `split_body_at`, its history copied out: `(head, history, spans)`.
 #[pyfunction]
 pub(super) fn split_body<'py>(
     py: Python<'py>,
@@ -188,29 +245,39 @@ pub(super) fn split_body<'py>(
     max_request_bytes: usize,
 ) -> PyResult<Option<Split<'py>>> {
     guard(py, || {
-        let limits = crate::request::Limits {
-            max_messages: usize::MAX,
-            max_request_bytes,
-        };
-        let Some((elements, range)) = py.detach(|| Body::split_history(body, key, limits)) else {
+        let Some((head, array, spans)) = py.detach(|| split(body, key, max_request_bytes)) else {
             return Ok(None);
         };
-        let base = body.as_ptr() as usize + range.start;
-        let spans = elements
-            .iter()
-            .map(|e| {
-                let start = e.as_ptr() as usize - base;
-                (start, start + e.len())
-            })
-            .collect();
-        let mut head = Vec::with_capacity(body.len() - range.len() + 2);
-        head.extend_from_slice(&body[..range.start]);
-        head.extend_from_slice(b"[]");
-        head.extend_from_slice(&body[range.end..]);
         Ok(Some((
             PyBytes::new(py, &head),
-            PyBytes::new(py, &body[range]),
+            PyBytes::new(py, &body[array]),
             spans,
         )))
     })
+}
+
+/// `split`'s answer: the head, the history array's byte range, each item's span in it.
+type Cut = (Vec<u8>, std::ops::Range<usize>, Vec<(usize, usize)>);
+
+/// The body with its history array `key` emptied to `[]`, the array's byte range, and each
+/// item's span in the array.
+fn split(body: &[u8], key: &str, max_request_bytes: usize) -> Option<Cut> {
+    let limits = crate::request::Limits {
+        max_messages: usize::MAX,
+        max_request_bytes,
+    };
+    let (elements, range) = Body::split_history(body, key, limits)?;
+    let base = body.as_ptr() as usize + range.start;
+    let spans = elements
+        .iter()
+        .map(|e| {
+            let start = e.as_ptr() as usize - base;
+            (start, start + e.len())
+        })
+        .collect();
+    let mut head = Vec::with_capacity(body.len() - range.len() + 2);
+    head.extend_from_slice(&body[..range.start]);
+    head.extend_from_slice(b"[]");
+    head.extend_from_slice(&body[range.end..]);
+    Some((head, range, spans))
 }
