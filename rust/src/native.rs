@@ -134,33 +134,29 @@ pub fn read_elements(
     elements: &[&[u8]],
     system: &[Vec<String>],
 ) -> Result<Native, CoreError> {
-    struct Read<'a>(&'a [&'a [u8]], &'a [Vec<String>]);
-    impl ForProvider for Read<'_> {
-        type Out = Result<Native, CoreError>;
-        fn run<P: Provider>(self, p: P) -> Self::Out {
-            let items = p.parse_elements(self.0)?;
-            Ok(view(p, &items, self.1))
-        }
-    }
-    with_provider(provider, Read(elements, system))?
+    read_elements_keyed(provider, elements, None, system)
 }
 
-/// `read_elements` of elements whose item cache keys the caller computed (`item_seed`):
-/// `keys` holds one per element.
+/// `read_elements` of elements whose item cache keys the caller may have computed already
+/// (`item_seed`): `keys`, one per element; without them (or not one each) they are computed.
 ///
 /// Errors: as `read`.
 pub fn read_elements_keyed(
     provider: &str,
     elements: &[&[u8]],
-    keys: &[u128],
+    keys: Option<&[u128]>,
     system: &[Vec<String>],
 ) -> Result<Native, CoreError> {
-    struct Read<'a>(&'a [&'a [u8]], &'a [u128], &'a [Vec<String>]);
+    struct Read<'a>(&'a [&'a [u8]], Option<&'a [u128]>, &'a [Vec<String>]);
     impl ForProvider for Read<'_> {
         type Out = Result<Native, CoreError>;
         fn run<P: Provider>(self, p: P) -> Self::Out {
-            let keys = (self.1.len() == self.0.len()).then_some(self.1);
-            let items = p.parse_elements_keyed(self.0, keys)?;
+            let items = match self.1 {
+                Some(keys) if keys.len() == self.0.len() => {
+                    p.parse_elements_keyed(self.0, Some(keys))?
+                }
+                _ => p.parse_elements(self.0)?,
+            };
             Ok(view(p, &items, self.2))
         }
     }

@@ -90,18 +90,17 @@ pub(super) fn reading(
     // Items split already (a body's history) are hashed once: their item cache keys make the
     // reading's key too, rather than a second pass over the whole JSON.
     let split = spans.and_then(|s| json_array::at_spans(json, s));
-    let keyed = match (split, native::item_seed(provider)?) {
-        (Some(elements), Some(seed)) => {
-            let keys: Vec<u128> = elements
+    let keys: Option<Vec<u128>> = match (&split, native::item_seed(provider)?) {
+        (Some(elements), Some(seed)) => Some(
+            elements
                 .iter()
                 .map(|raw| xxh3_128_with_seed(raw, seed))
-                .collect();
-            Some((elements, keys))
-        }
+                .collect(),
+        ),
         _ => None,
     };
-    let key = match &keyed {
-        Some((_, keys)) => {
+    let key = match &keys {
+        Some(keys) => {
             let bytes: Vec<[u8; 16]> = keys.iter().map(|k| k.to_le_bytes()).collect();
             context.key(b"items", bytes.iter().map(|b| &b[..]))
         }
@@ -111,28 +110,13 @@ pub(super) fn reading(
         key,
         |kept| check_count(kept.native.items, limits),
         || {
-            let (native, request) = match keyed {
-                Some((elements, keys)) => {
-                    check_count(elements.len(), limits)?;
-                    let native = native::read_elements_keyed(provider, &elements, &keys, system)?;
-                    loaded(native, tools_json, config.scheme, limits, cache)?
-                }
-                None => {
-                    let elements = match spans.and_then(|s| json_array::at_spans(json, s)) {
-                        Some(elements) => elements,
-                        None => json_array::split_all(json)?,
-                    };
-                    load(
-                        provider,
-                        &elements,
-                        system,
-                        tools_json,
-                        config.scheme,
-                        limits,
-                        cache,
-                    )?
-                }
+            let elements = match split {
+                Some(elements) => elements,
+                None => json_array::split_all(json)?,
             };
+            check_count(elements.len(), limits)?;
+            let native = native::read_elements_keyed(provider, &elements, keys.as_deref(), system)?;
+            let (native, request) = loaded(native, tools_json, config.scheme, limits, cache)?;
             Ok(Reading {
                 native,
                 request,
