@@ -93,8 +93,16 @@ fn with_answers(cs: &[Arc<GeminiContent>], answered: &Answer) -> Canonical {
                 Some(&(t, m)) => ids[t][m].clone(),
                 None => format!("gemini_orphan_{k}_{}", r.pos),
             };
-            let mut result = Message::tool_result(&id, &r.text, r.is_error);
-            result.name = Some(r.name.clone());
+            // The response's text is shared with the parsed content, not copied: it is most
+            // of a long session's bytes.
+            let result = Message {
+                name: Some(r.name.clone()),
+                texts: vec![Arc::clone(&r.text)],
+                tool_call_id: Some(id),
+                is_error: r.is_error,
+                bytes: r.text.len(),
+                ..empty(Role::Tool)
+            };
             push(&mut out, result, k);
         }
         let has_rest =
