@@ -150,6 +150,8 @@ class Variants:
         #: ``AssemblyConfig.for_model`` overrides when bodies pick their model's entry.
         self.overrides = overrides
         self._made: dict[tuple[str, str | None, int | None], Assembler] = {}
+        #: Bodies' heads read for the base provider (``_head``), by their bytes.
+        self.heads: dict[bytes, _Head] = {}
         self._lock = threading.Lock()
 
     def get(self, provider: str, model: str | None, reserve: Reserve | None) -> Assembler:
@@ -270,20 +272,34 @@ def assemble(
         why = _native_reason(target, state, session_id)
         if why is None:
             return _native(target, data, entry)
-    parsed = cut = None
     if not asm._detect and _native_reason(asm, state, session_id) is None:
-        parsed, cut = _split(data, _SHAPES[asm.provider].history, limit)
-    if parsed is None:
-        parsed = _parse(data)
+        cut = _core.split_body_at(data, _SHAPES[asm.provider].history, limit)
+        if cut is not None:
+            head = _head(asm, cut.head)
+            why = _native_reason(head.target, state, session_id)
+            if why is None:
+                given = head.native_inputs()
+                if given is not None:
+                    keys = (head.shape.history, head.shape.system)
+                    done = items_body.assemble(head.target, data, cut, given, keys, head.entry)
+                    if done is not None:
+                        return done
+                # The items path: the history's items stay their own bytes (``RawItem``),
+                # which the core reads again from its kept reading and writes back where kept
+                # unchanged.
+                parsed = _parse(cut.head)
+                parsed[head.shape.history] = raw_items(cut.array(), cut.spans)
+                return _DictPath(
+                    head.target, parsed, head.shape, asm.provider, head.entry, _RENDERED
+                )
+    parsed = _parse(data)
     provider = detect_provider(parsed) if asm._detect else asm.provider
     shape = _SHAPES[provider].spelled(parsed)
     entry = _model_entry(asm, parsed.get("model"))
     target = asm._variants.get(provider, entry, output_reserve(parsed))
     why = _native_reason(target, state, session_id)
-    if why is not None and cut is not None:
-        # What needs Python (a summarizer, a state) reads the whole history: parse it all.
-        parsed, cut = _parse(data), None
-    elif why is None and asm._detect and provider not in NATIVE_PROVIDERS:
+    cut = None
+    if why is None and asm._detect and provider not in NATIVE_PROVIDERS:
         # A detected body of another format: the format cost a parse, but the core still
         # reads its history from the body's bytes, as when the provider is named.
         got, got_cut = _split(data, shape.history, limit)
@@ -295,12 +311,12 @@ def assemble(
         return _native(target, data, entry)
     if why is None and cut is not None:
         _, tools, system = split(parsed, shape)
+        given = items_body.inputs(provider, target._adapter, tools, system)
         keys = (shape.history, shape.system)
-        done = items_body.assemble(target, data, cut, tools, system, keys, entry)
-        if done is not None:
-            return done
-        # The items path: the history's items stay their own bytes (``RawItem``), which the
-        # core reads again from its kept reading and writes back where kept unchanged.
+        if given is not None:
+            done = items_body.assemble(target, data, cut, given, keys, entry)
+            if done is not None:
+                return done
         parsed[shape.history] = raw_items(cut.array(), cut.spans)
         why = _RENDERED
     elif why is None:
@@ -366,6 +382,65 @@ def native_result(
     )
     tracing.assembled(report, data, asm.provider, asm._sink, span)
     return BodyResult(body=out, report=report, provider=asm.provider, model=entry)
+
+
+class _Head:
+    """What a body's fields besides its history give (``SplitBody.head``): the assembler
+    for its model and output reserve, where it keeps its fields, and what the core counts of
+    its system and tools. A session sends the same head every turn, so each distinct head
+    is read once (``_head``)."""
+
+    __slots__ = ("_inputs", "entry", "parsed", "shape", "target")
+
+    def __init__(self, parsed: dict[str, Any], shape: _Shape, entry: str | None, target: Any):
+        #: Read, never written: the items path parses the head again for its own copy.
+        self.parsed = parsed
+        self.shape = shape
+        self.entry = entry
+        self.target: Assembler = target
+        self._inputs: tuple[items_body.Inputs | None] | None = None
+
+    def native_inputs(self) -> items_body.Inputs | None:
+        """``items_body.inputs`` of this head, read on first use.
+
+        Raises:
+            InvalidBodyError: The tools are not a list (not kept: raised for every body).
+        """
+        if self._inputs is None:
+            _, tools, system = split(self.parsed, self.shape)
+            target = self.target
+            self._inputs = (items_body.inputs(target.provider, target._adapter, tools, system),)
+        return self._inputs[0]
+
+
+#: Heads kept per assembler (``_head``): a gateway's sessions differ in few heads. A head
+#: larger than ``_HEAD_BYTES`` is read for its body alone, so that what is kept stays small.
+_HEADS = 64
+_HEAD_BYTES = 256 << 10
+
+
+def _head(asm: Assembler, head: bytes) -> _Head:
+    """The reading of a body's ``head`` for ``asm``, kept by its bytes.
+
+    Raises:
+        InvalidBodyError: The head is not a JSON object, gives a field under both of its
+            spellings, or names an output reserve that is not a count.
+        ConfigError: The body's output reserve leaves no budget.
+    """
+    heads = asm._variants.heads
+    got = heads.get(head)
+    if got is not None:
+        return got
+    parsed = _parse(head)
+    shape = _SHAPES[asm.provider].spelled(parsed)
+    entry = _model_entry(asm, parsed.get("model"))
+    target = asm._variants.get(asm.provider, entry, output_reserve(parsed))
+    made = _Head(parsed, shape, entry, target)
+    if len(head) <= _HEAD_BYTES:
+        if len(heads) >= _HEADS:
+            heads.clear()
+        heads[head] = made
+    return made
 
 
 def _split(data: bytes, history: str, limit: int) -> tuple[dict[str, Any], Any] | tuple[None, None]:

@@ -14,7 +14,7 @@ the items path, which finds the same reading kept and says what is wrong in its 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _core
 from .observability import tracing
@@ -30,27 +30,21 @@ PROVIDERS = frozenset({"openai_responses", "anthropic", "gemini", "bedrock_conve
 _NOTES = (_core.LEDGER_MARKER, _core.SUMMARY_MARKER)
 
 
-def assemble(
-    asm: Assembler,
-    data: bytes,
-    cut: _core.SplitBody,
-    tools: Any,
-    system: Any,
-    keys: tuple[str, str | None],
-    entry: str | None,
-) -> BodyResult | None:
-    """The body assembled by the core when its plan keeps items only (and may bring the
-    ledger note), else None.
+class Inputs(NamedTuple):
+    """What the core counts of a body's fields besides its history, as the adapter reads
+    them: the system's texts, the tools in OpenAI's shape (JSON) and the system's cache
+    markers. The same for every turn of a session, so a body's head reads them once."""
 
-    ``cut`` is ``data`` as the core split it (``_core.split_body_at``), ``tools`` and
-    ``system`` read from its head; ``keys`` name the history and the system as the body
-    spells them."""
-    from .body import budget_rule, native_result
+    texts: list[list[str]]
+    tools: bytes | None
+    markers: int
 
-    if asm.provider not in PROVIDERS:
+
+def inputs(provider: str, adapter: Any, tools: Any, system: Any) -> Inputs | None:
+    """The core's inputs for a body of ``provider`` with these ``tools`` and ``system``, or
+    None when the native path cannot take it (the items path then says why in its words)."""
+    if provider not in PROVIDERS:
         return None
-    start = time.perf_counter()
-    adapter = asm._adapter
     try:
         texts = adapter.system_texts(system)
         tools_payload = dump_tools(tools_as_openai(adapter, tools)) if tools else None
@@ -59,13 +53,33 @@ def assemble(
     if any(t.startswith(_NOTES) for group in texts for t in group):
         return None  # an earlier assembly's note, which the adapter rewrites
     markers = getattr(adapter, "system_markers", None)
+    return Inputs(texts, tools_payload, markers(system) if markers is not None else 0)
+
+
+def assemble(
+    asm: Assembler,
+    data: bytes,
+    cut: _core.SplitBody,
+    given: Inputs,
+    keys: tuple[str, str | None],
+    entry: str | None,
+) -> BodyResult | None:
+    """The body assembled by the core when its plan keeps items only (and may bring the
+    ledger note), else None.
+
+    ``cut`` is ``data`` as the core split it (``_core.split_body_at``), ``given`` what the
+    core counts of its other fields (``inputs``); ``keys`` name the history and the system
+    as the body spells them."""
+    from .body import budget_rule, native_result
+
+    start = time.perf_counter()
     got = _core.assemble_items_body(
         asm.provider,
         *keys,
         cut,
-        texts,
-        tools_payload,
-        markers(system) if markers is not None else 0,
+        given.texts,
+        given.tools,
+        given.markers,
         asm._core,
         budget_rule(asm),
         asm._cache,

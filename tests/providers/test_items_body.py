@@ -214,3 +214,54 @@ def test_cache_markers_over_the_limit_are_refused_on_every_path() -> None:
         res, same = assembled("anthropic", data, cfg)
         check_same("anthropic", data, res, same)
         assert (res if isinstance(res, type) else res.path) == expected
+
+
+@pytest.mark.parametrize("provider", sorted(KEYS))
+def test_one_assembler_across_turns_and_heads_agrees_with_new_ones(provider: str) -> None:
+    """A gateway's assembler sees the same head (model, system, tools, reserve) turn after
+    turn, and reads each distinct head once: every turn, under heads that differ in their
+    system or their output reserve, gives what a new assembler gives, and a head it refuses is
+    refused every time."""
+    chat = session(rings=24)
+    native, system = adapter(provider).from_canonical(chat)
+    full = rb.count_tokens(native, provider=provider, system=system)
+    cfg = rb.AssemblyConfig(
+        model_input_limit=full // 2, output_reserve_tokens=0, safety_margin_tokens=0
+    )
+    kept = rb.Assembler(cfg, provider=provider)
+    _, system_key = KEYS[provider]
+    reserve = {
+        "openai_responses": "max_output_tokens",
+        "anthropic": "max_tokens",
+        "gemini": "maxOutputTokens",
+        "bedrock_converse": "maxTokens",
+    }[provider]
+    heads = [{}, {system_key: None}, {reserve: 64}]
+    seen: Counter[str] = Counter()
+    for turn in range(len(native) // 2, len(native) + 1, 5):
+        for extra in heads:
+            body = orjson.loads(body_of(provider, native[:turn], system, indent=False))
+            for key, value in extra.items():
+                if value is None:
+                    body.pop(key, None)
+                elif provider == "gemini":
+                    body["generationConfig"] = {key: value}
+                elif provider == "bedrock_converse":
+                    body["inferenceConfig"] = {key: value}
+                else:
+                    body[key] = value
+            data = orjson.dumps(body)
+            res = kept.assemble_body(data)
+            fresh = rb.Assembler(cfg, provider=provider).assemble_body(data)
+            assert res.body == fresh.body
+            assert (res.path, res.path_reason) == (fresh.path, fresh.path_reason)
+            assert report_fields(res.report) == report_fields(fresh.report)
+            seen[res.path] += 1
+    assert seen["native"], seen
+    bad = orjson.loads(body_of(provider, native, system, indent=False))
+    bad["toolConfig" if provider == "bedrock_converse" else "tools"] = (
+        {"tools": "none"} if provider == "bedrock_converse" else "none"
+    )
+    for _ in range(2):
+        with pytest.raises(rb.InvalidBodyError, match="must be a list"):
+            kept.assemble_body(orjson.dumps(bad))
