@@ -159,17 +159,17 @@ def assemble_items_body(
     config: CoreConfig,
     rule: tuple[int, int, float, int],
     cache: CountCache | None = None,
-) -> tuple[bytes, PlanReport, int, int] | None:
+) -> tuple[bytes, PlanReport, int, int, int] | None:
     """Assembles a native provider's body with the GIL released when the plan only drops
     whole items (and may bring the ledger note, written where the adapter writes it, in the
-    system field ``system_key`` or among the items) and the provider sends the rest as given:
-    ``split`` is the body as ``split_body_at`` split it, ``system`` the adapter's system
-    texts (holding
-    ``system_markers`` cache markers), ``tools_json`` the tools in OpenAI's shape, ``rule`` as for
-    ``assemble_openai_chat_body``. Returns
-    ``(body, report, items_before, items_after)``, the report's spans in item indices; None
-    when the adapter must render the plan or the core refuses the request (the adapter's path
-    then says why)."""
+    system field ``system_key`` or among the items) and the provider sends the rest as given,
+    or merges the neighbours a drop brought together as its adapter does (Anthropic): ``split``
+    is the body as ``split_body_at`` split it, ``system`` the adapter's system texts (holding
+    ``system_markers`` cache markers), ``tools_json`` the tools in OpenAI's shape, ``rule`` as
+    for ``assemble_openai_chat_body``. Returns ``(body, report, items_before, items_after,
+    merged)``, the report's spans in item indices and its ``tokens_after`` the request as sent
+    when ``merged`` items were merged; None when the adapter must render the plan or the core
+    refuses the request (the adapter's path then says why)."""
 
 def body_head(body: bytes, max_request_bytes: int) -> tuple[str | None, tuple[str, int] | None]:
     """A body's ``model`` and output reserve as ``(field, count)``, the field as the body

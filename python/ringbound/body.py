@@ -327,7 +327,8 @@ def assemble(
 #: Why a body the native path could have taken took the items path.
 _RENDERED = (
     "the plan needs the provider's adapter to render it (a synthesized result, a summary, a "
-    "rewrite, neighbours to merge, the tools dropped), or the core refused the request"
+    "rewrite, neighbours to merge that the core does not, the tools dropped), or the core "
+    "refused the request"
 )
 
 
@@ -372,13 +373,20 @@ def native_result(
     start: float,
     span: Any,
     entry: str | None,
+    merged: int = 0,
 ) -> BodyResult:
-    """The result of a body the core wrote: ``got`` is its ``(body, report, before, after)``."""
+    """The result of a body the core wrote: ``got`` is its ``(body, report, before, after)``,
+    ``merged`` the neighbours it wrote as one item."""
     from .assembler import _report
 
     out, planned, before, after = got
     report = _report(
-        planned, asm._redactor, messages_before=before, messages_after=after, start=start
+        planned,
+        asm._redactor,
+        messages_before=before,
+        messages_after=after,
+        start=start,
+        merged=merged,
     )
     tracing.assembled(report, data, asm.provider, asm._sink, span)
     return BodyResult(body=out, report=report, provider=asm.provider, model=entry)

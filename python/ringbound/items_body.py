@@ -3,9 +3,12 @@ the plan only drops whole items (and may bring the side-effect ledger note), the
 history, plans it and writes the body in one call with the GIL released, kept items as the
 input's own bytes, the note where the provider's adapter puts it, and every other field as it
 was. Python reads only the few fields the adapter turns into what the core counts (the
-system's texts, the tools in OpenAI's shape).
+system's texts, the tools in OpenAI's shape: ``inputs``), once for each distinct head of a
+body (``body._head``), since a session sends the same one every turn.
 
-Any other plan (a synthesized result, a summary, a rewrite, neighbours to merge, the tools
+Anthropic's and Bedrock's merges of the neighbours a drop brought together are written by the
+core too.
+Any other plan (a synthesized result, a summary, a rewrite, another merge, the tools
 dropped), a system of a shape the core does not rewrite, a pairing
 issue, a note an earlier assembly left in the system, or a request the core refuses takes
 the items path, which finds the same reading kept and says what is wrong in its own words.
@@ -89,4 +92,5 @@ def assemble(
     # The span starts once the core has written the body: a body it leaves to the adapter's
     # path is traced there, once.
     span = tracing.start_span(asm._tracer, asm.provider)
-    return native_result(asm, data, got, start, span, entry)
+    out, planned, before, after, merged = got
+    return native_result(asm, data, (out, planned, before, after), start, span, entry, merged)

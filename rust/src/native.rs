@@ -415,12 +415,14 @@ mod tests {
                 ItemFacts {
                     role: Some("user"),
                     blank_text: false,
-                    cache_markers: 1
+                    cache_markers: 1,
+                    opens_with_thinking: false,
                 },
                 ItemFacts {
                     role: Some("assistant"),
                     blank_text: true,
-                    cache_markers: 0
+                    cache_markers: 0,
+                    opens_with_thinking: false,
                 },
             ]
         );

@@ -2,8 +2,10 @@
 //! written by the core, for the plan most gateway requests get: one that only drops whole
 //! items, and may bring the side-effect ledger note. The kept items go out as the input's own
 //! bytes, the note where the provider's adapter writes it, and every other field as it was, so
-//! such a request never reaches Python. Any other plan (a synthesized result, a summary, a
-//! rewrite, neighbours to merge, text to strip, the tools dropped) is the adapter's to render.
+//! such a request never reaches Python. Where the provider merges the neighbours a drop brought
+//! together (Anthropic, Bedrock Converse), the core writes the merged item as its adapter does and counts the
+//! request as sent. Any other plan (a synthesized result, a summary, a rewrite, text to strip,
+//! another provider's merge, the tools dropped) is the adapter's to render.
 
 use std::ops::Range;
 
@@ -22,6 +24,10 @@ pub struct Kept<'p> {
     pub items: Vec<usize>,
     /// The side-effect ledger note: its text, its role, and how many kept items go before it.
     pub note: Option<(&'p str, Role, usize)>,
+    /// Runs of `items` (positions in it) that go out as one item, and their role: neighbours
+    /// the drop brought together, merged as the adapter merges them. The request sent then
+    /// differs from the one planned, and is counted again (`merges` empty: it is the same).
+    pub merges: Vec<(Range<usize>, &'static str)>,
 }
 
 /// What `plan` keeps, when it only keeps items (and may bring the ledger note) and `provider`
@@ -69,15 +75,31 @@ pub fn kept_as_given<'p>(
         None => None,
     };
     let items = native.kept(canonical)?;
-    let sends = with_provider(
-        provider,
-        Sends {
-            facts: &native.facts,
-            kept: &items,
-            system_markers,
-        },
-    )?;
-    Ok(sends.then_some(Kept { items, note }))
+    let sends = Sends {
+        facts: &native.facts,
+        kept: &items,
+        system_markers,
+    };
+    let Some(runs) = with_provider(provider, sends)? else {
+        return Ok(None);
+    };
+    if note.is_some() && !runs.is_empty() {
+        // The note goes in the system, which the count of the merged request would read:
+        // the adapter's.
+        return Ok(None);
+    }
+    let merges = runs
+        .into_iter()
+        .map(|run| {
+            let role = native.facts[items[run.start]].role.unwrap_or("user");
+            (run, role)
+        })
+        .collect();
+    Ok(Some(Kept {
+        items,
+        note,
+        merges,
+    }))
 }
 
 struct Sends<'a> {
@@ -87,9 +109,29 @@ struct Sends<'a> {
 }
 
 impl ForProvider for Sends<'_> {
-    type Out = bool;
-    fn run<P: Provider>(self, p: P) -> bool {
-        p.sends_as_given(self.facts, self.kept, self.system_markers)
+    /// The runs of kept items to merge (none: sent as given), or None for the adapter's.
+    type Out = Option<Vec<Range<usize>>>;
+    fn run<P: Provider>(self, p: P) -> Self::Out {
+        if p.sends_as_given(self.facts, self.kept, self.system_markers) {
+            return Some(Vec::new());
+        }
+        let runs = p.merges(self.facts, self.kept, self.system_markers)?;
+        Some(
+            runs.into_iter()
+                .filter(|run| run.merge)
+                .map(|run| run.range)
+                .collect(),
+        )
+    }
+}
+
+/// One merged item, written by the provider.
+struct Merged<'a>(&'a str, &'a [&'a [u8]]);
+
+impl ForProvider for Merged<'_> {
+    type Out = Option<Vec<u8>>;
+    fn run<P: Provider>(self, p: P) -> Self::Out {
+        p.merged(self.0, self.1)
     }
 }
 
@@ -102,9 +144,10 @@ pub struct System<'h> {
 
 /// The body to send and the items of its history: `head`, a body whose history array is the
 /// `[]` at `at`, with the history written as the `items` `kept` keeps, each as the input's
-/// bytes, and the ledger note where `provider`'s adapter writes it; None when only the adapter
-/// writes the note there (a system of a shape the core does not rewrite). Every other byte of
-/// `head` is kept.
+/// bytes but for the runs it merges (each one item, as `provider` writes it), and the ledger
+/// note where `provider`'s adapter writes it; None when only the adapter writes the note there
+/// (a system of a shape the core does not rewrite) or a run. Every other byte of `head` is
+/// kept.
 ///
 /// Errors: `Config` for an unknown provider.
 pub fn write(
@@ -114,7 +157,7 @@ pub fn write(
     system: System<'_>,
     items: &[&[u8]],
     kept: &Kept<'_>,
-) -> Result<Option<(Vec<u8>, usize)>, CoreError> {
+) -> Result<Option<Written>, CoreError> {
     let mut note_item = None;
     let mut edits = Vec::with_capacity(2);
     if let Some((text, role, before)) = kept.note {
@@ -164,13 +207,29 @@ pub fn write(
         n += 1;
         out.extend_from_slice(bytes);
     };
-    for (written, &i) in kept.items.iter().enumerate() {
+    let mut merges = kept.merges.iter().peekable();
+    let mut written = 0;
+    while written < kept.items.len() {
         if let Some((before, item)) = &note_item {
             if *before == written {
                 put(&mut history, item.as_bytes());
             }
         }
-        put(&mut history, items[i]);
+        match merges.next_if(|(run, _)| run.start == written) {
+            Some((run, role)) => {
+                let run_items: Vec<&[u8]> =
+                    kept.items[run.clone()].iter().map(|&i| items[i]).collect();
+                let Some(item) = with_provider(provider, Merged(role, &run_items))? else {
+                    return Ok(None);
+                };
+                put(&mut history, &item);
+                written = run.end;
+            }
+            None => {
+                put(&mut history, items[kept.items[written]]);
+                written += 1;
+            }
+        }
     }
     if let Some((before, item)) = &note_item {
         if *before == kept.items.len() {
@@ -178,18 +237,36 @@ pub fn write(
         }
     }
     history.push(b']');
+    let history_at = at.start;
     edits.push((at, history));
     edits.sort_by_key(|(range, _)| range.start);
     let size = edits.iter().map(|(_, b)| b.len()).sum::<usize>();
     let mut out = Vec::with_capacity(head.len() + size);
     let mut from = 0;
+    let mut written = 0..0;
     for (range, bytes) in edits {
         out.extend_from_slice(&head[from..range.start]);
+        if range.start == history_at {
+            written = out.len()..out.len() + bytes.len();
+        }
         out.extend_from_slice(&bytes);
         from = range.end;
     }
     out.extend_from_slice(&head[from..]);
-    Ok(Some((out, n)))
+    Ok(Some(Written {
+        body: out,
+        items: n,
+        history: written,
+    }))
+}
+
+/// A body `write` wrote.
+pub struct Written {
+    pub body: Vec<u8>,
+    /// Items of its history.
+    pub items: usize,
+    /// Where its history's array lies in `body`.
+    pub history: Range<usize>,
 }
 
 /// Where `value`, read from `head`, lies in it.
@@ -276,7 +353,7 @@ mod tests {
             &items,
             &kept,
         );
-        Some((out.unwrap()?.0, kept.items))
+        Some((out.unwrap()?.body, kept.items))
     }
 
     #[test]
@@ -326,13 +403,34 @@ mod tests {
         assert!(assembled("gemini", &history, 600).is_none());
         let (_, kept) = assembled("gemini", &history, 100_000).unwrap();
         assert_eq!(kept, [0, 1, 2, 3, 4, 5]);
-        // Anthropic merges any two of one role, even neighbours in the history.
-        let anthropic = format!(
+    }
+
+    #[test]
+    fn anthropic_neighbours_a_drop_brings_together_go_out_as_one_message() {
+        // Neighbours of one role in the history go out as they are (the tool result and the
+        // user text after it); those a drop brings together, as its adapter merges them.
+        let pad = "word ".repeat(400);
+        let history = format!(
             r#"[{{"role":"user","content":"first"}}, {},
-                {{"role":"user","content":"second"}}]"#,
-            ring("anthropic", 0, "r")
+                {{"role":"user","content":"and then"}},
+                {{"role":"assistant","content":"{pad}"}},
+                {{"role":"user","content":"second"}}, {}]"#,
+            ring("anthropic", 0, "r"),
+            ring("anthropic", 1, "r")
         );
-        assert!(assembled("anthropic", &anthropic, 100_000).is_none());
+        let (body, kept) = assembled("anthropic", &history, 100_000).unwrap();
+        assert_eq!(kept, [0, 1, 2, 3, 4, 5, 6, 7]);
+        let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(value["history"].as_array().unwrap().len(), 8);
+        let (body, kept) = assembled("anthropic", &history, 300).unwrap();
+        assert_eq!(kept, [0, 5, 6, 7]);
+        let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(value["history"].as_array().unwrap().len(), 3);
+        assert_eq!(
+            value["history"][0],
+            serde_json::json!({"role": "user", "content": [
+                {"type": "text", "text": "first"}, {"type": "text", "text": "second"}]})
+        );
     }
 
     #[test]
@@ -380,7 +478,7 @@ mod tests {
             value: body.field("sys"),
         };
         let out = write(provider, head.as_bytes(), at, system, &items, &kept).unwrap();
-        serde_json::from_slice(&out.expect(provider).0).unwrap()
+        serde_json::from_slice(&out.expect(provider).body).unwrap()
     }
 
     #[test]

@@ -111,7 +111,10 @@ def test_every_path_gives_what_assemble_gives(
         side_effect_tools=list(gen.TOOLS) if notes else [],
     )
     res, expected = assembled(provider, data, cfg)
-    event(res.path if not isinstance(res, type) else res.__name__)
+    if isinstance(res, type):
+        event(res.__name__)
+    else:
+        event(f"{res.path}, merged" if res.report.merged else res.path)
     check_same(provider, data, res, expected)
 
 
@@ -265,3 +268,84 @@ def test_one_assembler_across_turns_and_heads_agrees_with_new_ones(provider: str
     for _ in range(2):
         with pytest.raises(rb.InvalidBodyError, match="must be a list"):
             kept.assemble_body(orjson.dumps(bad))
+
+
+def _chatty(turns: int, thinking: bool) -> list[dict[str, Any]]:
+    """An Anthropic session of plain turns (string and block contents), then a ring: dropping
+    an assistant turn brings two user turns together. With ``thinking``, every assistant
+    turn opens with a thinking block and follows another assistant turn. One block carries a
+    cache marker."""
+    pad = "word " * 120
+    out: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug in the parser"}]
+    for k in range(turns):
+        if thinking:
+            out.append({"role": "assistant", "content": [{"type": "text", "text": f"aside {k}"}]})
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": f"thoughts {k} {pad}"}]
+        if thinking:
+            blocks.insert(0, {"type": "thinking", "thinking": "hm", "signature": f"s{k}"})
+        out.append({"role": "assistant", "content": blocks})
+        text = [{"type": "text", "text": f"more {k}"}] + ([MARKED_TEXT] if k == 0 else [])
+        out.append({"role": "user", "content": f"note {k}" if k % 2 else text})
+    out.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+        }
+    )
+    out.append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}
+    )
+    return out
+
+
+MARKED_TEXT = {"type": "text", "text": "see above", "cache_control": {"type": "ephemeral"}}
+
+
+@pytest.mark.parametrize("thinking", [False, True])
+@pytest.mark.parametrize("fraction", [0.9, 0.6, 0.3])
+def test_neighbours_a_drop_brings_together_are_merged_as_the_adapter_merges_them(
+    thinking: bool, fraction: float
+) -> None:
+    """Dropping an assistant turn brings two user turns together, which the adapter sends as
+    one message (a string content as a text block): the core writes that message itself and
+    counts the request as sent. An assistant turn that opens with thinking behind another is
+    the adapter's (it places a user turn between them)."""
+    native = _chatty(12 if not thinking else 3, thinking)
+    data = body_of("anthropic", native, None, indent=True)
+    full = rb.count_tokens(native, provider="anthropic")
+    cfg = rb.AssemblyConfig(
+        model_input_limit=int(full * fraction), output_reserve_tokens=0, safety_margin_tokens=0
+    )
+    res, expected = assembled("anthropic", data, cfg)
+    if isinstance(res, type):
+        assert res == expected
+        return
+    check_same("anthropic", data, res, expected)
+    if not thinking:
+        assert res.path == "native" and res.report.merged > 0, (res.path, res.path_reason)
+        assert res.report.tokens_after < res.report.budget
+
+
+@pytest.mark.parametrize("provider", sorted(KEYS))
+@pytest.mark.parametrize("fraction", [0.8, 0.5, 0.25])
+def test_plain_turns_dropped_between_turns_of_one_role(provider: str, fraction: float) -> None:
+    """A chat of plain turns converted to each format: dropping an assistant turn leaves two
+    user turns together. Anthropic and Bedrock bodies go out merged by the core, as their
+    adapters merge them; every format gives what ``assemble`` gives."""
+    pad = "word " * 150
+    chat: list[dict[str, Any]] = [{"role": "user", "content": "fix the parser"}]
+    for k in range(10):
+        chat.append({"role": "assistant", "content": f"thoughts {k} {pad}"})
+        chat.append({"role": "user", "content": f"and also {k}"})
+    chat += session(rings=1)[1:]
+    native, system = adapter(provider).from_canonical(chat)
+    data = body_of(provider, native, system, indent=False)
+    full = rb.count_tokens(native, provider=provider, system=system)
+    cfg = rb.AssemblyConfig(
+        model_input_limit=int(full * fraction), output_reserve_tokens=0, safety_margin_tokens=0
+    )
+    res, expected = assembled(provider, data, cfg)
+    check_same(provider, data, res, expected)
+    if provider in ("anthropic", "bedrock_converse"):
+        assert not isinstance(res, type)
+        assert res.path == "native" and res.report.merged > 0, (res.path, res.path_reason)

@@ -68,6 +68,9 @@ pub struct ItemFacts {
     pub blank_text: bool,
     /// Its blocks that carry a prompt-cache marker (an upper bound: a blank block's counts).
     pub cache_markers: u32,
+    /// It opens with a thinking block, which must open its message: the adapter never sends
+    /// it behind another message of its role, merged or not.
+    pub opens_with_thinking: bool,
 }
 
 impl ItemFacts {
@@ -83,6 +86,15 @@ impl ItemFacts {
             ..ItemFacts::default()
         }
     }
+}
+
+/// Kept neighbours that share a role (positions `range` among the kept items), and whether
+/// they go out as one item: the adapter merges neighbours that only a drop brought together,
+/// and leaves those the caller sent together as they are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub range: std::ops::Range<usize>,
+    pub merge: bool,
 }
 
 /// Where a provider's adapter writes the side-effect ledger note of a plan.
@@ -172,6 +184,24 @@ pub trait Provider {
     /// cache markers: nothing to merge, strip or refuse. Where not, an adapter renders them.
     fn sends_as_given(&self, _facts: &[ItemFacts], _kept: &[usize], _system_markers: u32) -> bool {
         true
+    }
+
+    /// Where the items `kept` do not go out as given only because same-role neighbours are
+    /// merged (as the adapter merges them): the runs of kept positions that share a role and
+    /// whether each becomes one item. None when the adapter renders them (the default).
+    fn merges(
+        &self,
+        _facts: &[ItemFacts],
+        _kept: &[usize],
+        _system_markers: u32,
+    ) -> Option<Vec<Run>> {
+        None
+    }
+
+    /// The items `items` (a run `merges` merges, each the caller's JSON) as the one item the
+    /// adapter sends, or None when only the adapter can write it. `role` is the run's.
+    fn merged(&self, _role: &str, _items: &[&[u8]]) -> Option<Vec<u8>> {
+        None
     }
 
     /// Where the adapter writes a plan's ledger note `note`, given the body's system as JSON

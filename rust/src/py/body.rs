@@ -4,7 +4,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::native::reading;
+use super::native::{count_json, reading};
 use super::plan::PlanReport;
 use super::{chosen, guard, CoreConfig, PyCountCache};
 use crate::body::{self, Body, BudgetRule};
@@ -63,6 +63,8 @@ pub(super) fn assemble_openai_chat_body<'py>(
 
 /// An assembled body: `(body, report, items_before, items_after)`.
 type Assembled<'py> = (Bound<'py, PyBytes>, PlanReport, usize, usize);
+/// An assembled body, and how many of its items are neighbours merged.
+type ItemsAssembled<'py> = (Bound<'py, PyBytes>, PlanReport, usize, usize, usize);
 
 /// Assembles a body of a native provider (`provider`, its history the array `key`, its system
 /// the field `system_key`) when the plan only drops whole items, and may bring the ledger
@@ -70,7 +72,9 @@ type Assembled<'py> = (Bound<'py, PyBytes>, PlanReport, usize, usize);
 /// split it, `system` the texts the adapter reads from the body's system, which holds
 /// `system_markers` prompt cache markers, and `tools_json` its tools in OpenAI's shape; the
 /// budget by `rule`.
-/// Returns `(body, report, items_before, items_after)`, the report's spans in item indices;
+/// Returns `(body, report, items_before, items_after, merged)`, the report's spans in item
+/// indices, `merged` the items written as one of neighbours a drop brought together (the
+/// report then counts the request as sent);
 /// None when the adapter must render the plan, or the request is refused (the adapter's path,
 /// reading the same kept reading, then raises in its own words).
 #[pyfunction]
@@ -91,7 +95,7 @@ pub(super) fn assemble_items_body<'py>(
     config: &CoreConfig,
     rule: Rule,
     cache: Option<&PyCountCache>,
-) -> PyResult<Option<Assembled<'py>>> {
+) -> PyResult<Option<ItemsAssembled<'py>>> {
     guard(py, || {
         let cache = chosen(cache);
         let rule = budget_rule(rule);
@@ -105,11 +109,12 @@ pub(super) fn assemble_items_body<'py>(
             };
             let budget = rule.budget(body.reserve()?)?;
             let json = [array];
+            let texts = &system;
             let reading = reading(
                 provider,
                 &json,
                 Some(spans),
-                &system,
+                texts,
                 tools_json,
                 config,
                 cache,
@@ -135,18 +140,35 @@ pub(super) fn assemble_items_body<'py>(
                 key: system_key,
                 value: system_key.and_then(|k| body.field(k)),
             };
-            let Some((out, after)) = native_body::write(provider, head, at, system, &items, &kept)?
-            else {
+            let Some(out) = native_body::write(provider, head, at, system, &items, &kept)? else {
                 return Ok(None);
             };
-            let report = PlanReport::of_native(&plan, native);
-            Ok(Some((out, report, native.items, after)))
+            let mut report = PlanReport::of_native(&plan, native);
+            if !kept.merges.is_empty() {
+                // Merged neighbours cost less than the plan counted them apart: the request
+                // is counted as sent, as the adapter's path counts it.
+                let sent = count_json(
+                    provider,
+                    &[&out.body[out.history.clone()]],
+                    texts,
+                    tools_json,
+                    config.scheme,
+                    config.limits,
+                    cache,
+                )?;
+                if sent > cfg.budget {
+                    return Ok(None); // the adapter's path plans again, tighter
+                }
+                report = report.sent(sent);
+            }
+            Ok(Some((out, report, native.items, kept.merges.len())))
         });
         // Whatever the core refuses here, the adapter's path refuses in its own words.
-        let Ok(Some((out, report, before, after))) = done else {
+        let Ok(Some((out, report, before, merged))) = done else {
             return Ok(None);
         };
-        Ok(Some((PyBytes::new(py, &out), report, before, after)))
+        let body = PyBytes::new(py, &out.body);
+        Ok(Some((body, report, before, out.items, merged)))
     })
 }
 

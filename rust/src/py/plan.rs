@@ -120,6 +120,19 @@ pub struct PlanReport {
 
 impl PlanReport {
     /// `of` a plan of a native reading, its dropped spans in the caller's item indices.
+    /// This report for a request sent at `tokens_after`, not the plan's count: what the
+    /// rendering cost beyond the plan (merged neighbours, a note smaller than its room) is
+    /// booked to the insertions.
+    pub(crate) fn sent(self, tokens_after: u64) -> Self {
+        let mut buckets = self.buckets.clone();
+        buckets.insertions = (buckets.insertions + tokens_after).saturating_sub(self.tokens_after);
+        PlanReport {
+            tokens_after,
+            buckets,
+            ..self
+        }
+    }
+
     pub(crate) fn of_native(plan: &core_plan::Plan, native: &crate::native::Native) -> Self {
         let report = PlanReport::of(plan);
         PlanReport {
@@ -228,17 +241,12 @@ impl PlanReport {
         rewrites: Vec<(usize, String, u64)>,
     ) -> PyResult<PlanReport> {
         guard(py, || {
-            let mut buckets = self.buckets.clone();
-            buckets.insertions =
-                (buckets.insertions + tokens_after).saturating_sub(self.tokens_after);
             Ok(PlanReport {
                 budget,
-                tokens_after,
                 dropped_rings,
                 dropped_turns,
                 rewrites,
-                buckets,
-                ..self.clone()
+                ..self.clone().sent(tokens_after)
             })
         })
     }

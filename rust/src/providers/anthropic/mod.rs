@@ -13,10 +13,11 @@ mod rules;
 
 use super::item_cache::ItemCache;
 use super::{appended, json_string, note_in_string, NoteAt};
-use super::{cached_items, Canonical, ItemFacts, Provider};
+use super::{cached_items, Canonical, ItemFacts, Provider, Run};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role, Text};
+use serde_json::value::RawValue;
 use std::sync::Arc;
 
 /// Blocks with `cache_control` a request may carry, the system's included (the API refuses a
@@ -131,6 +132,7 @@ impl Provider for Anthropic {
                 .iter()
                 .any(|b| matches!(b, Block::Text { blank: true, .. })),
             cache_markers: m.cache_markers,
+            opens_with_thinking: m.blocks.first().is_some_and(Block::is_thinking),
             ..ItemFacts::of_role(m.role, "assistant")
         }
     }
@@ -152,9 +154,9 @@ impl Provider for Anthropic {
         }
     }
 
-    /// Kept neighbours of one role are merged and whitespace-only text is stripped when the
-    /// request is rendered, and a request over the API's cache marker limit is refused with
-    /// the message named: any of these needs the adapter.
+    /// Kept neighbours of one role are merged (`merges`) and whitespace-only text is stripped
+    /// when the request is rendered, and a request over the API's cache marker limit is
+    /// refused with the message named: the adapter's, but for the merges.
     fn sends_as_given(&self, facts: &[ItemFacts], kept: &[usize], system_markers: u32) -> bool {
         let markers = kept.iter().map(|&i| facts[i].cache_markers).sum::<u32>();
         !kept
@@ -162,6 +164,88 @@ impl Provider for Anthropic {
             .any(|w| facts[w[0]].role == facts[w[1]].role)
             && !kept.iter().any(|&i| facts[i].blank_text)
             && markers.saturating_add(system_markers) <= MAX_CACHE_MARKERS
+    }
+
+    /// With nothing to strip and the cache markers within the limit, kept neighbours of one
+    /// role go out as the adapter sends them: as they are when the caller sent them in one
+    /// turn, else as one message; an assistant message that opens with thinking behind
+    /// another is the adapter's (it places a user turn between them).
+    fn merges(&self, facts: &[ItemFacts], kept: &[usize], system_markers: u32) -> Option<Vec<Run>> {
+        let markers = kept.iter().map(|&i| facts[i].cache_markers).sum::<u32>();
+        if kept.iter().any(|&i| facts[i].blank_text)
+            || markers.saturating_add(system_markers) > MAX_CACHE_MARKERS
+        {
+            return None;
+        }
+        // The caller's turns: a turn ends where the role changes, dropped items included.
+        let mut turn = Vec::with_capacity(facts.len());
+        let mut t = 0usize;
+        for (i, f) in facts.iter().enumerate() {
+            if i > 0 && facts[i - 1].role != f.role {
+                t += 1;
+            }
+            turn.push(t);
+        }
+        let mut runs = Vec::new();
+        let mut start = 0;
+        for end in 1..=kept.len() {
+            if end < kept.len() && facts[kept[end]].role == facts[kept[start]].role {
+                if facts[kept[end]].opens_with_thinking {
+                    return None;
+                }
+                continue;
+            }
+            if end - start > 1 {
+                let merge = turn[kept[start]] != turn[kept[end - 1]];
+                runs.push(Run {
+                    range: start..end,
+                    merge,
+                });
+            }
+            start = end;
+        }
+        Some(runs)
+    }
+
+    /// `{"role": role, "content": blocks}`, the blocks of each item in order (a string
+    /// content as one text block), as the adapter merges them.
+    fn merged(&self, role: &str, items: &[&[u8]]) -> Option<Vec<u8>> {
+        #[derive(serde::Deserialize)]
+        struct Content<'a> {
+            #[serde(borrow)]
+            content: &'a RawValue,
+        }
+        let mut out = format!(r#"{{"role":{},"content":["#, json_string(role)).into_bytes();
+        let mut n = 0;
+        for raw in items {
+            let content = serde_json::from_slice::<Content<'_>>(raw)
+                .ok()?
+                .content
+                .get();
+            let blocks: Vec<&RawValue> = match content.as_bytes().first() {
+                Some(b'"') => {
+                    if n > 0 {
+                        out.push(b',');
+                    }
+                    n += 1;
+                    out.extend_from_slice(br#"{"type":"text","text":"#);
+                    out.extend_from_slice(content.as_bytes());
+                    out.push(b'}');
+                    continue;
+                }
+                Some(b'[') => serde_json::from_str(content).ok()?,
+                _ => return None,
+            };
+            for block in blocks {
+                if n > 0 {
+                    out.push(b',');
+                }
+                n += 1;
+                out.extend_from_slice(block.get().as_bytes());
+            }
+        }
+        out.extend_from_slice(b"]}");
+        Some(out)
     }
 
     fn validate(&self, items: &[Arc<AnthropicMessage>]) -> Vec<PairingIssue> {

@@ -544,3 +544,74 @@ fn junk() -> impl Strategy<Value = Value> {
         ]
     })
 }
+
+fn facts_of(messages: &[Value]) -> Vec<ItemFacts> {
+    read(messages).iter().map(|m| Anthropic.facts(m)).collect()
+}
+
+#[test]
+fn neighbours_a_drop_brings_together_merge_and_those_sent_together_stay() {
+    // 0 user | 1 assistant | 2 user, 3 user (one turn) | 4 assistant
+    let facts = facts_of(&[user("a"), said("b"), user("c"), user("d"), said("e")]);
+    let runs = |kept: &[usize]| Anthropic.merges(&facts, kept, 0);
+    assert_eq!(runs(&[0, 1, 2, 4]), Some(vec![]));
+    assert_eq!(
+        runs(&[0, 2, 3, 4]),
+        Some(vec![Run {
+            range: 0..3,
+            merge: true
+        }])
+    );
+    assert_eq!(
+        runs(&[2, 3, 4]),
+        Some(vec![Run {
+            range: 0..2,
+            merge: false
+        }])
+    );
+    // Over the cache marker limit, or with blank text to strip: the adapter's.
+    assert_eq!(
+        Anthropic.merges(&facts, &[0, 2], MAX_CACHE_MARKERS + 1),
+        None
+    );
+    let blank = facts_of(&[
+        user("a"),
+        json!({"role": "user", "content": [{"type": "text", "text": "\n\n"}]}),
+    ]);
+    assert_eq!(Anthropic.merges(&blank, &[0, 1], 0), None);
+}
+
+#[test]
+fn thinking_never_follows_a_neighbour_of_its_role() {
+    let thinking = json!({"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "hm", "signature": "s"}, {"type": "text", "text": "x"}]});
+    let facts = facts_of(&[user("a"), said("b"), user("c"), thinking]);
+    assert!(facts[3].opens_with_thinking);
+    assert_eq!(Anthropic.merges(&facts, &[0, 1, 3], 0), None);
+    assert_eq!(Anthropic.merges(&facts, &[0, 3], 0), Some(vec![]));
+}
+
+#[test]
+fn merged_neighbours_are_one_message_of_their_blocks() {
+    let merged = Anthropic
+        .merged(
+            "user",
+            &[
+                br#"{"role":"user","content":"a \"quoted\" text"}"#,
+                br#"{"content":[{"type":"text","text":"b","cache_control":{"type":"ephemeral"}}],"role":"user"}"#,
+            ],
+        )
+        .unwrap();
+    let merged: Value = serde_json::from_slice(&merged).unwrap();
+    assert_eq!(
+        merged,
+        json!({"role": "user", "content": [
+            {"type": "text", "text": "a \"quoted\" text"},
+            {"type": "text", "text": "b", "cache_control": {"type": "ephemeral"}}]})
+    );
+    assert_eq!(
+        Anthropic.merged("user", &[br#"{"role":"user","content":null}"#]),
+        None
+    );
+    assert_eq!(Anthropic.merged("user", &[b"not json"]), None);
+}

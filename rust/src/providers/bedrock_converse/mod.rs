@@ -10,10 +10,11 @@ mod rules;
 
 use super::item_cache::ItemCache;
 use super::{appended, json_string, NoteAt};
-use super::{cached_items, Canonical, ItemFacts, Provider};
+use super::{cached_items, Canonical, ItemFacts, Provider, Run};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Role, Text};
+use serde_json::value::RawValue;
 use std::sync::Arc;
 
 /// Bedrock's ValidationException texts, verbatim (sources in docs/providers/bedrock_converse.md).
@@ -112,6 +113,70 @@ impl Provider for BedrockConverse {
         !kept
             .windows(2)
             .any(|w| facts[w[0]].role == facts[w[1]].role)
+    }
+
+    /// Bedrock wants roles to alternate: every run of kept neighbours of one role goes out as
+    /// one message, as the adapter merges them.
+    fn merges(
+        &self,
+        facts: &[ItemFacts],
+        kept: &[usize],
+        _system_markers: u32,
+    ) -> Option<Vec<Run>> {
+        let mut runs = Vec::new();
+        let mut start = 0;
+        for end in 1..=kept.len() {
+            if end < kept.len() && facts[kept[end]].role == facts[kept[start]].role {
+                continue;
+            }
+            if end - start > 1 {
+                runs.push(Run {
+                    range: start..end,
+                    merge: true,
+                });
+            }
+            start = end;
+        }
+        Some(runs)
+    }
+
+    /// `{"role": role, "content": blocks}`, the blocks of each item in order; None for a user
+    /// turn that would mix tool results with other content, which Bedrock refuses and the
+    /// adapter's path refuses in its words.
+    fn merged(&self, role: &str, items: &[&[u8]]) -> Option<Vec<u8>> {
+        #[derive(serde::Deserialize)]
+        struct Content<'a> {
+            #[serde(borrow)]
+            content: Vec<&'a RawValue>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Block<'a> {
+            #[serde(borrow, rename = "toolResult")]
+            tool_result: Option<&'a RawValue>,
+        }
+        let mut blocks = Vec::new();
+        for raw in items {
+            blocks.extend(serde_json::from_slice::<Content<'_>>(raw).ok()?.content);
+        }
+        let results = blocks
+            .iter()
+            .filter(|b| {
+                serde_json::from_str::<Block<'_>>(b.get())
+                    .is_ok_and(|b| b.tool_result.is_some_and(|r| r.get() != "null"))
+            })
+            .count();
+        if role == "user" && results > 0 && results < blocks.len() {
+            return None;
+        }
+        let mut out = format!(r#"{{"role":{},"content":["#, json_string(role)).into_bytes();
+        for (n, block) in blocks.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(block.get().as_bytes());
+        }
+        out.extend_from_slice(b"]}");
+        Some(out)
     }
 
     fn validate(&self, items: &[Arc<BedrockMessage>]) -> Vec<PairingIssue> {

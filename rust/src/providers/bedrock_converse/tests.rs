@@ -260,3 +260,47 @@ fn the_dispatch_reads_bedrock() {
     assert_eq!(found[0].kind, MissingResult);
     assert!(validate_json("nope", &[&json]).is_err());
 }
+
+#[test]
+fn kept_neighbours_of_one_role_go_out_as_one_message() {
+    let facts: Vec<ItemFacts> = read(&[
+        json!({"role": "user", "content": [{"text": "a"}]}),
+        json!({"role": "assistant", "content": [{"text": "b"}]}),
+        json!({"role": "user", "content": [{"text": "c"}]}),
+    ])
+    .iter()
+    .map(|m| BedrockConverse.facts(m))
+    .collect();
+    assert_eq!(BedrockConverse.merges(&facts, &[0, 1, 2], 0), Some(vec![]));
+    assert_eq!(
+        BedrockConverse.merges(&facts, &[0, 2], 0),
+        Some(vec![Run {
+            range: 0..2,
+            merge: true
+        }])
+    );
+    let merged = BedrockConverse
+        .merged(
+            "user",
+            &[
+                br#"{"role":"user","content":[{"text":"a"}]}"#,
+                br#"{"content":[{"text":"c","x":null}],"role":"user"}"#,
+            ],
+        )
+        .unwrap();
+    let merged: Value = serde_json::from_slice(&merged).unwrap();
+    assert_eq!(
+        merged,
+        json!({"role": "user", "content": [{"text": "a"}, {"text": "c", "x": null}]})
+    );
+    // A turn of tool results takes nothing else: the adapter's path refuses it.
+    let result = br#"{"role":"user","content":[{"toolResult":{"toolUseId":"t","content":[{"text":"ok"}]}}]}"#;
+    assert_eq!(
+        BedrockConverse.merged(
+            "user",
+            &[result, br#"{"role":"user","content":[{"text":"c"}]}"#]
+        ),
+        None
+    );
+    assert!(BedrockConverse.merged("user", &[result, result]).is_some());
+}
