@@ -3,9 +3,10 @@
 //! items, and may bring the side-effect ledger note. The kept items go out as the input's own
 //! bytes, the note where the provider's adapter writes it, and every other field as it was, so
 //! such a request never reaches Python. Where the provider merges the neighbours a drop brought
-//! together (Anthropic, Bedrock Converse), the core writes the merged item as its adapter does and counts the
-//! request as sent. Any other plan (a synthesized result, a summary, a rewrite, text to strip,
-//! another provider's merge, the tools dropped) is the adapter's to render.
+//! together (Anthropic, Bedrock Converse), the core writes the merged item as its adapter does
+//! and counts the request as sent; Anthropic's whitespace-only text is stripped as its adapter
+//! strips it. Any other plan (a synthesized result, a summary, a rewrite, another provider's
+//! merge, the tools dropped) is the adapter's to render.
 
 use std::ops::Range;
 
@@ -28,6 +29,8 @@ pub struct Kept<'p> {
     /// the drop brought together, merged as the adapter merges them. The request sent then
     /// differs from the one planned, and is counted again (`merges` empty: it is the same).
     pub merges: Vec<(Range<usize>, &'static str)>,
+    /// Positions in `items` of the items holding text the provider strips (`stripped`).
+    pub strips: Vec<usize>,
 }
 
 /// What `plan` keeps, when it only keeps items (and may bring the ledger note) and `provider`
@@ -95,10 +98,14 @@ pub fn kept_as_given<'p>(
             (run, role)
         })
         .collect();
+    let strips = (0..items.len())
+        .filter(|&j| native.facts[items[j]].blank_text)
+        .collect();
     Ok(Some(Kept {
         items,
         note,
         merges,
+        strips,
     }))
 }
 
@@ -122,6 +129,16 @@ impl ForProvider for Sends<'_> {
                 .map(|run| run.range)
                 .collect(),
         )
+    }
+}
+
+/// One item without the text the provider strips, written by the provider.
+struct Stripped<'a>(&'a [u8]);
+
+impl ForProvider for Stripped<'_> {
+    type Out = Option<Option<Vec<u8>>>;
+    fn run<P: Provider>(self, p: P) -> Self::Out {
+        p.stripped(self.0)
     }
 }
 
@@ -207,6 +224,20 @@ pub fn write(
         n += 1;
         out.extend_from_slice(bytes);
     };
+    // Each kept item as the provider sends it: the caller's bytes, or without its blank text.
+    let mut sent: Vec<std::borrow::Cow<'_, [u8]>> =
+        kept.items.iter().map(|&i| items[i].into()).collect();
+    let mut stripped = Vec::new();
+    for &j in &kept.strips {
+        match with_provider(provider, Stripped(items[kept.items[j]]))? {
+            None => return Ok(None),
+            Some(None) => {}
+            Some(Some(item)) => {
+                sent[j] = item.into();
+                stripped.push(kept.items[j]);
+            }
+        }
+    }
     let mut merges = kept.merges.iter().peekable();
     let mut written = 0;
     while written < kept.items.len() {
@@ -217,8 +248,7 @@ pub fn write(
         }
         match merges.next_if(|(run, _)| run.start == written) {
             Some((run, role)) => {
-                let run_items: Vec<&[u8]> =
-                    kept.items[run.clone()].iter().map(|&i| items[i]).collect();
+                let run_items: Vec<&[u8]> = sent[run.clone()].iter().map(|b| &b[..]).collect();
                 let Some(item) = with_provider(provider, Merged(role, &run_items))? else {
                     return Ok(None);
                 };
@@ -226,7 +256,7 @@ pub fn write(
                 written = run.end;
             }
             None => {
-                put(&mut history, items[kept.items[written]]);
+                put(&mut history, &sent[written]);
                 written += 1;
             }
         }
@@ -257,6 +287,7 @@ pub fn write(
         body: out,
         items: n,
         history: written,
+        stripped,
     }))
 }
 
@@ -267,6 +298,8 @@ pub struct Written {
     pub items: usize,
     /// Where its history's array lies in `body`.
     pub history: Range<usize>,
+    /// The input's items written without the text the provider strips, in order.
+    pub stripped: Vec<usize>,
 }
 
 /// Where `value`, read from `head`, lies in it.
@@ -434,10 +467,15 @@ mod tests {
     }
 
     #[test]
-    fn whitespace_text_and_too_many_cache_markers_need_the_adapter() {
+    fn whitespace_text_is_stripped_and_too_many_cache_markers_need_the_adapter() {
         let blank = r#"[{"role":"user","content":[{"type":"text","text":"go"},{"type":"text","text":"\n\n"}]},
                         {"role":"assistant","content":"ok"}]"#;
-        assert!(assembled("anthropic", blank, 100_000).is_none());
+        let (body, _) = assembled("anthropic", blank, 100_000).unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            value["history"][0]["content"],
+            serde_json::json!([{"type": "text", "text": "go"}])
+        );
         let marked = r#"[{"role":"user","content":[{"type":"text","text":"go","cache_control":{"type":"ephemeral"}}]},
                          {"role":"assistant","content":"ok"}]"#;
         assert!(assembled("anthropic", marked, 100_000).is_some());

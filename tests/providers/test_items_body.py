@@ -349,3 +349,58 @@ def test_plain_turns_dropped_between_turns_of_one_role(provider: str, fraction: 
     if provider in ("anthropic", "bedrock_converse"):
         assert not isinstance(res, type)
         assert res.path == "native" and res.report.merged > 0, (res.path, res.path_reason)
+
+
+@pytest.mark.parametrize("fraction", [1.2, 0.6, 0.3])
+def test_whitespace_only_text_is_stripped_by_the_core_as_the_adapter_strips_it(
+    fraction: float,
+) -> None:
+    """Opus writes ``"\\n\\n"`` text blocks, which Anthropic refuses: the core strips them from
+    the kept messages (the last assistant turn's included), as the adapter does, each a
+    ``blank_text`` rewrite, and leaves a message of blank text alone as the adapter leaves it.
+    Python's whitespace (``str.isspace``) is the rule, U+001C to U+001F included."""
+    pad = "word " * 80
+    native: list[dict[str, Any]] = [{"role": "user", "content": "fix the parser"}]
+    for k in range(8):
+        blanks = ["\n\n", " \t", "\x1c\u3000", "\n"]
+        native.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": blanks[k % 4]},
+                    {"type": "text", "text": f"step {k} {pad}"},
+                    {"type": "tool_use", "id": f"t{k}", "name": "f", "input": {"k": k}},
+                ],
+                "id": f"msg_{k}",
+            }
+        )
+        native.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": f"t{k}", "content": pad},
+                    {"type": "text", "text": "\n\n"} if k % 2 else {"type": "text", "text": "ok"},
+                ],
+            }
+        )
+    native.append({"role": "assistant", "content": [{"type": "text", "text": "  "}]})
+    native.append({"role": "user", "content": "  "})
+    native.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "\n\n"}, {"type": "text", "text": "done"}],
+        }
+    )
+    data = body_of("anthropic", native, None, indent=False)
+    full = rb.count_tokens(native, provider="anthropic")
+    cfg = rb.AssemblyConfig(
+        model_input_limit=int(full * fraction), output_reserve_tokens=0, safety_margin_tokens=0
+    )
+    res, expected = assembled("anthropic", data, cfg)
+    check_same("anthropic", data, res, expected)
+    assert res.path == "native", res.path_reason
+    stripped = [r.index for r in res.report.rewrites if r.kind == "blank_text"]
+    assert stripped and len(native) - 1 in stripped
+    out = orjson.loads(res.body)["messages"]
+    assert out[-1]["content"] == [{"type": "text", "text": "done"}]
+    assert {"role": "user", "content": "  "} in out

@@ -204,6 +204,13 @@ pub trait Provider {
         None
     }
 
+    /// A kept item (the caller's JSON) whose facts say it holds text the adapter strips, as
+    /// the adapter sends it: `Some(None)` when it goes out as it is, None when only the
+    /// adapter can write it.
+    fn stripped(&self, _item: &[u8]) -> Option<Option<Vec<u8>>> {
+        None
+    }
+
     /// Where the adapter writes a plan's ledger note `note`, given the body's system as JSON
     /// (None when it has none).
     fn ledger_note(&self, _system: Option<&str>, _note: &str) -> NoteAt {

@@ -143,7 +143,7 @@ pub(super) fn assemble_items_body<'py>(
             let Some(out) = native_body::write(provider, head, at, system, &items, &kept)? else {
                 return Ok(None);
             };
-            let mut report = PlanReport::of_native(&plan, native);
+            let mut report = PlanReport::of_native(&plan, native).with_stripped(&out.stripped);
             if !kept.merges.is_empty() {
                 // Merged neighbours cost less than the plan counted them apart: the request
                 // is counted as sent, as the adapter's path counts it.

@@ -133,6 +133,14 @@ impl PlanReport {
         }
     }
 
+    /// This report with the input's items `stripped` of text the provider refuses, each a
+    /// `blank_text` rewrite that saves nothing (that text is never counted).
+    pub(crate) fn with_stripped(mut self, stripped: &[usize]) -> Self {
+        self.rewrites
+            .extend(stripped.iter().map(|&i| (i, "blank_text".to_owned(), 0)));
+        self
+    }
+
     pub(crate) fn of_native(plan: &core_plan::Plan, native: &crate::native::Native) -> Self {
         let report = PlanReport::of(plan);
         PlanReport {

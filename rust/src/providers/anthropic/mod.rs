@@ -110,6 +110,14 @@ pub fn read_blocks(messages: &[Arc<AnthropicMessage>], from: Start, i: usize) ->
     }
 }
 
+/// Whether a text is whitespace only, which Anthropic refuses ("text content blocks must
+/// contain non-whitespace text"): the whitespace of Python's `str.isspace`, which the adapter
+/// strips by (Unicode's, and the separators U+001C to U+001F).
+pub fn blank(s: &str) -> bool {
+    s.chars()
+        .all(|c| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
+}
+
 /// The Anthropic Messages API.
 pub struct Anthropic;
 
@@ -166,15 +174,13 @@ impl Provider for Anthropic {
             && markers.saturating_add(system_markers) <= MAX_CACHE_MARKERS
     }
 
-    /// With nothing to strip and the cache markers within the limit, kept neighbours of one
-    /// role go out as the adapter sends them: as they are when the caller sent them in one
+    /// With the cache markers within the limit, kept neighbours of one role go out as the
+    /// adapter sends them (whitespace-only text stripped first, `stripped`): as they are when the caller sent them in one
     /// turn, else as one message; an assistant message that opens with thinking behind
     /// another is the adapter's (it places a user turn between them).
     fn merges(&self, facts: &[ItemFacts], kept: &[usize], system_markers: u32) -> Option<Vec<Run>> {
         let markers = kept.iter().map(|&i| facts[i].cache_markers).sum::<u32>();
-        if kept.iter().any(|&i| facts[i].blank_text)
-            || markers.saturating_add(system_markers) > MAX_CACHE_MARKERS
-        {
+        if markers.saturating_add(system_markers) > MAX_CACHE_MARKERS {
             return None;
         }
         // The caller's turns: a turn ends where the role changes, dropped items included.
@@ -246,6 +252,50 @@ impl Provider for Anthropic {
         }
         out.extend_from_slice(b"]}");
         Some(out)
+    }
+
+    /// The message without its whitespace-only text blocks, the rest of it as it was; as it
+    /// is when every block is blank (nothing to keep: the caller's to fix) or none is.
+    fn stripped(&self, item: &[u8]) -> Option<Option<Vec<u8>>> {
+        #[derive(serde::Deserialize)]
+        struct Content<'a> {
+            #[serde(borrow)]
+            content: &'a RawValue,
+        }
+        #[derive(serde::Deserialize)]
+        struct TextBlock<'a> {
+            #[serde(borrow, rename = "type")]
+            kind: Option<std::borrow::Cow<'a, str>>,
+            #[serde(borrow)]
+            text: Option<std::borrow::Cow<'a, str>>,
+        }
+        let content = serde_json::from_slice::<Content<'_>>(item).ok()?.content;
+        if !content.get().starts_with('[') {
+            return Some(None); // a string content is one text block: all of it or nothing
+        }
+        let blocks: Vec<&RawValue> = serde_json::from_str(content.get()).ok()?;
+        let is_blank = |b: &&RawValue| {
+            serde_json::from_str::<TextBlock<'_>>(b.get()).is_ok_and(|t| {
+                t.kind.as_deref() == Some("text") && t.text.as_deref().is_some_and(blank)
+            })
+        };
+        let kept: Vec<&RawValue> = blocks.iter().copied().filter(|b| !is_blank(b)).collect();
+        if kept.len() == blocks.len() || kept.is_empty() {
+            return Some(None);
+        }
+        let at = (content.get().as_ptr() as usize).checked_sub(item.as_ptr() as usize)?;
+        let mut out = Vec::with_capacity(item.len());
+        out.extend_from_slice(&item[..at]);
+        out.push(b'[');
+        for (n, block) in kept.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(block.get().as_bytes());
+        }
+        out.push(b']');
+        out.extend_from_slice(item.get(at + content.get().len()..)?);
+        Some(Some(out))
     }
 
     fn validate(&self, items: &[Arc<AnthropicMessage>]) -> Vec<PairingIssue> {

@@ -316,7 +316,7 @@ impl At {
 pub(super) fn text(s: &str) -> Block {
     Block::Text {
         text: s.into(),
-        blank: s.trim().is_empty(),
+        blank: super::blank(s),
     }
 }
 

@@ -569,7 +569,7 @@ fn neighbours_a_drop_brings_together_merge_and_those_sent_together_stay() {
             merge: false
         }])
     );
-    // Over the cache marker limit, or with blank text to strip: the adapter's.
+    // Over the cache marker limit: the adapter's; blank text is stripped first (`stripped`).
     assert_eq!(
         Anthropic.merges(&facts, &[0, 2], MAX_CACHE_MARKERS + 1),
         None
@@ -578,7 +578,13 @@ fn neighbours_a_drop_brings_together_merge_and_those_sent_together_stay() {
         user("a"),
         json!({"role": "user", "content": [{"type": "text", "text": "\n\n"}]}),
     ]);
-    assert_eq!(Anthropic.merges(&blank, &[0, 1], 0), None);
+    assert_eq!(
+        Anthropic.merges(&blank, &[0, 1], 0),
+        Some(vec![Run {
+            range: 0..2,
+            merge: false
+        }])
+    );
 }
 
 #[test]
@@ -614,4 +620,24 @@ fn merged_neighbours_are_one_message_of_their_blocks() {
         None
     );
     assert_eq!(Anthropic.merged("user", &[b"not json"]), None);
+}
+
+#[test]
+fn whitespace_only_text_blocks_are_stripped_and_the_rest_kept_as_written() {
+    let item = br#"{"role":"assistant", "content":[{"type":"text","text":"\n\n"},{"type":"text","text":"hi"},{"type":"text","text":"\u001c "}], "id":"m"}"#;
+    let out = Anthropic.stripped(item).unwrap().unwrap();
+    assert_eq!(
+        std::str::from_utf8(&out).unwrap(),
+        r#"{"role":"assistant", "content":[{"type":"text","text":"hi"}], "id":"m"}"#
+    );
+    // Nothing blank, everything blank, or a string content: as it is.
+    for same in [
+        &br#"{"role":"user","content":[{"type":"text","text":"a"}]}"#[..],
+        br#"{"role":"user","content":[{"type":"text","text":" "}]}"#,
+        br#"{"role":"user","content":"  "}"#,
+    ] {
+        assert_eq!(Anthropic.stripped(same), Some(None));
+    }
+    assert_eq!(Anthropic.stripped(b"not json"), None);
+    assert!(blank("\u{1c}\u{3000}\n") && !blank("\u{200b}"));
 }
