@@ -6,8 +6,8 @@ was. Python reads only the few fields the adapter turns into what the core count
 system's texts, the tools in OpenAI's shape: ``inputs``), once for each distinct head of a
 body (``body._head``), since a session sends the same one every turn.
 
-Anthropic's and Bedrock's merges of the neighbours a drop brought together, and Anthropic's
-stripped whitespace-only text, are written by the core too.
+The merges of the neighbours a drop brought together (Anthropic, Bedrock, Gemini) and
+Anthropic's stripped whitespace-only text are written by the core too.
 Any other plan (a synthesized result, a summary, a rewrite, another merge, the tools
 dropped), a system of a shape the core does not rewrite, a pairing
 issue, a note an earlier assembly left in the system, or a request the core refuses takes

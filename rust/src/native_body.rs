@@ -3,10 +3,10 @@
 //! items, and may bring the side-effect ledger note. The kept items go out as the input's own
 //! bytes, the note where the provider's adapter writes it, and every other field as it was, so
 //! such a request never reaches Python. Where the provider merges the neighbours a drop brought
-//! together (Anthropic, Bedrock Converse), the core writes the merged item as its adapter does
-//! and counts the request as sent; Anthropic's whitespace-only text is stripped as its adapter
-//! strips it. Any other plan (a synthesized result, a summary, a rewrite, another provider's
-//! merge, the tools dropped) is the adapter's to render.
+//! together (Anthropic, Bedrock Converse, Gemini), the core writes the merged item as its
+//! adapter does and counts the request as sent; Anthropic's whitespace-only text is stripped
+//! as its adapter strips it. Any other plan (a synthesized result, a summary, a rewrite, a
+//! merge the adapter must place, the tools dropped) is the adapter's to render.
 
 use std::ops::Range;
 
@@ -421,9 +421,10 @@ mod tests {
     }
 
     #[test]
-    fn a_plan_the_adapter_must_render_is_left_to_it() {
-        // Two user contents meet once the ring between them is dropped, and Gemini merges
-        // them, which only the adapter does; neighbours of one role in the history stay.
+    fn gemini_contents_a_drop_brings_together_go_out_as_one() {
+        // Two user contents meet once the ring between them is dropped: one content, the
+        // first one's fields and both one's parts, as the adapter merges them; neighbours of
+        // one role in the history stay.
         let pad = "word ".repeat(400);
         let history = format!(
             r#"[{{"role":"user","parts":[{{"text":"first"}}]}},
@@ -433,7 +434,14 @@ mod tests {
             ring("gemini", 0, &pad),
             ring("gemini", 1, &pad)
         );
-        assert!(assembled("gemini", &history, 600).is_none());
+        let (body, kept) = assembled("gemini", &history, 600).unwrap();
+        assert_eq!(kept, [0, 3, 4, 5]);
+        let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            value["history"][0],
+            serde_json::json!({"role": "user", "parts": [{"text": "first"}, {"text": "second"}]})
+        );
+        assert_eq!(value["history"].as_array().unwrap().len(), 3);
         let (_, kept) = assembled("gemini", &history, 100_000).unwrap();
         assert_eq!(kept, [0, 1, 2, 3, 4, 5]);
     }

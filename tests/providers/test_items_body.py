@@ -330,8 +330,8 @@ def test_neighbours_a_drop_brings_together_are_merged_as_the_adapter_merges_them
 @pytest.mark.parametrize("fraction", [0.8, 0.5, 0.25])
 def test_plain_turns_dropped_between_turns_of_one_role(provider: str, fraction: float) -> None:
     """A chat of plain turns converted to each format: dropping an assistant turn leaves two
-    user turns together. Anthropic and Bedrock bodies go out merged by the core, as their
-    adapters merge them; every format gives what ``assemble`` gives."""
+    user turns together. Anthropic, Bedrock and Gemini bodies go out merged by the core, as
+    their adapters merge them; every format gives what ``assemble`` gives."""
     pad = "word " * 150
     chat: list[dict[str, Any]] = [{"role": "user", "content": "fix the parser"}]
     for k in range(10):
@@ -346,7 +346,7 @@ def test_plain_turns_dropped_between_turns_of_one_role(provider: str, fraction: 
     )
     res, expected = assembled(provider, data, cfg)
     check_same(provider, data, res, expected)
-    if provider in ("anthropic", "bedrock_converse"):
+    if provider in ("anthropic", "bedrock_converse", "gemini"):
         assert not isinstance(res, type)
         assert res.path == "native" and res.report.merged > 0, (res.path, res.path_reason)
 

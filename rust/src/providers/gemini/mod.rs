@@ -17,10 +17,11 @@ pub use rules::{answers, Answer};
 
 use super::item_cache::ItemCache;
 use super::{appended, json_string, note_in_string, NoteAt};
-use super::{cached_items, Canonical, ItemFacts, Provider};
+use super::{cached_items, Canonical, ItemFacts, Provider, Run};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role, Text};
+use serde_json::value::RawValue;
 use std::sync::Arc;
 
 /// Gemini's 400 when a response turn does not answer every call of the call turn before it
@@ -158,6 +159,64 @@ impl Provider for Gemini {
         !kept
             .windows(2)
             .any(|w| facts[w[0]].role == facts[w[1]].role && w[1] != w[0] + 1)
+    }
+
+    /// Each chain of kept contents of one role, none a neighbour of the next in the history,
+    /// goes out as one content, as the adapter merges them.
+    fn merges(
+        &self,
+        facts: &[ItemFacts],
+        kept: &[usize],
+        _system_markers: u32,
+    ) -> Option<Vec<Run>> {
+        let joins =
+            |j: usize| facts[kept[j]].role == facts[kept[j - 1]].role && kept[j] != kept[j - 1] + 1;
+        let mut runs = Vec::new();
+        let mut start = 0;
+        for end in 1..=kept.len() {
+            if end < kept.len() && joins(end) {
+                continue;
+            }
+            if end - start > 1 {
+                runs.push(Run {
+                    range: start..end,
+                    merge: true,
+                });
+            }
+            start = end;
+        }
+        Some(runs)
+    }
+
+    /// The first content with the parts of them all, in order, every other field of it as it
+    /// was (the adapter's `{**first, "parts": parts}`).
+    fn merged(&self, _role: &str, items: &[&[u8]]) -> Option<Vec<u8>> {
+        #[derive(serde::Deserialize)]
+        struct Parts<'a> {
+            #[serde(borrow)]
+            parts: &'a RawValue,
+        }
+        let mut parts: Vec<&RawValue> = Vec::new();
+        let mut first = None;
+        for raw in items {
+            let value = serde_json::from_slice::<Parts<'_>>(raw).ok()?.parts;
+            first.get_or_insert(value);
+            parts.extend(serde_json::from_str::<Vec<&RawValue>>(value.get()).ok()?);
+        }
+        let (head, value) = (items.first()?, first?);
+        let at = (value.get().as_ptr() as usize).checked_sub(head.as_ptr() as usize)?;
+        let mut out = Vec::with_capacity(items.iter().map(|i| i.len()).sum());
+        out.extend_from_slice(&head[..at]);
+        out.push(b'[');
+        for (n, part) in parts.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(part.get().as_bytes());
+        }
+        out.push(b']');
+        out.extend_from_slice(head.get(at + value.get().len()..)?);
+        Some(out)
     }
 
     fn validate(&self, items: &[Arc<GeminiContent>]) -> Vec<PairingIssue> {

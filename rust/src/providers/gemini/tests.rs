@@ -428,3 +428,40 @@ fn a_call_without_an_id_is_named_by_its_digest_made_when_read() {
     ]})]);
     assert_eq!(with_id[0].calls[0].digest, None);
 }
+
+#[test]
+fn contents_a_drop_brings_together_merge_into_the_first() {
+    let text = |role: &str, t: &str| json!({"role": role, "parts": [{"text": t}]});
+    let facts: Vec<ItemFacts> = read(&[
+        text("user", "a"),
+        text("model", "b"),
+        text("user", "c"),
+        text("user", "d"),
+    ])
+    .iter()
+    .map(|c| Gemini.facts(c))
+    .collect();
+    // Neighbours in the history stay; a chain that skips a dropped content merges.
+    assert_eq!(Gemini.merges(&facts, &[0, 1, 2, 3], 0), Some(vec![]));
+    assert_eq!(
+        Gemini.merges(&facts, &[0, 2, 3], 0),
+        Some(vec![Run {
+            range: 0..2,
+            merge: true
+        }])
+    );
+    let merged = Gemini
+        .merged(
+            "user",
+            &[
+                br#"{"role":"user","parts":[{"text":"a"}],"x":1}"#,
+                br#"{"parts":[{"text":"c"},{"text":"d"}],"role":"user"}"#,
+            ],
+        )
+        .unwrap();
+    assert_eq!(
+        std::str::from_utf8(&merged).unwrap(),
+        r#"{"role":"user","parts":[{"text":"a"},{"text":"c"},{"text":"d"}],"x":1}"#
+    );
+    assert_eq!(Gemini.merged("user", &[br#"{"role":"user"}"#]), None);
+}
