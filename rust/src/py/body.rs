@@ -4,7 +4,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::native::{count_json, reading};
+use super::native::{paired_count, reading};
 use super::plan::PlanReport;
 use super::{chosen, guard, CoreConfig, PyCountCache};
 use crate::body::{self, Body, BudgetRule};
@@ -146,8 +146,8 @@ pub(super) fn assemble_items_body<'py>(
             let mut report = PlanReport::of_native(&plan, native).with_stripped(&out.stripped);
             if !kept.merges.is_empty() {
                 // Merged neighbours cost less than the plan counted them apart: the request
-                // is counted as sent, as the adapter's path counts it.
-                let sent = count_json(
+                // is checked and counted as sent, as the adapter's path checks and counts it.
+                let (paired, sent) = paired_count(
                     provider,
                     &[&out.body[out.history.clone()]],
                     texts,
@@ -156,8 +156,8 @@ pub(super) fn assemble_items_body<'py>(
                     config.limits,
                     cache,
                 )?;
-                if sent > cfg.budget {
-                    return Ok(None); // the adapter's path plans again, tighter
+                if !paired || sent > cfg.budget {
+                    return Ok(None); // the adapter's path refuses it, or plans again tighter
                 }
                 report = report.sent(sent);
             }

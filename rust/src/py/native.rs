@@ -469,12 +469,27 @@ pub(super) fn count_json(
     limits: Limits,
     cache: &CountCache,
 ) -> Result<u64, CoreError> {
+    let (_, tokens) = paired_count(provider, json, system, tools_json, scheme, limits, cache)?;
+    Ok(tokens)
+}
+
+/// `count_json`, and whether the items pair by the provider's rules (a request written from
+/// a plan is checked as the adapter's path checks its rendering).
+pub(super) fn paired_count(
+    provider: &str,
+    json: &[&[u8]],
+    system: &[Vec<String>],
+    tools_json: Option<&[u8]>,
+    scheme: Scheme,
+    limits: Limits,
+    cache: &CountCache,
+) -> Result<(bool, u64), CoreError> {
     // Refused by size before anything is split; `load` checks the count.
     let bytes = json.iter().map(|p| p.len()).sum::<usize>() + system_bytes(system);
     check_size(bytes, tools_json, limits)?;
     let elements = json_array::split_all(json)?;
-    let (_, request) = load(
+    let (native, request) = load(
         provider, &elements, system, tools_json, scheme, limits, cache,
     )?;
-    Ok(total(&request))
+    Ok((native.issues.is_empty(), total(&request)))
 }

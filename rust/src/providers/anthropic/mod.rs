@@ -140,7 +140,12 @@ impl Provider for Anthropic {
                 .iter()
                 .any(|b| matches!(b, Block::Text { blank: true, .. })),
             cache_markers: m.cache_markers,
-            opens_with_thinking: m.blocks.first().is_some_and(Block::is_thinking),
+            // As the adapter sends it: after its whitespace-only text is stripped.
+            opens_with_thinking: m
+                .blocks
+                .iter()
+                .find(|b| !matches!(b, Block::Text { blank: true, .. }))
+                .is_some_and(Block::is_thinking),
             ..ItemFacts::of_role(m.role, "assistant")
         }
     }

@@ -593,6 +593,12 @@ fn thinking_never_follows_a_neighbour_of_its_role() {
         {"type": "thinking", "thinking": "hm", "signature": "s"}, {"type": "text", "text": "x"}]});
     let facts = facts_of(&[user("a"), said("b"), user("c"), thinking]);
     assert!(facts[3].opens_with_thinking);
+    // Whitespace-only text before it is stripped first, so thinking opens the message sent.
+    let blank_first = json!({"role": "assistant", "content": [
+        {"type": "text", "text": "
+
+"}, {"type": "thinking", "thinking": "hm", "signature": "s"}]});
+    assert!(facts_of(&[user("a"), blank_first])[1].opens_with_thinking);
     assert_eq!(Anthropic.merges(&facts, &[0, 1, 3], 0), None);
     assert_eq!(Anthropic.merges(&facts, &[0, 3], 0), Some(vec![]));
 }
