@@ -278,12 +278,11 @@ def assemble(
             head = _head(asm, cut.head)
             why = _native_reason(head.target, state, session_id)
             if why is None:
+                keys = (head.shape.history, head.shape.system)
                 given = head.native_inputs()
-                if given is not None:
-                    keys = (head.shape.history, head.shape.system)
-                    done = items_body.assemble(head.target, data, cut, given, keys, head.entry)
-                    if done is not None:
-                        return done
+                done = items_body.assemble(head.target, data, cut, given, keys, head.entry)
+                if done is not None:
+                    return done
                 # The items path: the history's items stay their own bytes (``RawItem``),
                 # which the core reads again from its kept reading and writes back where kept
                 # unchanged.
@@ -313,10 +312,9 @@ def assemble(
         _, tools, system = split(parsed, shape)
         given = items_body.inputs(provider, target._adapter, tools, system)
         keys = (shape.history, shape.system)
-        if given is not None:
-            done = items_body.assemble(target, data, cut, given, keys, entry)
-            if done is not None:
-                return done
+        done = items_body.assemble(target, data, cut, given, keys, entry)
+        if done is not None:
+            return done
         parsed[shape.history] = raw_items(cut.array(), cut.spans)
         why = _RENDERED
     elif why is None:

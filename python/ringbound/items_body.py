@@ -63,7 +63,7 @@ def assemble(
     asm: Assembler,
     data: bytes,
     cut: _core.SplitBody,
-    given: Inputs,
+    given: Inputs | None,
     keys: tuple[str, str | None],
     entry: str | None,
 ) -> BodyResult | None:
@@ -71,10 +71,12 @@ def assemble(
     ledger note), else None.
 
     ``cut`` is ``data`` as the core split it (``_core.split_body_at``), ``given`` what the
-    core counts of its other fields (``inputs``); ``keys`` name the history and the system
-    as the body spells them."""
+    core counts of its other fields (``inputs``; None: the native path cannot take it);
+    ``keys`` name the history and the system as the body spells them."""
     from .body import budget_rule, native_result
 
+    if given is None:
+        return None
     start = time.perf_counter()
     got = _core.assemble_items_body(
         asm.provider,

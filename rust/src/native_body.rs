@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use crate::error::CoreError;
 use crate::native::{with_provider, ForProvider, Native};
 use crate::plan::{Item, Plan};
-use crate::providers::{json_string, ItemFacts, NoteAt, Provider};
+use crate::providers::{json_string, within, ItemFacts, NoteAt, Provider};
 use crate::view::Role;
 
 /// What a plan the core writes sends.
@@ -300,13 +300,6 @@ pub struct Written {
     pub history: Range<usize>,
     /// The input's items written without the text the provider strips, in order.
     pub stripped: Vec<usize>,
-}
-
-/// Where `value`, read from `head`, lies in it.
-fn within(head: &[u8], value: &RawValue) -> Option<Range<usize>> {
-    let start = (value.get().as_ptr() as usize).checked_sub(head.as_ptr() as usize)?;
-    let end = start + value.get().len();
-    (end <= head.len()).then_some(start..end)
 }
 
 #[cfg(test)]

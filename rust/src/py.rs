@@ -318,7 +318,8 @@ fn count(
                 load_openai_chat(&json, tools_json, scheme, limits, cache)
                     .map(|r| native::total(&r))
             } else {
-                native::count_json(provider, &json, &system, tools_json, scheme, limits, cache)
+                native::paired_count(provider, &json, &system, tools_json, scheme, limits, cache)
+                    .map(|(_, tokens)| tokens)
             }
         })?)
     })

@@ -97,6 +97,80 @@ pub struct Run {
     pub merge: bool,
 }
 
+/// The runs of `n` kept items, each item joining the one before it where `joins(j)` says so;
+/// those of more than one item, each merged where `merge` says so.
+pub(crate) fn runs(
+    n: usize,
+    joins: impl Fn(usize) -> bool,
+    merge: impl Fn(&std::ops::Range<usize>) -> bool,
+) -> Vec<Run> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for end in 1..=n {
+        if end < n && joins(end) {
+            continue;
+        }
+        let range = start..end;
+        if range.len() > 1 {
+            out.push(Run {
+                merge: merge(&range),
+                range,
+            });
+        }
+        start = end;
+    }
+    out
+}
+
+/// `elements` (each JSON) as a JSON array, appended to `out`.
+pub(crate) fn push_array<E: AsRef<[u8]>>(out: &mut Vec<u8>, elements: impl IntoIterator<Item = E>) {
+    out.push(b'[');
+    for (n, element) in elements.into_iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(element.as_ref());
+    }
+    out.push(b']');
+}
+
+/// `item` with `value`, read from it, replaced by the array of `elements`: every other byte
+/// of the item as it was. None when `value` does not lie in `item`.
+pub(crate) fn with_array<E: AsRef<[u8]>>(
+    item: &[u8],
+    value: &serde_json::value::RawValue,
+    elements: impl IntoIterator<Item = E>,
+) -> Option<Vec<u8>> {
+    let at = within(item, value)?;
+    let mut out = Vec::with_capacity(item.len());
+    out.extend_from_slice(&item[..at.start]);
+    push_array(&mut out, elements);
+    out.extend_from_slice(&item[at.end..]);
+    Some(out)
+}
+
+/// Where `value`, read from `json`, lies in it.
+pub(crate) fn within(
+    json: &[u8],
+    value: &serde_json::value::RawValue,
+) -> Option<std::ops::Range<usize>> {
+    let start = (value.get().as_ptr() as usize).checked_sub(json.as_ptr() as usize)?;
+    let end = start + value.get().len();
+    (end <= json.len()).then_some(start..end)
+}
+
+/// `{"role": role, "content": [elements]}`: the message the Anthropic and Bedrock adapters
+/// make of merged neighbours.
+pub(crate) fn message_of<E: AsRef<[u8]>>(
+    role: &str,
+    elements: impl IntoIterator<Item = E>,
+) -> Vec<u8> {
+    let mut out = format!(r#"{{"role":{},"content":"#, json_string(role)).into_bytes();
+    push_array(&mut out, elements);
+    out.push(b'}');
+    out
+}
+
 /// Where a provider's adapter writes the side-effect ledger note of a plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NoteAt {

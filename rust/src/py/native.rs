@@ -458,23 +458,9 @@ pub(super) fn total(req: &Request<'_>) -> u64 {
     req.message_tokens() + u64::from(REPLY_PRIMING) + req.tools_tokens
 }
 
-/// Tokens of `provider`'s items (a JSON array, or arrays whose elements follow each other)
-/// behind `system` texts, as the provider receives them.
-pub(super) fn count_json(
-    provider: &str,
-    json: &[&[u8]],
-    system: &[Vec<String>],
-    tools_json: Option<&[u8]>,
-    scheme: Scheme,
-    limits: Limits,
-    cache: &CountCache,
-) -> Result<u64, CoreError> {
-    let (_, tokens) = paired_count(provider, json, system, tools_json, scheme, limits, cache)?;
-    Ok(tokens)
-}
-
-/// `count_json`, and whether the items pair by the provider's rules (a request written from
-/// a plan is checked as the adapter's path checks its rendering).
+/// Whether `provider`'s items (a JSON array, or arrays whose elements follow each other) pair
+/// by the provider's rules, and their tokens behind `system` texts, as the provider receives
+/// them (a request written from a plan is checked as the adapter's path checks its rendering).
 pub(super) fn paired_count(
     provider: &str,
     json: &[&[u8]],

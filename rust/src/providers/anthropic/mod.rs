@@ -13,11 +13,13 @@ mod rules;
 
 use super::item_cache::ItemCache;
 use super::{appended, json_string, note_in_string, NoteAt};
-use super::{cached_items, Canonical, ItemFacts, Provider, Run};
+use super::{cached_items, message_of, runs, with_array, Canonical, ItemFacts, Provider, Run};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role, Text};
 use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// Blocks with `cache_control` a request may carry, the system's included (the API refuses a
@@ -180,8 +182,8 @@ impl Provider for Anthropic {
     }
 
     /// With the cache markers within the limit, kept neighbours of one role go out as the
-    /// adapter sends them (whitespace-only text stripped first, `stripped`): as they are when the caller sent them in one
-    /// turn, else as one message; an assistant message that opens with thinking behind
+    /// adapter sends them (whitespace-only text stripped first, `stripped`): as they are when
+    /// the caller sent them in one turn, else as one message; an assistant message that opens with thinking behind
     /// another is the adapter's (it places a user turn between them).
     fn merges(&self, facts: &[ItemFacts], kept: &[usize], system_markers: u32) -> Option<Vec<Run>> {
         let markers = kept.iter().map(|&i| facts[i].cache_markers).sum::<u32>();
@@ -197,25 +199,12 @@ impl Provider for Anthropic {
             }
             turn.push(t);
         }
-        let mut runs = Vec::new();
-        let mut start = 0;
-        for end in 1..=kept.len() {
-            if end < kept.len() && facts[kept[end]].role == facts[kept[start]].role {
-                if facts[kept[end]].opens_with_thinking {
-                    return None;
-                }
-                continue;
-            }
-            if end - start > 1 {
-                let merge = turn[kept[start]] != turn[kept[end - 1]];
-                runs.push(Run {
-                    range: start..end,
-                    merge,
-                });
-            }
-            start = end;
+        let joins = |j: usize| facts[kept[j]].role == facts[kept[j - 1]].role;
+        if (1..kept.len()).any(|j| joins(j) && facts[kept[j]].opens_with_thinking) {
+            return None;
         }
-        Some(runs)
+        let merge = |run: &Range<usize>| turn[kept[run.start]] != turn[kept[run.end - 1]];
+        Some(runs(kept.len(), joins, merge))
     }
 
     /// `{"role": role, "content": blocks}`, the blocks of each item in order (a string
@@ -226,37 +215,24 @@ impl Provider for Anthropic {
             #[serde(borrow)]
             content: &'a RawValue,
         }
-        let mut out = format!(r#"{{"role":{},"content":["#, json_string(role)).into_bytes();
-        let mut n = 0;
+        let mut blocks: Vec<Cow<'_, str>> = Vec::new();
         for raw in items {
             let content = serde_json::from_slice::<Content<'_>>(raw)
                 .ok()?
                 .content
                 .get();
-            let blocks: Vec<&RawValue> = match content.as_bytes().first() {
-                Some(b'"') => {
-                    if n > 0 {
-                        out.push(b',');
-                    }
-                    n += 1;
-                    out.extend_from_slice(br#"{"type":"text","text":"#);
-                    out.extend_from_slice(content.as_bytes());
-                    out.push(b'}');
-                    continue;
-                }
-                Some(b'[') => serde_json::from_str(content).ok()?,
+            match content.as_bytes().first() {
+                Some(b'"') => blocks.push(format!(r#"{{"type":"text","text":{content}}}"#).into()),
+                Some(b'[') => blocks.extend(
+                    serde_json::from_str::<Vec<&RawValue>>(content)
+                        .ok()?
+                        .into_iter()
+                        .map(|b| Cow::Borrowed(b.get())),
+                ),
                 _ => return None,
-            };
-            for block in blocks {
-                if n > 0 {
-                    out.push(b',');
-                }
-                n += 1;
-                out.extend_from_slice(block.get().as_bytes());
             }
         }
-        out.extend_from_slice(b"]}");
-        Some(out)
+        Some(message_of(role, blocks.iter().map(|b| b.as_bytes())))
     }
 
     /// The message without its whitespace-only text blocks, the rest of it as it was; as it
@@ -288,19 +264,7 @@ impl Provider for Anthropic {
         if kept.len() == blocks.len() || kept.is_empty() {
             return Some(None);
         }
-        let at = (content.get().as_ptr() as usize).checked_sub(item.as_ptr() as usize)?;
-        let mut out = Vec::with_capacity(item.len());
-        out.extend_from_slice(&item[..at]);
-        out.push(b'[');
-        for (n, block) in kept.iter().enumerate() {
-            if n > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(block.get().as_bytes());
-        }
-        out.push(b']');
-        out.extend_from_slice(item.get(at + content.get().len()..)?);
-        Some(Some(out))
+        with_array(item, content, kept.iter().map(|b| b.get().as_bytes())).map(Some)
     }
 
     fn validate(&self, items: &[Arc<AnthropicMessage>]) -> Vec<PairingIssue> {

@@ -10,7 +10,7 @@ mod rules;
 
 use super::item_cache::ItemCache;
 use super::{appended, json_string, NoteAt};
-use super::{cached_items, Canonical, ItemFacts, Provider, Run};
+use super::{cached_items, message_of, runs, Canonical, ItemFacts, Provider, Run};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Role, Text};
@@ -123,21 +123,8 @@ impl Provider for BedrockConverse {
         kept: &[usize],
         _system_markers: u32,
     ) -> Option<Vec<Run>> {
-        let mut runs = Vec::new();
-        let mut start = 0;
-        for end in 1..=kept.len() {
-            if end < kept.len() && facts[kept[end]].role == facts[kept[start]].role {
-                continue;
-            }
-            if end - start > 1 {
-                runs.push(Run {
-                    range: start..end,
-                    merge: true,
-                });
-            }
-            start = end;
-        }
-        Some(runs)
+        let joins = |j: usize| facts[kept[j]].role == facts[kept[j - 1]].role;
+        Some(runs(kept.len(), joins, |_| true))
     }
 
     /// `{"role": role, "content": blocks}`, the blocks of each item in order; None for a user
@@ -168,15 +155,7 @@ impl Provider for BedrockConverse {
         if role == "user" && results > 0 && results < blocks.len() {
             return None;
         }
-        let mut out = format!(r#"{{"role":{},"content":["#, json_string(role)).into_bytes();
-        for (n, block) in blocks.iter().enumerate() {
-            if n > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(block.get().as_bytes());
-        }
-        out.extend_from_slice(b"]}");
-        Some(out)
+        Some(message_of(role, blocks.iter().map(|b| b.get().as_bytes())))
     }
 
     fn validate(&self, items: &[Arc<BedrockMessage>]) -> Vec<PairingIssue> {

@@ -17,7 +17,7 @@ pub use rules::{answers, Answer};
 
 use super::item_cache::ItemCache;
 use super::{appended, json_string, note_in_string, NoteAt};
-use super::{cached_items, Canonical, ItemFacts, Provider, Run};
+use super::{cached_items, runs, with_array, Canonical, ItemFacts, Provider, Run};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role, Text};
@@ -171,21 +171,7 @@ impl Provider for Gemini {
     ) -> Option<Vec<Run>> {
         let joins =
             |j: usize| facts[kept[j]].role == facts[kept[j - 1]].role && kept[j] != kept[j - 1] + 1;
-        let mut runs = Vec::new();
-        let mut start = 0;
-        for end in 1..=kept.len() {
-            if end < kept.len() && joins(end) {
-                continue;
-            }
-            if end - start > 1 {
-                runs.push(Run {
-                    range: start..end,
-                    merge: true,
-                });
-            }
-            start = end;
-        }
-        Some(runs)
+        Some(runs(kept.len(), joins, |_| true))
     }
 
     /// The first content with the parts of them all, in order, every other field of it as it
@@ -203,20 +189,11 @@ impl Provider for Gemini {
             first.get_or_insert(value);
             parts.extend(serde_json::from_str::<Vec<&RawValue>>(value.get()).ok()?);
         }
-        let (head, value) = (items.first()?, first?);
-        let at = (value.get().as_ptr() as usize).checked_sub(head.as_ptr() as usize)?;
-        let mut out = Vec::with_capacity(items.iter().map(|i| i.len()).sum());
-        out.extend_from_slice(&head[..at]);
-        out.push(b'[');
-        for (n, part) in parts.iter().enumerate() {
-            if n > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(part.get().as_bytes());
-        }
-        out.push(b']');
-        out.extend_from_slice(head.get(at + value.get().len()..)?);
-        Some(out)
+        with_array(
+            items.first()?,
+            first?,
+            parts.iter().map(|p| p.get().as_bytes()),
+        )
     }
 
     fn validate(&self, items: &[Arc<GeminiContent>]) -> Vec<PairingIssue> {
