@@ -150,6 +150,24 @@ def _canonical_of(view: Any) -> Canonical:
     )
 
 
+def _dumper(adapter: Adapter, messages: Sequence[Any]) -> Callable[[list[int]], list[bytes]]:
+    """``dump(indices)``: JSON arrays of the items at ``indices``, as ``adapter.native_parts``
+    writes them, a malformed one named by its index among ``messages``."""
+
+    def dump(indices: list[int]) -> list[bytes]:
+        try:
+            return adapter.native_parts([messages[i] for i in indices])  # type: ignore[attr-defined,no-any-return]
+        except InvalidMessageError as e:
+            if e.index is None or e.reason is None or not 0 <= e.index < len(indices):
+                raise
+            i = indices[e.index]
+            raise InvalidMessageError(
+                f"messages[{i}]: {e.reason}", index=i, reason=e.reason
+            ) from None
+
+    return dump
+
+
 def read_view(
     adapter: Adapter,
     messages: Sequence[Any],
@@ -165,17 +183,7 @@ def read_view(
     """
     texts = adapter.system_texts(system)  # type: ignore[attr-defined]
     key = adapter.key
-
-    def dump(indices: list[int]) -> list[bytes]:
-        try:
-            return adapter.native_parts([messages[i] for i in indices])  # type: ignore[attr-defined,no-any-return]
-        except InvalidMessageError as e:
-            if e.index is None or e.reason is None or not 0 <= e.index < len(indices):
-                raise
-            i = indices[e.index]
-            raise InvalidMessageError(
-                f"messages[{i}]: {e.reason}", index=i, reason=e.reason
-            ) from None
+    dump = _dumper(adapter, messages)
 
     def read() -> Any:
         if type(messages) is RawItems:
@@ -303,6 +311,32 @@ class NativeRequest:
             raise _pairing_error(issues)
         return view.count()  # type: ignore[no-any-return]
 
+    def sent(self, items: Sequence[Any], rendered: Rendered, tools_dropped: bool) -> int | None:
+        """Tokens of ``rendered`` as the core counts it without reading it again, where the plan
+        only keeps items and the rendering differs from it only by neighbours merged as the
+        core merges them (``NativeView.sent``); None when the core cannot tell."""
+        if (
+            self.view is None
+            or tools_dropped
+            or not rendered.merged
+            or rendered.system is not self.system
+            or not all(type(item) is int for item in items)
+        ):
+            return None
+        markers = getattr(self.adapter, "system_markers", None)
+        got = self.view.sent(
+            self.adapter.key,
+            list(items),
+            markers(self.system) if markers is not None else 0,
+            _dumper(self.adapter, self.messages),
+            self._core,
+            self._cache,
+        )
+        # The adapter merged as many runs as the core: the same request, counted as sent.
+        if got is None or got[0] != rendered.merged:
+            return None
+        return got[1]  # type: ignore[no-any-return]
+
     def plan(
         self,
         core: Any,
@@ -406,8 +440,12 @@ def plan_native(
         if reserve is None and _as_planned(items, rendered, native.system, notes):
             actual = report.tokens_after
             break
-        kept_tools = None if report.tools_dropped else native.tools_payload
-        actual = native.count(rendered, kept_tools, counting)
+        sent = None if reserve is not None else native.sent(items, rendered, report.tools_dropped)
+        if sent is not None:
+            actual = sent
+        else:
+            kept_tools = None if report.tools_dropped else native.tools_payload
+            actual = native.count(rendered, kept_tools, counting)
         if actual <= budget:
             break
         # Under what this plan took, by what its rendering overshot: the next plan must

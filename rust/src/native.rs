@@ -5,6 +5,7 @@
 //! an opaque item is priced where it is read.
 
 use crate::error::CoreError;
+use crate::native_body::MergedRun;
 use crate::pairing::PairingIssue;
 use crate::plan::Layout;
 use crate::providers::{
@@ -12,6 +13,7 @@ use crate::providers::{
     openai_chat::OpenAIChat, openai_responses::OpenAIResponses, Dump, ItemFacts, Provider,
 };
 use crate::view::{Message, Role, Text};
+use std::any::Any;
 use std::sync::Arc;
 
 /// A native request as the planner sees it.
@@ -37,6 +39,25 @@ pub struct Native {
     pub facts: Vec<ItemFacts>,
     /// Tokens the provider adds to the prompt when tools are given.
     pub tool_system_tokens: u32,
+    /// The system texts the items were read behind.
+    pub system: Vec<Vec<String>>,
+    /// The items as the provider parsed them, shared: a request sent from a plan of this
+    /// one (`sent`) is made of them without reading the caller's items again.
+    pub parsed: Parsed,
+}
+
+/// A provider's parsed items (`Vec<Arc<P::Item>>`), whichever provider read them.
+#[derive(Clone, Default)]
+pub struct Parsed(Option<Arc<dyn Any + Send + Sync>>);
+
+impl std::fmt::Debug for Parsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Parsed(..)"
+        } else {
+            "Parsed(none)"
+        })
+    }
 }
 
 impl Native {
@@ -157,7 +178,7 @@ pub fn read_elements_keyed(
                 }
                 _ => p.parse_elements(self.0)?,
             };
-            Ok(view(p, &items, self.2))
+            Ok(view(p, items, self.2))
         }
     }
     with_provider(provider, Read(elements, keys, system))?
@@ -186,7 +207,7 @@ pub fn read_keyed(
         type Out = Result<Native, CoreError>;
         fn run<P: Provider>(self, p: P) -> Self::Out {
             let items = p.parse_keyed(self.keys, self.dump, self.check)?;
-            Ok(view(p, &items, self.system))
+            Ok(view(p, items, self.system))
         }
     }
     with_provider(
@@ -214,13 +235,83 @@ pub fn item_seed(provider: &str) -> Result<Option<u64>, CoreError> {
     with_provider(provider, Seed)
 }
 
+/// The request a plan of `native` sends, read as `native` was: the items `kept` (indices
+/// of `native`'s items, in order) behind the same system, each run of `merged` (positions in
+/// `kept`, ascending) going out as the one item of JSON given with it. Only the merged items
+/// are parsed; the others are `native`'s own.
+///
+/// Errors: `Config` for an unknown provider, or one other than the reader of `native`;
+/// `InvalidMessage` for a kept index past `native`'s items or a merged item that does not
+/// parse.
+pub fn sent(
+    provider: &str,
+    native: &Native,
+    kept: &[usize],
+    merged: &[MergedRun],
+) -> Result<Native, CoreError> {
+    struct Sent<'a> {
+        native: &'a Native,
+        kept: &'a [usize],
+        merged: &'a [MergedRun],
+    }
+    impl ForProvider for Sent<'_> {
+        type Out = Result<Native, CoreError>;
+        fn run<P: Provider>(self, p: P) -> Self::Out {
+            let parsed = self
+                .native
+                .parsed
+                .0
+                .as_ref()
+                .and_then(|items| items.downcast_ref::<Vec<Arc<P::Item>>>())
+                .ok_or_else(|| CoreError::Config {
+                    key: "provider".to_owned(),
+                    reason: format!("the request was not read as {}", P::KEY),
+                })?;
+            let item = |i: usize| {
+                parsed
+                    .get(i)
+                    .cloned()
+                    .ok_or_else(|| CoreError::InvalidMessage {
+                        index: None,
+                        reason: format!("item {i} of {}", parsed.len()),
+                    })
+            };
+            let mut items = Vec::with_capacity(self.kept.len());
+            let mut runs = self.merged.iter().peekable();
+            let mut j = 0;
+            while j < self.kept.len() {
+                match runs.next_if(|(run, _)| run.start == j) {
+                    Some((run, raw)) => {
+                        items.push(Arc::new(p.parse(items.len(), raw)?));
+                        j = run.end.max(j + 1);
+                    }
+                    None => {
+                        items.push(item(self.kept[j])?);
+                        j += 1;
+                    }
+                }
+            }
+            Ok(view(p, items, &self.native.system))
+        }
+    }
+    with_provider(
+        provider,
+        Sent {
+            native,
+            kept,
+            merged,
+        },
+    )?
+}
+
 /// The native request of `items` behind `system`.
-fn view<P: Provider>(p: P, items: &[Arc<P::Item>], system: &[Vec<String>]) -> Native {
-    let (issues, canonical) = p.issues_and_canonical(items);
+fn view<P: Provider>(p: P, items: Vec<Arc<P::Item>>, system: &[Vec<String>]) -> Native {
+    let (issues, canonical) = p.issues_and_canonical(&items);
     let mut out = Native {
         items: items.len(),
         facts: items.iter().map(|item| p.facts(item)).collect(),
         tool_system_tokens: P::TOOL_SYSTEM_TOKENS,
+        system: system.to_vec(),
         ..Native::default()
     };
     // Where the provider needs a user turn first, the system holds on to the first turn, so
@@ -235,7 +326,7 @@ fn view<P: Provider>(p: P, items: &[Arc<P::Item>], system: &[Vec<String>]) -> Na
         out.layout.binds_next.push(glue);
         out.spans.push(None);
     }
-    let pinned_items = p.pinned(items);
+    let pinned_items = p.pinned(&items);
     let starts = &canonical.layout.groups;
     for (k, &start) in starts.iter().enumerate() {
         // A message stands for the items up to the next message's first item.
@@ -253,6 +344,7 @@ fn view<P: Provider>(p: P, items: &[Arc<P::Item>], system: &[Vec<String>]) -> Na
     out.layout.binds_next.extend(&canonical.layout.binds_next);
     out.messages.extend(canonical.messages);
     out.issues = issues;
+    out.parsed = Parsed(Some(Arc::new(items)));
     out
 }
 
@@ -279,6 +371,51 @@ mod tests {
         assert_eq!(native.layout.groups, [0, 1, 2]);
         assert_eq!(native.spans, [None, Some((0, 1)), Some((1, 2))]);
         assert_eq!(native.items, 2);
+    }
+
+    #[test]
+    fn a_request_sent_from_a_plan_reads_as_its_json_reads() {
+        let system = [vec!["rules".to_owned()]];
+        let native = read_json(
+            "anthropic",
+            r#"[{"role":"user","content":"a"},{"role":"assistant","content":"b"},
+                {"role":"user","content":[{"type":"text","text":"c"}]},
+                {"role":"assistant","content":"d"}]"#,
+            &system,
+        );
+        let merged =
+            r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"c"}]}"#;
+        let out = sent(
+            "anthropic",
+            &native,
+            &[0, 2, 3],
+            &[(0..2, merged.as_bytes().to_vec())],
+        )
+        .expect("sends");
+        let direct = read_json(
+            "anthropic",
+            &format!(r#"[{merged},{{"role":"assistant","content":"d"}}]"#),
+            &system,
+        );
+        assert_eq!(
+            format!("{:?}", out.messages),
+            format!("{:?}", direct.messages)
+        );
+        assert_eq!(
+            (out.spans, out.items, out.issues),
+            (direct.spans, direct.items, direct.issues)
+        );
+        // The kept items are the reading's own, not read again.
+        let kept = sent("anthropic", &native, &[1, 3], &[]).expect("sends");
+        assert_eq!(kept.items, 2);
+        assert!(matches!(
+            sent("gemini", &native, &[0], &[]),
+            Err(CoreError::Config { .. })
+        ));
+        assert!(matches!(
+            sent("anthropic", &native, &[9], &[]),
+            Err(CoreError::InvalidMessage { .. })
+        ));
     }
 
     #[test]

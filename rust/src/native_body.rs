@@ -8,6 +8,7 @@
 //! as its adapter strips it. Any other plan (a synthesized result, a summary, a rewrite, a
 //! merge the adapter must place, the tools dropped) is the adapter's to render.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use serde_json::value::RawValue;
@@ -58,6 +59,20 @@ pub fn kept_as_given<'p>(
             _ => return Ok(None),
         }
     }
+    kept_of(provider, native, &canonical, note, system_markers)
+}
+
+/// What keeping the canonical messages `canonical` of `native` sends (`kept_as_given` of a
+/// plan that keeps them), `note` the ledger note, its position counted in `canonical`.
+///
+/// Errors: as `kept_as_given`.
+pub fn kept_of<'p>(
+    provider: &str,
+    native: &Native,
+    canonical: &[usize],
+    note: Option<(&'p str, Role, usize)>,
+    system_markers: u32,
+) -> Result<Option<Kept<'p>>, CoreError> {
     // The system is written as the caller gave it (or with the note) only while every
     // system text stays.
     let system = native.spans.iter().filter(|s| s.is_none()).count();
@@ -73,11 +88,13 @@ pub fn kept_as_given<'p>(
         Some((text, role, at)) => Some((
             text,
             role,
-            native.kept(canonical[..at].iter().copied())?.len(),
+            native
+                .kept(canonical[..at.min(canonical.len())].iter().copied())?
+                .len(),
         )),
         None => None,
     };
-    let items = native.kept(canonical)?;
+    let items = native.kept(canonical.iter().copied())?;
     let sends = Sends {
         facts: &native.facts,
         kept: &items,
@@ -107,6 +124,78 @@ pub fn kept_as_given<'p>(
         merges,
         strips,
     }))
+}
+
+/// The kept items as sent, and the input's items written stripped.
+type AsSent<'a> = (Vec<Cow<'a, [u8]>>, Vec<usize>);
+
+/// A run of kept positions and the one item it goes out as.
+pub type MergedRun = (Range<usize>, Vec<u8>);
+
+/// Each kept item of `kept` as `provider` sends it, `raw` giving the caller's JSON of an
+/// item (by its index among the input's): the caller's bytes, or without the text the
+/// provider strips. Only the positions `wanted` are written (all when None); None when only
+/// the adapter can write one. Also the input's items written stripped, in order.
+fn as_sent<'a>(
+    provider: &str,
+    kept: &Kept<'_>,
+    raw: &dyn Fn(usize) -> Option<&'a [u8]>,
+    wanted: Option<&[bool]>,
+) -> Result<Option<AsSent<'a>>, CoreError> {
+    let mut sent: Vec<Cow<'a, [u8]>> = Vec::with_capacity(kept.items.len());
+    for (j, &i) in kept.items.iter().enumerate() {
+        let bytes = match wanted {
+            Some(w) if !w[j] => &[][..],
+            _ => raw(i).ok_or_else(|| CoreError::InvalidMessage {
+                index: Some(i),
+                reason: "the item's JSON is missing".to_owned(),
+            })?,
+        };
+        sent.push(bytes.into());
+    }
+    let mut stripped = Vec::new();
+    for &j in &kept.strips {
+        if wanted.is_some_and(|w| !w[j]) {
+            continue;
+        }
+        match with_provider(provider, Stripped(&sent[j]))? {
+            None => return Ok(None),
+            Some(None) => {}
+            Some(Some(item)) => {
+                sent[j] = item.into();
+                stripped.push(kept.items[j]);
+            }
+        }
+    }
+    Ok(Some((sent, stripped)))
+}
+
+/// Each run `kept` merges as the one item `provider` writes of it (its items as sent: blank
+/// text stripped first), `raw` giving the caller's JSON of the run's items; None when only
+/// the adapter writes one.
+///
+/// Errors: `Config` for an unknown provider; `InvalidMessage` for an item `raw` lacks.
+pub fn merged_runs<'a>(
+    provider: &str,
+    kept: &Kept<'_>,
+    raw: &dyn Fn(usize) -> Option<&'a [u8]>,
+) -> Result<Option<Vec<MergedRun>>, CoreError> {
+    let mut wanted = vec![false; kept.items.len()];
+    for (run, _) in &kept.merges {
+        wanted[run.clone()].iter_mut().for_each(|w| *w = true);
+    }
+    let Some((sent, _)) = as_sent(provider, kept, raw, Some(&wanted))? else {
+        return Ok(None);
+    };
+    let mut out = Vec::with_capacity(kept.merges.len());
+    for (run, role) in &kept.merges {
+        let run_items: Vec<&[u8]> = sent[run.clone()].iter().map(|b| &b[..]).collect();
+        let Some(item) = with_provider(provider, Merged(role, &run_items))? else {
+            return Ok(None);
+        };
+        out.push((run.clone(), item));
+    }
+    Ok(Some(out))
 }
 
 struct Sends<'a> {
@@ -225,19 +314,9 @@ pub fn write(
         out.extend_from_slice(bytes);
     };
     // Each kept item as the provider sends it: the caller's bytes, or without its blank text.
-    let mut sent: Vec<std::borrow::Cow<'_, [u8]>> =
-        kept.items.iter().map(|&i| items[i].into()).collect();
-    let mut stripped = Vec::new();
-    for &j in &kept.strips {
-        match with_provider(provider, Stripped(items[kept.items[j]]))? {
-            None => return Ok(None),
-            Some(None) => {}
-            Some(Some(item)) => {
-                sent[j] = item.into();
-                stripped.push(kept.items[j]);
-            }
-        }
-    }
+    let Some((sent, stripped)) = as_sent(provider, kept, &|i| items.get(i).copied(), None)? else {
+        return Ok(None);
+    };
     let mut merges = kept.merges.iter().peekable();
     let mut written = 0;
     while written < kept.items.len() {

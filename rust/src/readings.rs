@@ -22,6 +22,18 @@ pub struct Reading {
     pub request: Request<'static>,
     /// Bytes of JSON the items were read from.
     pub bytes: usize,
+    /// The last answer of what a plan of this reading sends (`NativeView.sent`): a session
+    /// asked again (a retry, the same turn assembled twice) asks for the same plan.
+    pub sent: Mutex<Option<SentMemo>>,
+}
+
+/// What a plan that keeps `kept` sends behind a system of `markers` cache markers: `(merged,
+/// tokens)`, or None when the core cannot tell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SentMemo {
+    pub kept: Vec<usize>,
+    pub markers: u32,
+    pub answer: Option<(usize, u64)>,
 }
 
 /// Readings kept at most; a session's next turn is a new request, so only recent ones repeat.
@@ -186,6 +198,7 @@ mod tests {
             native,
             request,
             bytes,
+            sent: Mutex::default(),
         })
     }
 

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
@@ -21,9 +21,10 @@ use crate::count::chat::REPLY_PRIMING;
 use crate::error::CoreError;
 use crate::json_array;
 use crate::native::{self, Native};
+use crate::native_body;
 use crate::plan;
 use crate::providers::list_changed;
-use crate::readings::{self, Context, Reading};
+use crate::readings::{self, Context, Reading, SentMemo};
 use crate::request::{check_count, check_size, load_canonical, Request};
 use crate::request::{Limits, Scheme};
 
@@ -121,6 +122,7 @@ pub(super) fn reading(
                 native,
                 request,
                 bytes,
+                sent: Mutex::default(),
             })
         },
     )
@@ -207,6 +209,7 @@ pub(super) fn read_native_objects<'py>(
                         native,
                         request,
                         bytes: read_bytes.load(Ordering::Relaxed),
+                        sent: Mutex::default(),
                     })
                 },
             )?;
@@ -351,6 +354,47 @@ impl NativeView {
         })
     }
 
+    /// What a plan that keeps the canonical messages `kept` (nothing inserted, the tools
+    /// kept) sends where `provider` merges neighbours a drop brought together, as the core
+    /// writes them (`dump(indices)`, JSON arrays of the caller's items at those indices, gives
+    /// the JSON of the items merged): `(merged, tokens)`, the items written as one of
+    /// neighbours and the request's tokens as sent, its pairing checked by the provider's
+    /// rules. None when nothing is merged, the system of `system_markers` cache markers is
+    /// not the core's to judge, the adapter writes a merge, or the request sent does not pair
+    /// (the adapter's rendering, counted again, refuses it in its own words).
+    #[pyo3(signature = (provider, kept, system_markers, dump, config, cache=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn sent(
+        &self,
+        py: Python<'_>,
+        provider: &str,
+        kept: Vec<usize>,
+        system_markers: u32,
+        dump: Bound<'_, PyAny>,
+        config: &CoreConfig,
+        cache: Option<&PyCountCache>,
+    ) -> PyResult<Option<(usize, u64)>> {
+        guard(py, || {
+            let memo = &self.reading.sent;
+            let asked = |m: &Option<SentMemo>| {
+                m.as_ref()
+                    .filter(|m| m.kept == kept && m.markers == system_markers)
+                    .map(|m| m.answer)
+            };
+            if let Some(answer) = asked(&memo.lock().unwrap_or_else(PoisonError::into_inner)) {
+                return Ok(answer);
+            }
+            let answer =
+                self.sent_anew(py, provider, &kept, system_markers, &dump, config, cache)?;
+            *memo.lock().unwrap_or_else(PoisonError::into_inner) = Some(SentMemo {
+                kept,
+                markers: system_markers,
+                answer,
+            });
+            Ok(answer)
+        })
+    }
+
     /// Canonical message `k` as an OpenAI Chat dict: role, content (its texts), and its tool
     /// calls or the call it answers.
     fn message<'py>(&self, py: Python<'py>, k: usize) -> PyResult<Bound<'py, PyDict>> {
@@ -401,6 +445,57 @@ impl NativeView {
 }
 
 impl NativeView {
+    /// `sent`, worked out.
+    #[allow(clippy::too_many_arguments)]
+    fn sent_anew(
+        &self,
+        py: Python<'_>,
+        provider: &str,
+        kept: &[usize],
+        system_markers: u32,
+        dump: &Bound<'_, PyAny>,
+        config: &CoreConfig,
+        cache: Option<&PyCountCache>,
+    ) -> PyResult<Option<(usize, u64)>> {
+        let cache = chosen(cache);
+        let native = &self.reading.native;
+        if !native.issues.is_empty() {
+            return Ok(None);
+        }
+        let Some(kept) = native_body::kept_of(provider, native, kept, None, system_markers)? else {
+            return Ok(None);
+        };
+        if kept.merges.is_empty() {
+            return Ok(None);
+        }
+        let wanted: Vec<usize> = kept
+            .merges
+            .iter()
+            .flat_map(|(run, _)| kept.items[run.clone()].iter().copied())
+            .collect();
+        let raws = serialized_by(dump, &wanted)?;
+        let by_item: HashMap<usize, &[u8]> = wanted
+            .iter()
+            .copied()
+            .zip(raws.iter().map(Vec::as_slice))
+            .collect();
+        let tools_tokens = self.reading.request.tools_tokens;
+        let counted = py.detach(|| {
+            let raw = |i: usize| by_item.get(&i).copied();
+            let Some(merged) = native_body::merged_runs(provider, &kept, &raw)? else {
+                return Ok(None);
+            };
+            let mut sent = native::sent(provider, native, &kept.items, &merged)?;
+            if !sent.issues.is_empty() {
+                return Ok(None);
+            }
+            let messages = std::mem::take(&mut sent.messages);
+            let request = load_canonical(messages, None, config.scheme, cache)?;
+            Ok::<_, CoreError>(Some((merged.len(), total(&request) + tools_tokens)))
+        })?;
+        Ok(counted)
+    }
+
     pub(super) fn request(&self) -> &Request<'static> {
         &self.reading.request
     }
