@@ -94,13 +94,18 @@ class Counting:
 
 
 def _as_planned(items: Sequence[Any], rendered: Rendered, system: Any, notes: bool) -> bool:
-    """Whether the rendering is exactly what the core counted: only kept items (no merge)
-    and the caller's own system, or, where the adapter renders the ledger note as the core
-    counts it (``notes``), that note as the only insertion. Then there is nothing to recount."""
+    """Whether the rendering is exactly what the core counted: kept items, as they are or
+    rewritten (the core counts a rewrite as the adapter writes it and the provider reads it
+    back), nothing merged, and the caller's own system; or, where the adapter renders the
+    ledger note as the core counts it (``notes``), that note too. Then there is nothing to
+    recount."""
     if rendered.merged:
         return False
-    note = _core.Insertion.LedgerNote
-    if not all(type(item) is int or (notes and type(item) is note) for item in items):
+    note, rewrite = _core.Insertion.LedgerNote, _core.Insertion.Rewrite
+    if not all(
+        type(item) is int or type(item) is rewrite or (notes and type(item) is note)
+        for item in items
+    ):
         return False
     return rendered.system is system or notes
 

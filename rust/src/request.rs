@@ -158,6 +158,7 @@ fn skeleton(full: &Message) -> Message {
         tool_call_id: full.tool_call_id.clone(),
         is_error: full.is_error,
         bytes: full.bytes,
+        framed_as: full.framed_as.clone(),
     }
 }
 
@@ -608,6 +609,7 @@ mod tests {
                     tool_call_id: call_id,
                     is_error: err,
                     bytes,
+                    framed_as: None,
                 },
             )
     }

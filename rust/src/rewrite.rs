@@ -3,8 +3,13 @@
 //! replaced by a placeholder. Each keeps the message (so pairing holds) and changes only its
 //! content; the texts are fixed so the same history always rewrites to the same bytes.
 
+use std::borrow::Cow;
+
+use serde_json::Value;
+
 use crate::count::Counter;
-use crate::view::{Message, Text};
+use crate::providers::gemini::error_text;
+use crate::view::{Framed, Message, Text};
 
 /// What a rewrite did to a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -177,9 +182,12 @@ pub fn truncated_result(
     counter: &dyn Counter,
     raw_tokens: impl Fn(&Message) -> u64,
 ) -> Option<(Message, String)> {
-    let text: String = original.texts.concat();
+    // The anchor names the whole result as the caller's recovery reads it; the cut keeps
+    // head and tail of what the model reads of it.
+    let whole: String = original.texts.concat();
+    let id = content_id(&whole);
+    let text = cut_text(original, whole);
     let total = counter.count(&text);
-    let id = content_id(&text);
     let overhead = raw_tokens(&rewritten(original, &anchor(&id, total, total)));
     let mut room = usize::try_from(max_raw.checked_sub(overhead)?).ok()?;
     // Text joined across the anchor can tokenize a little differently than apart: check the
@@ -215,13 +223,42 @@ pub fn dedupe_stub(tool: &str) -> String {
     )
 }
 
-/// A tool result with its content replaced by `text` (ids, name, error flag kept).
+/// What a rewrite of `original` (its texts joined, `whole`) cuts: for a result the provider
+/// sends as a JSON object, what is under its one key (a string as itself, anything else as
+/// its JSON), else the object's JSON; for any other result, its text.
+fn cut_text(original: &Message, whole: String) -> String {
+    if !matches!(original.framed_as, Some(Framed::Object(_))) {
+        return whole;
+    }
+    match serde_json::from_str::<Value>(&whole) {
+        Ok(Value::Object(object)) if object.len() == 1 => match object.into_iter().next() {
+            Some((_, Value::String(inner))) => inner,
+            Some((_, inner)) => inner.to_string(),
+            None => whole,
+        },
+        _ => whole,
+    }
+}
+
+/// A tool result with its content replaced by `text` (ids, name, error flag kept), counted
+/// as the provider reads what the adapter sends (`framed_as`): Gemini writes `{"output":
+/// text}` and reads that back as its JSON, or `{"error": text}` and reads `Error: text`.
 pub fn rewritten(original: &Message, text: &str) -> Message {
+    let sent = match &original.framed_as {
+        Some(Framed::Object(key)) => {
+            let mut object = serde_json::Map::new();
+            object.insert(key.to_string(), Value::String(text.to_owned()));
+            Cow::Owned(Value::Object(object).to_string())
+        }
+        Some(Framed::Error) => Cow::Owned(error_text(text.to_owned())),
+        None => Cow::Borrowed(text),
+    };
     Message {
         name: original.name.clone(),
+        framed_as: original.framed_as.clone(),
         ..Message::tool_result(
             original.tool_call_id.as_deref().unwrap_or_default(),
-            text,
+            &sent,
             original.is_error,
         )
     }
@@ -282,6 +319,59 @@ mod tests {
         assert!(text.trim_end().ends_with("line 2999: ok"));
         assert!(text.contains(&content_id(&body)));
         assert_eq!(cut_msg.tool_call_id.as_deref(), Some("call_1"));
+    }
+
+    #[test]
+    fn a_result_sent_as_an_object_is_cut_inside_and_counted_as_sent() {
+        // Gemini's `{"output": "..."}`: the cut is of the string the model reads, and the
+        // rewrite is counted as the object the adapter writes, read back as its JSON.
+        let body = (0..3000)
+            .map(|i| format!("line {i}: \"ok\"\n"))
+            .collect::<String>();
+        let json = serde_json::json!({ "output": body }).to_string();
+        let msg = Message {
+            framed_as: Some(Framed::Object("output".into())),
+            ..Message::tool_result("call_1", &json, false)
+        };
+        let tokens = |m: &Message| u64::from(crate::count::chat::message_tokens(m, c()));
+        let (cut_msg, text) = truncated_result(&msg, 500, c(), tokens).unwrap();
+        assert!(text.starts_with("line 0: \"ok\"\n"), "{}", &text[..40]);
+        assert!(text.contains(&content_id(&json)));
+        assert_eq!(
+            crate::view::strs(&cut_msg.texts),
+            [serde_json::json!({ "output": text }).to_string()]
+        );
+        assert!(tokens(&cut_msg) <= 500);
+        // Another one key: under it; a value other than a string is cut as its JSON.
+        let rows = serde_json::json!({ "rows": [[1, "a"], [2, "b"]] }).to_string();
+        let msg = Message {
+            framed_as: Some(Framed::Object("rows".into())),
+            ..Message::tool_result("call_2", &rows, false)
+        };
+        assert_eq!(cut_text(&msg, rows.clone()), r#"[[1,"a"],[2,"b"]]"#);
+        assert_eq!(
+            crate::view::strs(&rewritten(&msg, "x").texts),
+            [r#"{"rows":"x"}"#]
+        );
+    }
+
+    #[test]
+    fn an_error_rewritten_is_counted_as_the_error_the_provider_reads() {
+        let msg = Message {
+            framed_as: Some(Framed::Error),
+            ..Message::tool_result("call_1", "Error: disk full", true)
+        };
+        let stub = dedupe_stub("read_file");
+        assert_eq!(
+            crate::view::strs(&rewritten(&msg, &stub).texts),
+            [format!("Error: {stub}")]
+        );
+        assert_eq!(
+            crate::view::strs(&rewritten(&msg, "Traceback (most recent call last): x").texts),
+            ["Traceback (most recent call last): x"]
+        );
+        let plain = Message::tool_result("call_1", "fine", false);
+        assert_eq!(crate::view::strs(&rewritten(&plain, "x").texts), ["x"]);
     }
 
     proptest! {

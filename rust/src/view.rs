@@ -62,6 +62,16 @@ pub struct ToolCall {
     pub arguments: Text,
 }
 
+/// How a tool result rewritten to a text goes out (Gemini's `functionResponse.response`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Framed {
+    /// As the value under this key of a one-key JSON object, read back as the object's JSON
+    /// (`{"output": text}`).
+    Object(Text),
+    /// As an error (`{"error": text}`), read back as `Error: text` unless it opens like one.
+    Error,
+}
+
 /// One message of the canonical view.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
@@ -82,6 +92,10 @@ pub struct Message {
     pub is_error: bool,
     /// Size of the message as the caller serialized it.
     pub bytes: usize,
+    /// For a tool result whose rewritten text the provider does not read as that text alone:
+    /// how the adapter sends it, so that the rewrite is counted as the provider reads it
+    /// (`rewrite::rewritten`). None: as the text.
+    pub framed_as: Option<Framed>,
 }
 
 impl Message {
@@ -97,6 +111,7 @@ impl Message {
             tool_call_id: None,
             is_error: false,
             bytes: text.len(),
+            framed_as: None,
         }
     }
 

@@ -43,6 +43,7 @@ pub(crate) fn empty(role: Role) -> Message {
         tool_call_id: None,
         is_error: false,
         bytes: 0,
+        framed_as: None,
     }
 }
 

@@ -101,6 +101,7 @@ fn with_answers(cs: &[Arc<GeminiContent>], answered: &Answer) -> Canonical {
                 tool_call_id: Some(id),
                 is_error: r.is_error,
                 bytes: r.text.len(),
+                framed_as: Some(r.framed_as.clone()),
                 ..empty(Role::Tool)
             };
             push(&mut out, result, k);

@@ -11,6 +11,7 @@
 
 mod canonical;
 mod parse;
+pub(crate) use parse::error_text;
 mod rules;
 
 pub use rules::{answers, Answer};
@@ -20,7 +21,7 @@ use super::{appended, json_string, note_in_string, NoteAt};
 use super::{cached_items, runs, with_array, Canonical, ItemFacts, Provider, Run};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
-use crate::view::{Image, Role, Text};
+use crate::view::{Framed, Image, Role, Text};
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
@@ -74,6 +75,8 @@ pub struct Response {
     /// A response that is `{"error": ...}` alone (Gemini: "use 'output' for the function output
     /// and 'error' for error details").
     pub is_error: bool,
+    /// How the adapter writes a rewritten text of this response.
+    pub framed_as: Framed,
 }
 
 /// One content of `contents`, as much of it as pairing and counting need.

@@ -8,7 +8,8 @@ use super::{Call, GeminiContent, Response};
 use crate::count::image::image_size_from_base64;
 use crate::error::CoreError;
 use crate::providers::pynames::{repr, type_name};
-use crate::view::{Detail, Image, Role};
+use crate::view::{Detail, Framed, Image, Role, Text};
+use std::sync::{Arc, LazyLock};
 
 type Obj = Map<String, Value>;
 
@@ -47,6 +48,23 @@ const STORED_FILE_TOKENS: u32 = 258;
 
 /// The error text of a result ringbound synthesized, which reads as an error as it is.
 const ERROR_HEADS: [&str; 3] = ["error", "exception", "traceback (most recent call last)"];
+
+/// The text of an error response (`{"error": text}`) as the model reads it: as written when
+/// it opens like an error, else after `Error: `.
+pub(crate) fn error_text(text: String) -> String {
+    // Lowercasing never shortens a char, so the heads are found in the first chars' lowercase.
+    let head: String = text
+        .trim_start()
+        .chars()
+        .take(48)
+        .collect::<String>()
+        .to_lowercase();
+    if ERROR_HEADS.iter().any(|h| head.starts_with(h)) {
+        text
+    } else {
+        format!("Error: {text}")
+    }
+}
 
 struct At {
     i: usize,
@@ -278,14 +296,21 @@ impl At {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                let head = text.trim_start().to_lowercase();
-                if ERROR_HEADS.iter().any(|h| head.starts_with(h)) {
-                    (text, true)
-                } else {
-                    (format!("Error: {text}"), true)
-                }
+                (error_text(text), true)
             }
             other => (other.to_string(), false),
+        };
+        // As the adapter writes a rewritten response: under `error` for an error, else under
+        // its one key, else `output`.
+        static OUTPUT: LazyLock<Text> = LazyLock::new(|| Text::from("output"));
+        let framed_as = match response {
+            _ if is_error => Framed::Error,
+            Value::Object(o) if o.len() == 1 => Framed::Object(
+                o.keys()
+                    .next()
+                    .map_or_else(|| Arc::clone(&OUTPUT), |k| k.as_str().into()),
+            ),
+            _ => Framed::Object(Arc::clone(&OUTPUT)),
         };
         c.responses.push(Response {
             pos: p,
@@ -293,6 +318,7 @@ impl At {
             id: self.id(body, place)?,
             text: text.into(),
             is_error,
+            framed_as,
         });
         match get(body, "parts") {
             None => {}
