@@ -236,6 +236,20 @@ class NativeView:
     def message(self, k: int) -> dict[str, Any]:
         """Canonical message ``k`` as an OpenAI Chat dict; IndexError past the end."""
     def count(self) -> int: ...
+    def sent(
+        self,
+        provider: str,
+        kept: list[int],
+        system_markers: int,
+        dump: Callable[[list[int]], list[bytes]],
+        config: CoreConfig,
+        cache: CountCache | None = None,
+    ) -> tuple[int, int] | None:
+        """For a plan that keeps the canonical messages ``kept`` and nothing else: where the
+        provider merges neighbours the drop brought together, ``(merged, tokens)`` of the
+        request as the core writes and sends it (``dump(indices)`` gives the JSON arrays of
+        the items merged), its pairing checked; None when nothing is merged or the adapter
+        must write or refuse it. The answer is kept per reading."""
 
 def read_native(
     provider: str,

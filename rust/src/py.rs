@@ -416,6 +416,7 @@ fn cache_clear(py: Python<'_>) -> PyResult<()> {
         cache::global().clear();
         crate::providers::clear_item_caches();
         crate::readings::clear();
+        crate::rewrite::forget_cuts();
         crate::count::forget_pieces();
         Ok(())
     })

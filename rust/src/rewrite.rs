@@ -4,8 +4,11 @@
 //! content; the texts are fixed so the same history always rewrites to the same bytes.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 use serde_json::Value;
+use xxhash_rust::xxh3::Xxh3;
 
 use crate::count::Counter;
 use crate::providers::gemini::error_text;
@@ -215,6 +218,64 @@ pub fn truncated_result(
     Some((rewritten(original, &new_text), new_text))
 }
 
+/// Cuts made before, by everything that decides one (`cut_key`): a session's next turn plans
+/// the same cuts of the same results again, and cutting tokenizes each result whole. Bounded,
+/// emptied when full (which costs only cutting again) and with the count cache.
+static CUTS: LazyLock<Mutex<HashMap<u128, Option<String>>>> = LazyLock::new(Mutex::default);
+const MAX_CUTS: usize = 4096;
+
+/// `truncated_result`'s text, kept: the same result, limit and counter cut alike. `raw_tokens`
+/// must count as `counter` does, by the message alone (a rewritten result holds no image).
+pub fn truncated_text(
+    original: &Message,
+    max_raw: u64,
+    counter: &'static dyn Counter,
+    raw_tokens: impl Fn(&Message) -> u64,
+) -> Option<String> {
+    let key = cut_key(original, max_raw, counter);
+    let cuts = || CUTS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(text) = cuts().get(&key) {
+        return text.clone();
+    }
+    let text = truncated_result(original, max_raw, counter, raw_tokens).map(|(_, text)| text);
+    let mut kept = cuts();
+    if kept.len() >= MAX_CUTS {
+        kept.clear();
+    }
+    kept.insert(key, text.clone());
+    text
+}
+
+/// Forgets every cut kept (`cache_clear`).
+pub fn forget_cuts() {
+    CUTS.lock().unwrap_or_else(PoisonError::into_inner).clear();
+}
+
+/// What a cut depends on: the result's texts, what its message counts beside them (name, call
+/// id, error flag, how it goes out), the limit and the counter.
+fn cut_key(original: &Message, max_raw: u64, counter: &'static dyn Counter) -> u128 {
+    let mut h = Xxh3::new();
+    let mut put = |bytes: &[u8]| {
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    for text in &original.texts {
+        put(text.as_bytes());
+    }
+    put(original.name.as_deref().unwrap_or("\0none").as_bytes());
+    put(original
+        .tool_call_id
+        .as_deref()
+        .unwrap_or("\0none")
+        .as_bytes());
+    put(format!("{:?}", original.framed_as).as_bytes());
+    put(&[u8::from(original.is_error)]);
+    put(&max_raw.to_le_bytes());
+    // Counters are statics: one address per encoding and backend.
+    put(&(std::ptr::from_ref(counter).cast::<()>() as usize).to_le_bytes());
+    h.digest128()
+}
+
 /// The stub that replaces an older result of a read whose newer result is still in the view.
 pub fn dedupe_stub(tool: &str) -> String {
     format!(
@@ -353,6 +414,30 @@ mod tests {
             crate::view::strs(&rewritten(&msg, "x").texts),
             [r#"{"rows":"x"}"#]
         );
+    }
+
+    #[test]
+    fn a_cut_kept_is_the_cut_made_again() {
+        let body = (0..2000)
+            .map(|i| format!("row {i}: value\n"))
+            .collect::<String>();
+        let tokens = |m: &Message| u64::from(crate::count::chat::message_tokens(m, c()));
+        let made = |m: &Message, max: u64| truncated_result(m, max, c(), tokens).map(|(_, t)| t);
+        let one = Message::tool_result("call_1", &body, false);
+        let other = Message::tool_result("call_22222222222222222222", &body, false);
+        for max in [80, 300, 80] {
+            for msg in [&one, &other] {
+                let kept = truncated_text(msg, max, c(), tokens);
+                assert_eq!(kept, made(msg, max));
+                assert!(tokens(&rewritten(msg, &kept.unwrap())) <= max);
+            }
+        }
+        // The call id counts beside the text: a longer one leaves less room for it.
+        assert_ne!(
+            truncated_text(&one, 80, c(), tokens),
+            truncated_text(&other, 80, c(), tokens)
+        );
+        assert_eq!(truncated_text(&one, 5, c(), tokens), None);
     }
 
     #[test]

@@ -199,11 +199,11 @@ pub(super) fn least_cap(work: &Work<'_, '_>, w: usize) -> u64 {
 /// Tool result `w` cut head + tail to at most `cap` tokens, with its recovery anchor.
 pub(super) fn cut(work: &Work<'_, '_>, w: usize, cap: u64) -> Option<Action> {
     let req = work.req;
-    let (msg, text) =
-        rewrite::truncated_result(&work.full(w), req.raw_limit(cap), req.counter(), |m| {
-            req.raw_tokens(m)
-        })?;
-    let tokens = req.inserted_tokens(&msg);
+    let full = work.full(w);
+    let text = rewrite::truncated_text(&full, req.raw_limit(cap), req.counter(), |m| {
+        req.raw_tokens(m)
+    })?;
+    let tokens = req.inserted_tokens(&rewrite::rewritten(&full, &text));
     (tokens < work.tokens(w)).then_some(Action { text, tokens })
 }
 
