@@ -31,6 +31,20 @@ pub(crate) fn json_kind(v: &Value) -> &'static str {
     }
 }
 
+/// Whether a tool result's text opens as tool runtimes report a failure (`Error`, an
+/// exception, a Python traceback), whatever the case and leading whitespace.
+pub(crate) fn opens_like_an_error(text: &str) -> bool {
+    const HEADS: [&str; 3] = ["error", "exception", "traceback (most recent call last)"];
+    // Lowercasing never shortens a char, so the heads are found in the first chars' lowercase.
+    let head: String = text
+        .trim_start()
+        .chars()
+        .take(40)
+        .collect::<String>()
+        .to_lowercase();
+    HEADS.iter().any(|h| head.starts_with(h))
+}
+
 /// A message of `role` with nothing in it yet, for a provider's canonical view to fill.
 pub(crate) fn empty(role: Role) -> Message {
     Message {

@@ -352,15 +352,7 @@ fn looks_like_error(texts: &[Text]) -> bool {
     let Some(first) = texts.first() else {
         return false;
     };
-    let head: String = first
-        .trim_start()
-        .chars()
-        .take(40)
-        .collect::<String>()
-        .to_lowercase();
-    head.starts_with("error")
-        || head.starts_with("traceback (most recent call last)")
-        || head.starts_with("exception")
+    super::opens_like_an_error(first)
 }
 
 /// Parses one message object.

@@ -46,20 +46,10 @@ const BASE64_CHARS_PER_TOKEN: usize = 3;
 /// Gemini's documented price of one document page, the least such a file costs.
 const STORED_FILE_TOKENS: u32 = 258;
 
-/// The error text of a result ringbound synthesized, which reads as an error as it is.
-const ERROR_HEADS: [&str; 3] = ["error", "exception", "traceback (most recent call last)"];
-
 /// The text of an error response (`{"error": text}`) as the model reads it: as written when
 /// it opens like an error, else after `Error: `.
 pub(crate) fn error_text(text: String) -> String {
-    // Lowercasing never shortens a char, so the heads are found in the first chars' lowercase.
-    let head: String = text
-        .trim_start()
-        .chars()
-        .take(48)
-        .collect::<String>()
-        .to_lowercase();
-    if ERROR_HEADS.iter().any(|h| head.starts_with(h)) {
+    if crate::providers::opens_like_an_error(&text) {
         text
     } else {
         format!("Error: {text}")
