@@ -1,12 +1,14 @@
 //! Request bodies of the native providers (Responses, Anthropic, Gemini, Bedrock Converse)
-//! written by the core, for the plan most gateway requests get: one that only drops whole
-//! items, and may bring the side-effect ledger note. The kept items go out as the input's own
-//! bytes, the note where the provider's adapter writes it, and every other field as it was, so
-//! such a request never reaches Python. Where the provider merges the neighbours a drop brought
-//! together (Anthropic, Bedrock Converse, Gemini), the core writes the merged item as its
-//! adapter does and counts the request as sent; Anthropic's whitespace-only text is stripped
-//! as its adapter strips it. Any other plan (a synthesized result, a summary, a rewrite, a
-//! merge the adapter must place, the tools dropped) is the adapter's to render.
+//! written by the core, for the plans most gateway requests get: ones that drop whole items,
+//! cut oversized tool results (or stub superseded reads), and may bring the side-effect ledger
+//! note. The kept items go out as the input's own bytes, a rewritten result edited where it
+//! lies in its item (`Provider::result_rewritten`), the note where the provider's adapter
+//! writes it, and every other field as it was, so such a request never reaches Python. Where
+//! the provider merges the neighbours a drop brought together (Anthropic, Bedrock Converse,
+//! Gemini), the core writes the merged item as its adapter does and counts the request as
+//! sent; Anthropic's whitespace-only text is stripped as its adapter strips it. Any other plan
+//! (a synthesized result, a summary, images made text, a merge the adapter must place, the
+//! tools dropped) is the adapter's to render.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -16,8 +18,9 @@ use serde_json::value::RawValue;
 use crate::error::CoreError;
 use crate::native::{with_provider, ForProvider, Native};
 use crate::plan::{Item, Plan};
-use crate::providers::{json_string, within, ItemFacts, NoteAt, Provider};
-use crate::view::Role;
+use crate::providers::{json_string, within, ItemFacts, NoteAt, Provider, ResultAt};
+use crate::rewrite::RewriteKind;
+use crate::view::{Message, Role};
 
 /// What a plan the core writes sends.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,34 +35,98 @@ pub struct Kept<'p> {
     pub merges: Vec<(Range<usize>, &'static str)>,
     /// Positions in `items` of the items holding text the provider strips (`stripped`).
     pub strips: Vec<usize>,
+    /// The tool results the plan rewrote, in the kept items.
+    pub rewrites: Vec<Rewritten<'p>>,
 }
 
-/// What `plan` keeps, when it only keeps items (and may bring the ledger note) and `provider`
-/// sends the kept items as the caller gave them behind a system that holds `system_markers`
-/// prompt cache markers; None when the plan needs an adapter's rendering.
+/// A tool result a plan rewrote, in a kept item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rewritten<'p> {
+    /// Positions in `items` of the items the result's canonical message stands for.
+    pub at: Range<usize>,
+    /// The call the result answers.
+    pub call_id: String,
+    /// Its position among the results of the first of those items (`ResultAt::nth`).
+    pub nth: usize,
+    /// Its new text.
+    pub text: &'p str,
+}
+
+/// What `plan` keeps, when it only keeps items, rewrites tool results (cut or stubbed) and may
+/// bring the ledger note, and `provider` sends the kept items as the caller gave them (but
+/// for the rewrites) behind a system that holds `system_markers` prompt cache markers; None
+/// when the plan needs an adapter's rendering. `message` gives the canonical message at an
+/// index (the reading's, which its request holds).
 ///
 /// Errors: `Config` for an unknown provider; `InvalidMessage` for a plan of another reading.
-pub fn kept_as_given<'p>(
+pub fn kept_as_given<'p, 'm>(
     provider: &str,
     native: &Native,
     plan: &'p Plan,
     system_markers: u32,
+    message: impl Fn(usize) -> Option<&'m Message>,
 ) -> Result<Option<Kept<'p>>, CoreError> {
     if plan.tools_dropped || !native.issues.is_empty() {
         return Ok(None);
     }
     let mut canonical = Vec::with_capacity(plan.items.len());
     let mut note = None;
+    let mut rewrites = Vec::new();
     for item in &plan.items {
         match item {
             Item::Keep(k) => canonical.push(*k),
             Item::LedgerNote { text, role } if note.is_none() => {
                 note = Some((text.as_str(), *role, canonical.len()));
             }
+            // Images made text change other parts than a result: the adapter's.
+            Item::Rewrite { index, kind, text } if *kind != RewriteKind::Media => {
+                canonical.push(*index);
+                rewrites.push((*index, text.as_str()));
+            }
             _ => return Ok(None),
         }
     }
-    kept_of(provider, native, &canonical, note, system_markers)
+    let Some(mut kept) = kept_of(provider, native, &canonical, note, system_markers)? else {
+        return Ok(None);
+    };
+    for (k, text) in rewrites {
+        let Some(rewritten) = rewritten(native, &message, &kept.items, k, text) else {
+            return Ok(None);
+        };
+        kept.rewrites.push(rewritten);
+    }
+    Ok(Some(kept))
+}
+
+/// Where canonical message `k` of `native`, a tool result rewritten to `text`, lies among the
+/// kept `items`; None when it is no tool result or not kept whole.
+fn rewritten<'p, 'm>(
+    native: &Native,
+    message: &impl Fn(usize) -> Option<&'m Message>,
+    items: &[usize],
+    k: usize,
+    text: &'p str,
+) -> Option<Rewritten<'p>> {
+    let call_id = message(k)?.tool_call_id.clone()?;
+    let (start, end) = (*native.spans.get(k)?)?;
+    let first = items.binary_search(&start).ok()?;
+    let at = first..first + (end - start);
+    if items.get(at.clone())? != (start..end).collect::<Vec<_>>() {
+        return None;
+    }
+    // The results of the first item before this one (a provider that finds them by place).
+    let nth = (0..k)
+        .filter(|&j| {
+            native.spans[j].is_some_and(|(s, _)| s == start)
+                && message(j).is_some_and(|m| m.role == Role::Tool)
+        })
+        .count();
+    Some(Rewritten {
+        at,
+        call_id,
+        nth,
+        text,
+    })
 }
 
 /// What keeping the canonical messages `canonical` of `native` sends (`kept_as_given` of a
@@ -123,6 +190,7 @@ pub fn kept_of<'p>(
         note,
         merges,
         strips,
+        rewrites: Vec::new(),
     }))
 }
 
@@ -133,9 +201,10 @@ type AsSent<'a> = (Vec<Cow<'a, [u8]>>, Vec<usize>);
 pub type MergedRun = (Range<usize>, Vec<u8>);
 
 /// Each kept item of `kept` as `provider` sends it, `raw` giving the caller's JSON of an
-/// item (by its index among the input's): the caller's bytes, or without the text the
-/// provider strips. Only the positions `wanted` are written (all when None); None when only
-/// the adapter can write one. Also the input's items written stripped, in order.
+/// item (by its index among the input's): the caller's bytes, its rewritten results edited
+/// in, without the text the provider strips. Only the positions `wanted` are written (all
+/// when None); None when only the adapter can write one. Also the input's items written
+/// stripped, in order.
 fn as_sent<'a>(
     provider: &str,
     kept: &Kept<'_>,
@@ -152,6 +221,31 @@ fn as_sent<'a>(
             })?,
         };
         sent.push(bytes.into());
+    }
+    for rewrite in &kept.rewrites {
+        let written = |j: &usize| wanted.is_none_or(|w| w[*j]);
+        if !rewrite.at.clone().any(|j| written(&j)) {
+            continue;
+        }
+        let mut changed = false;
+        for j in rewrite.at.clone().filter(written) {
+            let at = ResultAt {
+                call_id: &rewrite.call_id,
+                nth: (j == rewrite.at.start).then_some(rewrite.nth),
+            };
+            match with_provider(provider, Rewrite(&sent[j], at, rewrite.text))? {
+                None => return Ok(None),
+                Some(None) => {}
+                Some(Some(item)) => {
+                    sent[j] = item.into();
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            // The plan counted a rewrite the items do not show: the adapter's to tell.
+            return Ok(None);
+        }
     }
     let mut stripped = Vec::new();
     for &j in &kept.strips {
@@ -228,6 +322,16 @@ impl ForProvider for Stripped<'_> {
     type Out = Option<Option<Vec<u8>>>;
     fn run<P: Provider>(self, p: P) -> Self::Out {
         p.stripped(self.0)
+    }
+}
+
+/// One item with a rewritten result, written by the provider.
+struct Rewrite<'a>(&'a [u8], ResultAt<'a>, &'a str);
+
+impl ForProvider for Rewrite<'_> {
+    type Out = Option<Option<Vec<u8>>>;
+    fn run<P: Provider>(self, p: P) -> Self::Out {
+        p.result_rewritten(self.0, self.1, self.2)
     }
 }
 
@@ -386,9 +490,11 @@ mod tests {
     use super::*;
     use crate::body::Body;
     use crate::cache::CountCache;
+    use crate::count::chat::REPLY_PRIMING;
     use crate::count::{Backend, Encoding};
     use crate::json_array;
     use crate::native::read_elements;
+    use crate::plan::PlanConfig;
     use crate::plan::{plan, tests::cfg};
     use crate::request::{load_canonical, Limits, Scheme};
 
@@ -434,11 +540,10 @@ mod tests {
     /// The history's items, read, and planned to `budget`.
     fn planned<'h>(provider: &str, history: &'h str, budget: u64) -> (Vec<&'h [u8]>, Native, Plan) {
         let items = json_array::split(history.as_bytes()).unwrap();
-        let mut native = read_elements(provider, &items, &[]).unwrap();
+        let native = read_elements(provider, &items, &[]).unwrap();
         let scheme = Scheme::openai(Encoding::O200kBase, Backend::BpeOpenai);
         let cache = CountCache::new(1 << 16, 1 << 28);
-        let messages = std::mem::take(&mut native.messages);
-        let request = load_canonical(messages, None, scheme, &cache).unwrap();
+        let request = load_canonical(native.messages.clone(), None, scheme, &cache).unwrap();
         let planned = plan(&request, &cfg(budget), &native.pinned, Some(&native.layout)).unwrap();
         (items, native, planned)
     }
@@ -449,7 +554,8 @@ mod tests {
         let (_, split) = Body::parse_with_history(head.as_bytes(), "history", LIMITS).unwrap();
         let (_, at) = split.unwrap();
         let (items, native, planned) = planned(provider, history, budget);
-        let kept = kept_as_given(provider, &native, &planned, 0).unwrap()?;
+        let kept =
+            kept_as_given(provider, &native, &planned, 0, |k| native.messages.get(k)).unwrap()?;
         let out = write(
             provider,
             head.as_bytes(),
@@ -565,12 +671,88 @@ mod tests {
         let cache = CountCache::new(1 << 16, 1 << 28);
         let request = load_canonical(native.messages.clone(), None, scheme, &cache).unwrap();
         let plan = plan(&request, &cfg(100_000), &[], Some(&native.layout)).unwrap();
-        assert!(kept_as_given("anthropic", &native, &plan, 3)
+        assert!(
+            kept_as_given("anthropic", &native, &plan, 3, |k| native.messages.get(k))
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            kept_as_given("anthropic", &native, &plan, 4, |k| native.messages.get(k))
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn cut_results_are_written_where_they_lie_and_sent_as_planned() {
+        // Rings whose results a small limit cuts and a budget just under the whole session:
+        // the plan keeps every item and cuts results, and the core writes it; the history
+        // sent reads back paired, at the tokens planned, every other item the caller's bytes.
+        let scheme = Scheme::openai(Encoding::O200kBase, Backend::BpeOpenai);
+        let cache = CountCache::new(1 << 16, 1 << 28);
+        let head = r#"{"history": [], "n": 1}"#;
+        for provider in [
+            "openai_responses",
+            "anthropic",
+            "gemini",
+            "bedrock_converse",
+        ] {
+            let history = session(provider, 8);
+            let items = json_array::split(history.as_bytes()).unwrap();
+            let native = read_elements(provider, &items, &[]).unwrap();
+            let request = load_canonical(native.messages.clone(), None, scheme, &cache).unwrap();
+            let full = request.message_tokens() + u64::from(REPLY_PRIMING);
+            let config = PlanConfig {
+                max_tool_result_tokens: 120,
+                min_result_tokens: 20,
+                ..cfg(full - 300)
+            };
+            let planned = plan(&request, &config, &native.pinned, Some(&native.layout)).unwrap();
+            assert!(
+                !planned.rewrites.is_empty() && planned.dropped_rings.is_empty(),
+                "{provider}: {:?} {:?} of {full}",
+                planned.rewrites,
+                planned.dropped_rings
+            );
+            let kept = kept_as_given(provider, &native, &planned, 0, |k| native.messages.get(k))
+                .unwrap()
+                .expect(provider);
+            assert_eq!(kept.rewrites.len(), planned.rewrites.len(), "{provider}");
+            let (_, split) = Body::parse_with_history(head.as_bytes(), "history", LIMITS).unwrap();
+            let (_, at) = split.unwrap();
+            let out = write(
+                provider,
+                head.as_bytes(),
+                at,
+                System::default(),
+                &items,
+                &kept,
+            )
             .unwrap()
-            .is_some());
-        assert!(kept_as_given("anthropic", &native, &plan, 4)
-            .unwrap()
-            .is_none());
+            .expect(provider);
+            let sent = json_array::split(&out.body[out.history.clone()]).unwrap();
+            let again = read_elements(provider, &sent, &[]).unwrap();
+            assert!(again.issues.is_empty(), "{provider}");
+            let counted = load_canonical(again.messages, None, scheme, &cache).unwrap();
+            assert_eq!(
+                counted.message_tokens() + u64::from(REPLY_PRIMING),
+                planned.tokens_after,
+                "{provider}"
+            );
+            let cut: Vec<usize> = kept.rewrites.iter().map(|r| r.at.start).collect();
+            for (j, &i) in kept.items.iter().enumerate() {
+                assert_eq!(
+                    sent[j] == items[i],
+                    !cut.contains(&j),
+                    "{provider} item {i}"
+                );
+            }
+            for rewrite in &kept.rewrites {
+                let text = json_string(rewrite.text);
+                let item = std::str::from_utf8(sent[rewrite.at.start]).unwrap();
+                assert!(item.contains(&text), "{provider}: {item}");
+            }
+        }
     }
 
     /// A session whose dropped rings ran the side-effect tool `send`, as `provider`'s body
@@ -584,7 +766,7 @@ mod tests {
         let (body, split) = Body::parse_with_history(head.as_bytes(), "history", LIMITS).unwrap();
         let (_, at) = split.unwrap();
         let (items, native, planned) = planned(provider, &history, 1_500);
-        let kept = kept_as_given(provider, &native, &planned, 0)
+        let kept = kept_as_given(provider, &native, &planned, 0, |k| native.messages.get(k))
             .unwrap()
             .unwrap();
         assert!(

@@ -97,9 +97,15 @@ def check_same(provider: str, data: bytes, res: Any, expected: Any) -> None:
     fraction=st.floats(0.2, 1.2),
     notes=st.booleans(),
     indent=st.booleans(),
+    cap=st.sampled_from([4000, 60]),
 )
 def test_every_path_gives_what_assemble_gives(
-    provider: str, chat: list[dict[str, Any]], fraction: float, notes: bool, indent: bool
+    provider: str,
+    chat: list[dict[str, Any]],
+    fraction: float,
+    notes: bool,
+    indent: bool,
+    cap: int,
 ) -> None:
     native, system = adapter(provider).from_canonical(chat)
     data = body_of(provider, native, system, indent)
@@ -109,13 +115,44 @@ def test_every_path_gives_what_assemble_gives(
         output_reserve_tokens=0,
         safety_margin_tokens=0,
         side_effect_tools=list(gen.TOOLS) if notes else [],
+        max_tool_result_tokens=cap,
+        min_result_tokens=min(cap, 500),
     )
     res, expected = assembled(provider, data, cfg)
     if isinstance(res, type):
         event(res.__name__)
     else:
-        event(f"{res.path}, merged" if res.report.merged else res.path)
+        cut = ", cut" if res.report.truncated_results else ""
+        event(f"{res.path}, merged{cut}" if res.report.merged else f"{res.path}{cut}")
     check_same(provider, data, res, expected)
+
+
+@pytest.mark.parametrize("provider", sorted(KEYS))
+@pytest.mark.parametrize("notes", [False, True])
+def test_cut_results_are_written_by_the_core(provider: str, notes: bool) -> None:
+    """Results over ``max_tool_result_tokens`` are cut, and the core writes the body: each
+    cut result edited where it lies in its item, every other item the input's own bytes, the
+    report and the request what the dict path gives, and the request counted as planned."""
+    chat = session(rings=30, result="log line " * 150)
+    native, system = adapter(provider).from_canonical(chat)
+    data = body_of(provider, native, system, indent=False)
+    full = rb.count_tokens(native, provider=provider, system=system)
+    cfg = rb.AssemblyConfig(
+        model_input_limit=full * 2 // 3,
+        output_reserve_tokens=0,
+        safety_margin_tokens=0,
+        max_tool_result_tokens=200,
+        min_result_tokens=100,
+        side_effect_tools=["send_email"] if notes else [],
+    )
+    res, expected = assembled(provider, data, cfg)
+    assert res.path == "native", res.path_reason
+    assert res.report.truncated_results
+    check_same(provider, data, res, expected)
+    history, system_key = KEYS[provider]
+    out = orjson.loads(res.body)
+    sent = rb.count_tokens(out[history], provider=provider, system=out.get(system_key))
+    assert sent == res.report.tokens_after <= res.report.budget
 
 
 @pytest.mark.parametrize("provider", sorted(KEYS))

@@ -4,6 +4,7 @@
 
 pub mod anthropic;
 pub mod bedrock_converse;
+pub(crate) mod edit;
 pub mod gemini;
 pub mod item_cache;
 pub mod openai_chat;
@@ -186,6 +187,16 @@ pub(crate) fn message_of<E: AsRef<[u8]>>(
     out
 }
 
+/// The tool result of a native item that a rewrite changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResultAt<'a> {
+    /// The call it answers.
+    pub call_id: &'a str,
+    /// Its position among the results of the first item the canonical message stands for
+    /// (None in the message's other items), for a provider whose results are found by place.
+    pub nth: Option<usize>,
+}
+
 /// Where a provider's adapter writes the side-effect ledger note of a plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NoteAt {
@@ -297,6 +308,19 @@ pub trait Provider {
     /// the adapter sends it: `Some(None)` when it goes out as it is, None when only the
     /// adapter can write it.
     fn stripped(&self, _item: &[u8]) -> Option<Option<Vec<u8>>> {
+        None
+    }
+
+    /// Kept item `item` (the caller's JSON) with the tool result `at` names holding `text` in
+    /// place of its output, as the adapter writes a result a cheap stage rewrote (cut, or a
+    /// stub for a superseded read): `Some(None)` when the item holds no such result, None when
+    /// only the adapter can write it.
+    fn result_rewritten(
+        &self,
+        _item: &[u8],
+        _at: ResultAt<'_>,
+        _text: &str,
+    ) -> Option<Option<Vec<u8>>> {
         None
     }
 

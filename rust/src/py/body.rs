@@ -130,7 +130,10 @@ pub(super) fn assemble_items_body<'py>(
             let mut pinned = native.pinned.clone();
             pinned.sort_unstable();
             let plan = plan::plan(&reading.request, &cfg, &pinned, Some(&native.layout))?;
-            let Some(kept) = native_body::kept_as_given(provider, native, &plan, system_markers)?
+            let Some(kept) =
+                native_body::kept_as_given(provider, native, &plan, system_markers, |k| {
+                    (k < reading.request.len()).then(|| reading.request.message(k))
+                })?
             else {
                 return Ok(None);
             };

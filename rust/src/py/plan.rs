@@ -143,9 +143,16 @@ impl PlanReport {
 
     pub(crate) fn of_native(plan: &core_plan::Plan, native: &crate::native::Native) -> Self {
         let report = PlanReport::of(plan);
+        // A rewrite is of the first item its canonical message stands for.
+        let item_of = |k: usize| native.spans.get(k).copied().flatten().map_or(k, |(s, _)| s);
         PlanReport {
             dropped_rings: native.native_spans(&report.dropped_rings),
             dropped_turns: native.native_spans(&report.dropped_turns),
+            rewrites: report
+                .rewrites
+                .iter()
+                .map(|(k, kind, saved)| (item_of(*k), kind.clone(), *saved))
+                .collect(),
             ..report
         }
     }

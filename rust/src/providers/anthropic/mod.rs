@@ -12,7 +12,7 @@ pub(crate) mod parse;
 mod rules;
 
 use super::item_cache::ItemCache;
-use super::{appended, json_string, note_in_string, NoteAt};
+use super::{appended, edit, json_string, note_in_string, push_array, NoteAt, ResultAt};
 use super::{cached_items, message_of, runs, with_array, Canonical, ItemFacts, Provider, Run};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
@@ -265,6 +265,57 @@ impl Provider for Anthropic {
             return Some(None);
         }
         with_array(item, content, kept.iter().map(|b| b.get().as_bytes())).map(Some)
+    }
+
+    /// Each `tool_result` block answering the call holds the text (after the images it
+    /// held, which are counted apart, as the adapter keeps them).
+    fn result_rewritten(
+        &self,
+        item: &[u8],
+        at: ResultAt<'_>,
+        text: &str,
+    ) -> Option<Option<Vec<u8>>> {
+        let message: &RawValue = serde_json::from_slice(item).ok()?;
+        let Some(blocks) = edit::field(message, "content").and_then(edit::elements) else {
+            return Some(None); // a string: no result in it
+        };
+        let mut edits = Vec::new();
+        for block in blocks {
+            let Some(fields) = edit::fields(block) else {
+                continue;
+            };
+            let is = |key: &str, want: &str| {
+                edit::last(&fields, key).and_then(edit::string).as_deref() == Some(want)
+            };
+            if !is("type", "tool_result") || !is("tool_use_id", at.call_id) {
+                continue;
+            }
+            let images: Vec<&RawValue> = edit::last(&fields, "content")
+                .and_then(edit::elements)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|b| {
+                    edit::field(b, "type").and_then(edit::string).as_deref() == Some("image")
+                })
+                .collect();
+            let value = if images.is_empty() {
+                json_string(text).into_bytes()
+            } else {
+                let lead = format!(r#"{{"type":"text","text":{}}}"#, json_string(text));
+                let mut out = Vec::new();
+                push_array(
+                    &mut out,
+                    std::iter::once(lead.as_bytes())
+                        .chain(images.iter().map(|b| b.get().as_bytes())),
+                );
+                out
+            };
+            edits.push(edit::set_field(item, block, "content", value)?);
+        }
+        if edits.is_empty() {
+            return Some(None);
+        }
+        edit::spliced(item, edits).map(Some)
     }
 
     fn validate(&self, items: &[Arc<AnthropicMessage>]) -> Vec<PairingIssue> {

@@ -647,3 +647,44 @@ fn whitespace_only_text_blocks_are_stripped_and_the_rest_kept_as_written() {
     assert_eq!(Anthropic.stripped(b"not json"), None);
     assert!(blank("\u{1c}\u{3000}\n") && !blank("\u{200b}"));
 }
+
+/// `item` with the result answering `call` rewritten to `text`, as JSON.
+fn rewritten(item: Value, call: &str, text: &str) -> Option<Option<Value>> {
+    let raw = serde_json::to_vec(&item).unwrap();
+    let at = ResultAt {
+        call_id: call,
+        nth: Some(0),
+    };
+    Anthropic
+        .result_rewritten(&raw, at, text)
+        .map(|o| o.map(|b| serde_json::from_slice(&b).unwrap()))
+}
+
+#[test]
+fn a_rewritten_result_holds_the_text_after_its_images_and_nothing_else_changes() {
+    let image = json!({"type": "image", "source": {"type": "url", "url": "https://x/i.png"}});
+    let message = json!({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "a", "content": [{"type": "text", "text": "long"}, image], "cache_control": {"type": "ephemeral"}},
+        {"type": "tool_result", "tool_use_id": "b", "content": "other", "is_error": true},
+        {"type": "text", "text": "go on"},
+    ]});
+    let got = rewritten(message.clone(), "a", "cut").unwrap().unwrap();
+    let mut expected = message.clone();
+    expected["content"][0]["content"] = json!([{"type": "text", "text": "cut"}, image]);
+    assert_eq!(got, expected);
+    let got = rewritten(message.clone(), "b", "stub").unwrap().unwrap();
+    expected = message.clone();
+    expected["content"][1]["content"] = json!("stub");
+    assert_eq!(got, expected);
+    // A result without content gets one; an item without the result, or a string, is as it is.
+    let bare = json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]});
+    assert_eq!(
+        rewritten(bare, "a", "x").unwrap().unwrap()["content"][0]["content"],
+        json!("x")
+    );
+    assert_eq!(rewritten(message, "zz", "x"), Some(None));
+    assert_eq!(
+        rewritten(json!({"role": "user", "content": "hi"}), "a", "x"),
+        Some(None)
+    );
+}

@@ -9,7 +9,7 @@ mod parse;
 mod rules;
 
 use super::item_cache::ItemCache;
-use super::{appended, json_string, NoteAt};
+use super::{appended, edit, json_string, push_array, NoteAt, ResultAt};
 use super::{cached_items, message_of, runs, Canonical, ItemFacts, Provider, Run};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
@@ -156,6 +156,59 @@ impl Provider for BedrockConverse {
             return None;
         }
         Some(message_of(role, blocks.iter().map(|b| b.get().as_bytes())))
+    }
+
+    /// Each `toolResult` answering the call holds the text as one text block, before the
+    /// images it held (counted apart, as the adapter keeps them); its status stays.
+    fn result_rewritten(
+        &self,
+        item: &[u8],
+        at: ResultAt<'_>,
+        text: &str,
+    ) -> Option<Option<Vec<u8>>> {
+        let message: &RawValue = serde_json::from_slice(item).ok()?;
+        let Some(blocks) = edit::field(message, "content").and_then(edit::elements) else {
+            return Some(None);
+        };
+        let is_image = |b: &&RawValue| {
+            edit::field(b, "image").is_some()
+                || edit::field(b, "guardContent").is_some_and(|g| edit::field(g, "image").is_some())
+        };
+        let mut edits = Vec::new();
+        for block in blocks {
+            let Some(result) = edit::field(block, "toolResult") else {
+                continue;
+            };
+            let Some(fields) = edit::fields(result) else {
+                return None; // not an object: the adapter's path says what is wrong
+            };
+            if edit::last(&fields, "toolUseId")
+                .and_then(edit::string)
+                .as_deref()
+                != Some(at.call_id)
+            {
+                continue;
+            }
+            let lead = format!(r#"{{"text":{}}}"#, json_string(text));
+            let images = edit::last(&fields, "content")
+                .and_then(edit::elements)
+                .unwrap_or_default();
+            let mut value = Vec::new();
+            push_array(
+                &mut value,
+                std::iter::once(lead.as_bytes()).chain(
+                    images
+                        .iter()
+                        .filter(|b| is_image(b))
+                        .map(|b| b.get().as_bytes()),
+                ),
+            );
+            edits.push(edit::set_field(item, result, "content", value)?);
+        }
+        if edits.is_empty() {
+            return Some(None);
+        }
+        edit::spliced(item, edits).map(Some)
     }
 
     fn validate(&self, items: &[Arc<BedrockMessage>]) -> Vec<PairingIssue> {

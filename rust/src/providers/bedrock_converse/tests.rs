@@ -304,3 +304,35 @@ fn kept_neighbours_of_one_role_go_out_as_one_message() {
     );
     assert!(BedrockConverse.merged("user", &[result, result]).is_some());
 }
+
+#[test]
+fn a_rewritten_result_holds_the_text_before_its_images_with_its_status() {
+    let image = json!({"image": {"format": "png", "source": {"bytes": "AAAA"}}});
+    let message = json!({"role": "user", "content": [
+        {"toolResult": {"toolUseId": "a", "content": [{"text": "long"}, image, {"json": {"k": 1}}], "status": "error"}},
+        {"toolResult": {"toolUseId": "b", "content": [{"text": "other"}]}},
+    ]});
+    let raw = serde_json::to_vec(&message).unwrap();
+    let at = ResultAt {
+        call_id: "a",
+        nth: None,
+    };
+    let got: Value = serde_json::from_slice(
+        &BedrockConverse
+            .result_rewritten(&raw, at, "cut")
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut expected = message.clone();
+    expected["content"][0]["toolResult"]["content"] = json!([{"text": "cut"}, image]);
+    assert_eq!(got, expected);
+    let none = ResultAt {
+        call_id: "zz",
+        nth: None,
+    };
+    assert_eq!(
+        BedrockConverse.result_rewritten(&raw, none, "x"),
+        Some(None)
+    );
+}

@@ -17,12 +17,13 @@ mod rules;
 pub use rules::{answers, Answer};
 
 use super::item_cache::ItemCache;
-use super::{appended, json_string, note_in_string, NoteAt};
+use super::{appended, edit, json_string, note_in_string, NoteAt, ResultAt};
 use super::{cached_items, runs, with_array, Canonical, ItemFacts, Provider, Run};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Framed, Image, Role, Text};
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Gemini's 400 when a response turn does not answer every call of the call turn before it
@@ -197,6 +198,50 @@ impl Provider for Gemini {
             first?,
             parts.iter().map(|p| p.get().as_bytes()),
         )
+    }
+
+    /// The content's `nth` functionResponse part holds the text as its response, under the
+    /// response's one key, else `output` (`error` for an error response, its one key), the
+    /// rest of the part as it was. A result stands for a part of the first content of its
+    /// span only.
+    fn result_rewritten(
+        &self,
+        item: &[u8],
+        at: ResultAt<'_>,
+        text: &str,
+    ) -> Option<Option<Vec<u8>>> {
+        let Some(nth) = at.nth else {
+            return Some(None);
+        };
+        let content: &RawValue = serde_json::from_slice(item).ok()?;
+        let parts = edit::field(content, "parts").and_then(edit::elements)?;
+        let mut responses = parts.iter().filter_map(|part| {
+            let fields = edit::fields(part)?;
+            // The REST spelling unless the SDK's is given, as the adapter reads it.
+            edit::last(&fields, "function_response")
+                .or_else(|| edit::last(&fields, "functionResponse"))
+        });
+        let body = responses.nth(nth)?;
+        let fields = edit::fields(body)?;
+        let keys: Vec<Cow<'_, str>> = match edit::last(&fields, "response") {
+            Some(response) => {
+                let mut keys: Vec<Cow<'_, str>> = edit::fields(response)?
+                    .into_iter()
+                    .map(|(k, _)| k)
+                    .collect();
+                keys.sort_unstable();
+                keys.dedup();
+                keys
+            }
+            None => Vec::new(),
+        };
+        let key = match keys.as_slice() {
+            [only] => only.as_ref(),
+            _ => "output",
+        };
+        let value = format!("{{{}:{}}}", json_string(key), json_string(text));
+        let edit = edit::set_field(item, body, "response", value.into_bytes())?;
+        edit::spliced(item, vec![edit]).map(Some)
     }
 
     fn validate(&self, items: &[Arc<GeminiContent>]) -> Vec<PairingIssue> {

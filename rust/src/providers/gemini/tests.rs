@@ -465,3 +465,36 @@ fn contents_a_drop_brings_together_merge_into_the_first() {
     );
     assert_eq!(Gemini.merged("user", &[br#"{"role":"user"}"#]), None);
 }
+
+#[test]
+fn a_rewritten_response_holds_the_text_under_its_one_key_else_output() {
+    let content = json!({"role": "user", "parts": [
+        {"functionResponse": {"name": "a", "response": {"result": {"rows": [1, 2]}}, "id": "1"}},
+        {"text": "between"},
+        {"function_response": {"name": "b", "response": {"error": "boom"}}},
+        {"functionResponse": {"name": "c", "response": {"x": 1, "y": 2}}},
+    ]});
+    let raw = serde_json::to_vec(&content).unwrap();
+    let write = |nth: Option<usize>| -> Option<Option<Value>> {
+        let at = ResultAt {
+            call_id: "ignored",
+            nth,
+        };
+        Gemini
+            .result_rewritten(&raw, at, "cut")
+            .map(|o| o.map(|b| serde_json::from_slice(&b).unwrap()))
+    };
+    let mut expected = content.clone();
+    expected["parts"][0]["functionResponse"]["response"] = json!({"result": "cut"});
+    assert_eq!(write(Some(0)).unwrap().unwrap(), expected);
+    expected = content.clone();
+    expected["parts"][2]["function_response"]["response"] = json!({"error": "cut"});
+    assert_eq!(write(Some(1)).unwrap().unwrap(), expected);
+    expected = content.clone();
+    expected["parts"][3]["functionResponse"]["response"] = json!({"output": "cut"});
+    assert_eq!(write(Some(2)).unwrap().unwrap(), expected);
+    // Another content of the result's span holds none of its parts; past the last one is the
+    // adapter's to tell.
+    assert_eq!(write(None), Some(None));
+    assert_eq!(write(Some(3)), None);
+}

@@ -13,10 +13,11 @@ mod parse;
 mod rules;
 
 use super::item_cache::ItemCache;
-use super::{cached_items, Canonical, NoteAt, Provider};
+use super::{cached_items, edit, json_string, Canonical, NoteAt, Provider, ResultAt};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role, Text, ToolCall};
+use serde_json::value::RawValue;
 use std::sync::Arc;
 
 /// Where an item sits in a conversation, which decides how it pairs and groups.
@@ -213,6 +214,40 @@ impl Provider for OpenAIResponses {
     /// The note is an input message of its own, where the plan puts it.
     fn ledger_note(&self, _system: Option<&str>, _note: &str) -> NoteAt {
         NoteAt::Items
+    }
+
+    /// An output answering the call holds the text as its `output` (an MCP approval response
+    /// as its `reason`); a computer screenshot has no text to cut and stays as it is. A shell
+    /// output's chunks and a hosted MCP call are the adapter's to write.
+    fn result_rewritten(
+        &self,
+        item: &[u8],
+        at: ResultAt<'_>,
+        text: &str,
+    ) -> Option<Option<Vec<u8>>> {
+        let object: &RawValue = serde_json::from_slice(item).ok()?;
+        let fields = edit::fields(object)?;
+        let kind = edit::last(&fields, "type").and_then(edit::string);
+        let key = |name: &str| edit::last(&fields, name).and_then(edit::string);
+        let (answers, field) = match kind.as_deref() {
+            Some(
+                "function_call_output" | "custom_tool_call_output" | "apply_patch_call_output",
+            ) => (key("call_id"), "output"),
+            // The API reads a local shell output's `call_id`; the SDK's type calls it `id`.
+            Some("local_shell_call_output") => (key("call_id").or_else(|| key("id")), "output"),
+            Some("mcp_approval_response") => (key("approval_request_id"), "reason"),
+            Some("computer_call_output") => return Some(None),
+            Some("shell_call_output") if key("call_id").as_deref() == Some(at.call_id) => {
+                return None
+            }
+            Some("mcp_call") if key("id").as_deref() == Some(at.call_id) => return None,
+            _ => return Some(None),
+        };
+        if answers.as_deref() != Some(at.call_id) {
+            return Some(None);
+        }
+        let edit = edit::set_field(item, object, field, json_string(text).into_bytes())?;
+        edit::spliced(item, vec![edit]).map(Some)
     }
 
     fn validate(&self, items: &[Arc<Item>]) -> Vec<PairingIssue> {

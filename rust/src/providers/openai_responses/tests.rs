@@ -463,3 +463,35 @@ fn common_items_take_the_direct_reading() {
         assert!(parse::fast::item(&raw).is_some(), "{value}");
     }
 }
+
+#[test]
+fn a_rewritten_output_holds_the_text_and_what_only_the_adapter_writes_is_left_to_it() {
+    let write = |item: Value, call: &str| -> Option<Option<Value>> {
+        let raw = serde_json::to_vec(&item).unwrap();
+        let at = ResultAt {
+            call_id: call,
+            nth: Some(0),
+        };
+        OpenAIResponses
+            .result_rewritten(&raw, at, "cut")
+            .map(|o| o.map(|b| serde_json::from_slice(&b).unwrap()))
+    };
+    let output =
+        json!({"type": "function_call_output", "call_id": "c", "output": "long", "id": "fco_1"});
+    let mut expected = output.clone();
+    expected["output"] = json!("cut");
+    assert_eq!(write(output.clone(), "c").unwrap().unwrap(), expected);
+    assert_eq!(write(output, "other"), Some(None));
+    let local = json!({"type": "local_shell_call_output", "id": "c", "output": "long"});
+    assert_eq!(write(local, "c").unwrap().unwrap()["output"], json!("cut"));
+    let approval =
+        json!({"type": "mcp_approval_response", "approval_request_id": "c", "approve": false});
+    assert_eq!(
+        write(approval, "c").unwrap().unwrap()["reason"],
+        json!("cut")
+    );
+    let screenshot = json!({"type": "computer_call_output", "call_id": "c", "output": {"type": "computer_screenshot"}});
+    assert_eq!(write(screenshot, "c"), Some(None));
+    let shell = json!({"type": "shell_call_output", "call_id": "c", "output": []});
+    assert_eq!(write(shell, "c"), None);
+}

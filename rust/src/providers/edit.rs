@@ -1,0 +1,176 @@
+//! Edits of a native item's JSON where it lies: one value replaced, or one field added, every
+//! other byte as the caller wrote it. An item the core rewrites (a cut tool result) thus goes
+//! out as the caller's item but for what the rewrite changes, and a session whose item is
+//! rewritten the same way every turn sends the same bytes every turn.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Range;
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::within;
+
+/// Bytes of a JSON document to replace, and what replaces them.
+pub(crate) type Edit = (Range<usize>, Vec<u8>);
+
+/// `json` with each edit applied; None when two edits overlap or one does not lie in it.
+pub(crate) fn spliced(json: &[u8], mut edits: Vec<Edit>) -> Option<Vec<u8>> {
+    edits.sort_by_key(|(range, _)| range.start);
+    let grown: usize = edits.iter().map(|(_, bytes)| bytes.len()).sum();
+    let mut out = Vec::with_capacity(json.len() + grown);
+    let mut from = 0;
+    for (range, bytes) in edits {
+        if range.start < from || range.end > json.len() {
+            return None;
+        }
+        out.extend_from_slice(&json[from..range.start]);
+        out.extend_from_slice(&bytes);
+        from = range.end;
+    }
+    out.extend_from_slice(&json[from..]);
+    Some(out)
+}
+
+/// The edit setting field `key` of `object` (a JSON object read from `json`) to the JSON
+/// `value`: the value of its last such field replaced (the one a reader keeps), else a new
+/// last field, where a Python dict puts a key it did not have. None when `object` is not an
+/// object lying in `json`.
+pub(crate) fn set_field(json: &[u8], object: &RawValue, key: &str, value: Vec<u8>) -> Option<Edit> {
+    let at = within(json, object)?;
+    let fields = fields(object)?;
+    if let Some((_, old)) = fields.iter().rev().find(|(k, _)| k == key) {
+        return Some((within(json, old)?, value));
+    }
+    // The object's closing brace: a raw value is its bytes, without surrounding space.
+    let end = at.end.checked_sub(1)?;
+    let mut field = Vec::with_capacity(key.len() + value.len() + 4);
+    if !fields.is_empty() {
+        field.push(b',');
+    }
+    field.extend_from_slice(super::json_string(key).as_bytes());
+    field.push(b':');
+    field.extend_from_slice(&value);
+    Some((end..end, field))
+}
+
+/// The fields of a JSON object in order, each value where it lies; None for what is not an
+/// object.
+pub(crate) fn fields(object: &RawValue) -> Option<Vec<(Cow<'_, str>, &RawValue)>> {
+    struct Fields;
+    impl<'de> Visitor<'de> for Fields {
+        type Value = Vec<(Cow<'de, str>, &'de RawValue)>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(key) = map.next_key::<Key<'de>>()? {
+                out.push((key.0, map.next_value::<&'de RawValue>()?));
+            }
+            Ok(out)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(object.get());
+    (&mut de).deserialize_map(Fields).ok()
+}
+
+/// A key, borrowed unless it holds an escape.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl<'de> Visitor<'de> for Text {
+            type Value = Cow<'de, str>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+                Ok(Cow::Borrowed(s))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(s.to_owned()))
+            }
+        }
+        de.deserialize_str(Text).map(Key)
+    }
+}
+
+/// The field `key` of `object` (its last one), if any.
+pub(crate) fn field<'a>(object: &'a RawValue, key: &str) -> Option<&'a RawValue> {
+    last(&fields(object)?, key)
+}
+
+/// The value of field `key` (its last one) among `fields`, unless absent or null.
+pub(crate) fn last<'a>(fields: &[(Cow<'_, str>, &'a RawValue)], key: &str) -> Option<&'a RawValue> {
+    fields
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| *v)
+        .filter(|v| v.get() != "null")
+}
+
+/// The string `value` holds, if it is one.
+pub(crate) fn string(value: &RawValue) -> Option<Cow<'_, str>> {
+    let got: Key<'_> = serde_json::from_str(value.get()).ok()?;
+    Some(got.0)
+}
+
+/// The elements of `value`, if it is an array.
+pub(crate) fn elements(value: &RawValue) -> Option<Vec<&RawValue>> {
+    serde_json::from_str(value.get()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(json: &str) -> &RawValue {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_field_is_replaced_where_it_lies_or_added_last() {
+        let json = r#"{"a": 1, "b" : [2, 3] , "c":{"d":4}}"#;
+        let object = raw(json);
+        let edit = set_field(json.as_bytes(), object, "b", b"\"x\"".to_vec()).unwrap();
+        let out = spliced(json.as_bytes(), vec![edit]).unwrap();
+        assert_eq!(out, br#"{"a": 1, "b" : "x" , "c":{"d":4}}"#);
+        let edit = set_field(json.as_bytes(), object, "e", b"5".to_vec()).unwrap();
+        let out = spliced(json.as_bytes(), vec![edit]).unwrap();
+        assert_eq!(out, br#"{"a": 1, "b" : [2, 3] , "c":{"d":4},"e":5}"#);
+        let empty = "{ }";
+        let edit = set_field(empty.as_bytes(), raw(empty), "k", b"1".to_vec()).unwrap();
+        assert_eq!(
+            spliced(empty.as_bytes(), vec![edit]).unwrap(),
+            br#"{ "k":1}"#
+        );
+    }
+
+    #[test]
+    fn the_last_of_repeated_keys_is_the_one_set_and_escaped_keys_are_read() {
+        let json = r#"{"k":1,"k":2,"\u006b2":3}"#;
+        let object = raw(json);
+        let edit = set_field(json.as_bytes(), object, "k", b"9".to_vec()).unwrap();
+        assert_eq!(
+            spliced(json.as_bytes(), vec![edit]).unwrap(),
+            br#"{"k":1,"k":9,"\u006b2":3}"#
+        );
+        assert_eq!(field(object, "k2").map(RawValue::get), Some("3"));
+        assert!(fields(raw("[1]")).is_none());
+        assert_eq!(string(raw(r#""a\nb""#)).as_deref(), Some("a\nb"));
+    }
+
+    #[test]
+    fn overlapping_edits_are_refused() {
+        let json = b"[1,2,3]";
+        assert!(spliced(json, vec![(1..4, b"0".to_vec()), (3..5, b"0".to_vec())]).is_none());
+        assert_eq!(
+            spliced(json, vec![(5..6, b"9".to_vec()), (1..2, b"0".to_vec())]).unwrap(),
+            b"[0,2,9]"
+        );
+    }
+}
