@@ -318,24 +318,36 @@ class NativeRequest:
 
     def sent(self, items: Sequence[Any], rendered: Rendered, tools_dropped: bool) -> int | None:
         """Tokens of ``rendered`` as the core counts it without reading it again, where the plan
-        only keeps items and the rendering differs from it only by neighbours merged as the
-        core merges them (``NativeView.sent``); None when the core cannot tell."""
+        only keeps items and rewrites tool results, and the rendering differs from it only by
+        neighbours merged as the core merges them (``NativeView.sent``); None when the core
+        cannot tell."""
         if (
             self.view is None
             or tools_dropped
             or not rendered.merged
             or rendered.system is not self.system
-            or not all(type(item) is int for item in items)
         ):
             return None
+        kept: list[int] = []
+        rewrites: list[tuple[int, str]] = []
+        rewrite = _core.Insertion.Rewrite
+        for item in items:
+            if type(item) is int:
+                kept.append(item)
+            elif type(item) is rewrite and item.kind != "media":
+                kept.append(item.index)
+                rewrites.append((item.index, item.text))
+            else:
+                return None
         markers = getattr(self.adapter, "system_markers", None)
         got = self.view.sent(
             self.adapter.key,
-            list(items),
+            kept,
             markers(self.system) if markers is not None else 0,
             _dumper(self.adapter, self.messages),
             self._core,
             self._cache,
+            rewrites,
         )
         # The adapter merged as many runs as the core: the same request, counted as sent.
         if got is None or got[0] != rendered.merged:

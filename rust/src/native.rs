@@ -237,8 +237,9 @@ pub fn item_seed(provider: &str) -> Result<Option<u64>, CoreError> {
 
 /// The request a plan of `native` sends, read as `native` was: the items `kept` (indices
 /// of `native`'s items, in order) behind the same system, each run of `merged` (positions in
-/// `kept`, ascending) going out as the one item of JSON given with it. Only the merged items
-/// are parsed; the others are `native`'s own.
+/// `kept`, ascending: neighbours merged, or one item with a rewritten result) going out as
+/// the one item of JSON given with it. Only those items are parsed; the others are
+/// `native`'s own.
 ///
 /// Errors: `Config` for an unknown provider, or one other than the reader of `native`;
 /// `InvalidMessage` for a kept index past `native`'s items or a merged item that does not

@@ -86,16 +86,26 @@ pub fn kept_as_given<'p, 'm>(
             _ => return Ok(None),
         }
     }
-    let Some(mut kept) = kept_of(provider, native, &canonical, note, system_markers)? else {
+    let Some(kept) = kept_of(provider, native, &canonical, note, system_markers)? else {
         return Ok(None);
     };
-    for (k, text) in rewrites {
-        let Some(rewritten) = rewritten(native, &message, &kept.items, k, text) else {
-            return Ok(None);
-        };
+    Ok(with_rewrites(native, kept, &rewrites, message))
+}
+
+/// `kept` with the tool results `rewrites` (canonical index, new text) rewritten in its
+/// items; None when one is no tool result kept whole. `message` gives the canonical message
+/// at an index.
+pub fn with_rewrites<'p, 'm>(
+    native: &Native,
+    mut kept: Kept<'p>,
+    rewrites: &[(usize, &'p str)],
+    message: impl Fn(usize) -> Option<&'m Message>,
+) -> Option<Kept<'p>> {
+    for &(k, text) in rewrites {
+        let rewritten = rewritten(native, &message, &kept.items, k, text)?;
         kept.rewrites.push(rewritten);
     }
-    Ok(Some(kept))
+    Some(kept)
 }
 
 /// Where canonical message `k` of `native`, a tool result rewritten to `text`, lies among the
@@ -264,12 +274,14 @@ fn as_sent<'a>(
     Ok(Some((sent, stripped)))
 }
 
-/// Each run `kept` merges as the one item `provider` writes of it (its items as sent: blank
-/// text stripped first), `raw` giving the caller's JSON of the run's items; None when only
+/// The kept items `kept` sends otherwise than as the caller gave them, in order: each run it
+/// merges as the one item `provider` writes of it (its items as sent: rewritten results edited
+/// in, blank text stripped), and each other item with a rewritten result as a run of one.
+/// `raw` gives the caller's JSON of those items (by index among the input's); None when only
 /// the adapter writes one.
 ///
 /// Errors: `Config` for an unknown provider; `InvalidMessage` for an item `raw` lacks.
-pub fn merged_runs<'a>(
+pub fn changed_runs<'a>(
     provider: &str,
     kept: &Kept<'_>,
     raw: &dyn Fn(usize) -> Option<&'a [u8]>,
@@ -278,10 +290,19 @@ pub fn merged_runs<'a>(
     for (run, _) in &kept.merges {
         wanted[run.clone()].iter_mut().for_each(|w| *w = true);
     }
+    let mut alone = Vec::new();
+    for rewrite in &kept.rewrites {
+        for j in rewrite.at.clone() {
+            if !wanted[j] {
+                wanted[j] = true;
+                alone.push(j);
+            }
+        }
+    }
     let Some((sent, _)) = as_sent(provider, kept, raw, Some(&wanted))? else {
         return Ok(None);
     };
-    let mut out = Vec::with_capacity(kept.merges.len());
+    let mut out = Vec::with_capacity(kept.merges.len() + alone.len());
     for (run, role) in &kept.merges {
         let run_items: Vec<&[u8]> = sent[run.clone()].iter().map(|b| &b[..]).collect();
         let Some(item) = with_provider(provider, Merged(role, &run_items))? else {
@@ -289,6 +310,8 @@ pub fn merged_runs<'a>(
         };
         out.push((run.clone(), item));
     }
+    out.extend(alone.into_iter().map(|j| (j..j + 1, sent[j].to_vec())));
+    out.sort_by_key(|(run, _)| run.start);
     Ok(Some(out))
 }
 

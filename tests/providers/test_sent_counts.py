@@ -69,6 +69,24 @@ def test_merged_neighbours_are_counted_by_the_core_as_sent(
     assert res.report.tokens_after == sent_tokens(provider, res) <= budget
 
 
+@pytest.mark.parametrize("provider", MERGING)
+@pytest.mark.parametrize("fraction", [0.6, 0.4])
+def test_cut_results_beside_merged_neighbours_are_counted_by_the_core_as_sent(
+    provider: str, fraction: float, no_recount: None
+) -> None:
+    """Plain turns dropped (their neighbours merged) and the recent rings' results cut in
+    one plan: the core writes the cut results into their items and the merges, and counts
+    that request."""
+    chat = plain_turns() + session(rings=6, result="log line " * 400)[2:]
+    native, system = adapter(provider).from_canonical(chat)
+    full = rb.count_tokens(native, provider=provider, system=system)
+    budget = int(full * fraction)
+    cfg = config(budget, max_tool_result_tokens=200, min_result_tokens=100, recent_tool_rings=6)
+    res = rb.Assembler(cfg, provider=provider).assemble(native, system=system)
+    assert res.report.merged > 0 and res.report.truncated_results
+    assert res.report.tokens_after == sent_tokens(provider, res) <= budget
+
+
 def test_sdk_objects_merged_are_counted_as_sent(no_recount: None) -> None:
     """Gemini's SDK contents: the merged items are serialized as the adapter serializes
     them, the others come from the reading."""

@@ -354,15 +354,16 @@ impl NativeView {
         })
     }
 
-    /// What a plan that keeps the canonical messages `kept` (nothing inserted, the tools
-    /// kept) sends where `provider` merges neighbours a drop brought together, as the core
-    /// writes them (`dump(indices)`, JSON arrays of the caller's items at those indices, gives
-    /// the JSON of the items merged): `(merged, tokens)`, the items written as one of
+    /// What a plan that keeps the canonical messages `kept`, with the tool results
+    /// `rewrites` (canonical index, new text) rewritten and nothing inserted, the tools kept,
+    /// sends where `provider` merges neighbours a drop brought together, as the core writes
+    /// them (`dump(indices)`, JSON arrays of the caller's items at those indices, gives the
+    /// JSON of the items merged or rewritten): `(merged, tokens)`, the items written as one of
     /// neighbours and the request's tokens as sent, its pairing checked by the provider's
     /// rules. None when nothing is merged, the system of `system_markers` cache markers is
-    /// not the core's to judge, the adapter writes a merge, or the request sent does not pair
-    /// (the adapter's rendering, counted again, refuses it in its own words).
-    #[pyo3(signature = (provider, kept, system_markers, dump, config, cache=None))]
+    /// not the core's to judge, the adapter writes a merge or a rewrite, or the request sent
+    /// does not pair (the adapter's rendering, counted again, refuses it in its own words).
+    #[pyo3(signature = (provider, kept, system_markers, dump, config, cache=None, rewrites=Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn sent(
         &self,
@@ -373,21 +374,33 @@ impl NativeView {
         dump: Bound<'_, PyAny>,
         config: &CoreConfig,
         cache: Option<&PyCountCache>,
+        rewrites: Vec<(usize, String)>,
     ) -> PyResult<Option<(usize, u64)>> {
         guard(py, || {
             let memo = &self.reading.sent;
             let asked = |m: &Option<SentMemo>| {
                 m.as_ref()
-                    .filter(|m| m.kept == kept && m.markers == system_markers)
+                    .filter(|m| {
+                        m.kept == kept && m.rewrites == rewrites && m.markers == system_markers
+                    })
                     .map(|m| m.answer)
             };
             if let Some(answer) = asked(&memo.lock().unwrap_or_else(PoisonError::into_inner)) {
                 return Ok(answer);
             }
-            let answer =
-                self.sent_anew(py, provider, &kept, system_markers, &dump, config, cache)?;
+            let answer = self.sent_anew(
+                py,
+                provider,
+                &kept,
+                &rewrites,
+                system_markers,
+                &dump,
+                config,
+                cache,
+            )?;
             *memo.lock().unwrap_or_else(PoisonError::into_inner) = Some(SentMemo {
                 kept,
+                rewrites,
                 markers: system_markers,
                 answer,
             });
@@ -452,6 +465,7 @@ impl NativeView {
         py: Python<'_>,
         provider: &str,
         kept: &[usize],
+        rewrites: &[(usize, String)],
         system_markers: u32,
         dump: &Bound<'_, PyAny>,
         config: &CoreConfig,
@@ -468,11 +482,24 @@ impl NativeView {
         if kept.merges.is_empty() {
             return Ok(None);
         }
-        let wanted: Vec<usize> = kept
+        let request = &self.reading.request;
+        let rewrites: Vec<(usize, &str)> = rewrites.iter().map(|(k, t)| (*k, t.as_str())).collect();
+        let message = |k: usize| (k < request.len()).then(|| request.message(k));
+        let Some(kept) = native_body::with_rewrites(native, kept, &rewrites, message) else {
+            return Ok(None);
+        };
+        let mut wanted: Vec<usize> = kept
             .merges
             .iter()
             .flat_map(|(run, _)| kept.items[run.clone()].iter().copied())
+            .chain(
+                kept.rewrites
+                    .iter()
+                    .flat_map(|r| kept.items[r.at.clone()].iter().copied()),
+            )
             .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
         let raws = serialized_by(dump, &wanted)?;
         let by_item: HashMap<usize, &[u8]> = wanted
             .iter()
@@ -482,16 +509,16 @@ impl NativeView {
         let tools_tokens = self.reading.request.tools_tokens;
         let counted = py.detach(|| {
             let raw = |i: usize| by_item.get(&i).copied();
-            let Some(merged) = native_body::merged_runs(provider, &kept, &raw)? else {
+            let Some(changed) = native_body::changed_runs(provider, &kept, &raw)? else {
                 return Ok(None);
             };
-            let mut sent = native::sent(provider, native, &kept.items, &merged)?;
+            let mut sent = native::sent(provider, native, &kept.items, &changed)?;
             if !sent.issues.is_empty() {
                 return Ok(None);
             }
             let messages = std::mem::take(&mut sent.messages);
             let request = load_canonical(messages, None, config.scheme, cache)?;
-            Ok::<_, CoreError>(Some((merged.len(), total(&request) + tools_tokens)))
+            Ok::<_, CoreError>(Some((kept.merges.len(), total(&request) + tools_tokens)))
         })?;
         Ok(counted)
     }
