@@ -177,12 +177,14 @@ def _status_kib(key: str) -> int:
 
 
 def _measure_child(path: str, budget: int) -> dict[str, int]:
-    """In the child: RSS with the package and session loaded, after the first count (the
-    tokenizer's tables), then the peak of one assembly above that. Writing 5 to clear_refs
-    resets the high-water mark, so loading's own transient peak cannot hide the assembly's."""
+    """In the child: RSS with the package and session loaded, after the tokenizer's tables
+    are built (``rb.warmup`` waits for the fast ones, which a first count only starts on a
+    thread of their own: measured after a count, their build ran into the assembly's peak),
+    then the peak of one assembly above that. Writing 5 to clear_refs resets the high-water
+    mark, so loading's own transient peak cannot hide the assembly's."""
     messages = orjson.loads(Path(path).read_bytes())
     loaded = _status_kib("VmRSS")
-    rb.count_text("warm up the tokenizer tables")
+    rb.warmup(["o200k_base"])
     tables = _status_kib("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")
     before = _status_kib("VmRSS")
