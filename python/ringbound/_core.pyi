@@ -244,10 +244,10 @@ class NativeView:
         dump: Callable[[list[int]], list[bytes]],
         config: CoreConfig,
         cache: CountCache | None = None,
-        rewrites: list[tuple[int, str]] = ...,
+        rewrites: list[tuple[int, str, str]] = ...,
     ) -> tuple[int, int] | None:
-        """For a plan that keeps the canonical messages ``kept``, with the tool results
-        ``rewrites`` (canonical index, new text) rewritten, and nothing else: where the
+        """For a plan that keeps the canonical messages ``kept``, with the messages
+        ``rewrites`` (canonical index, kind, new text) rewritten, and nothing else: where the
         provider merges neighbours the drop brought together, ``(merged, tokens)`` of the
         request as the core writes and sends it (``dump(indices)`` gives the JSON arrays of
         the items merged or rewritten), its pairing checked; None when nothing is merged or

@@ -318,7 +318,7 @@ class NativeRequest:
 
     def sent(self, items: Sequence[Any], rendered: Rendered, tools_dropped: bool) -> int | None:
         """Tokens of ``rendered`` as the core counts it without reading it again, where the plan
-        only keeps items and rewrites tool results, and the rendering differs from it only by
+        only keeps items and rewrites messages, and the rendering differs from it only by
         neighbours merged as the core merges them (``NativeView.sent``); None when the core
         cannot tell."""
         if (
@@ -329,14 +329,14 @@ class NativeRequest:
         ):
             return None
         kept: list[int] = []
-        rewrites: list[tuple[int, str]] = []
+        rewrites: list[tuple[int, str, str]] = []
         rewrite = _core.Insertion.Rewrite
         for item in items:
             if type(item) is int:
                 kept.append(item)
-            elif type(item) is rewrite and item.kind != "media":
+            elif type(item) is rewrite:
                 kept.append(item.index)
-                rewrites.append((item.index, item.text))
+                rewrites.append((item.index, item.kind, item.text))
             else:
                 return None
         markers = getattr(self.adapter, "system_markers", None)

@@ -325,7 +325,7 @@ def assemble(
 #: Why a body the native path could have taken took the items path.
 _RENDERED = (
     "the plan needs the provider's adapter to render it (a synthesized result, a summary, "
-    "images made text, neighbours to merge that the core does not, the tools dropped), or the core "
+    "neighbours to merge that the core does not, the tools dropped), or the core "
     "refused the request"
 )
 

@@ -1,16 +1,16 @@
 """The native path for the bodies of Responses, Anthropic, Gemini and Bedrock Converse: when
-the plan drops whole items, cuts tool results (or stubs superseded reads) and may bring the
-side-effect ledger note, the core reads the history, plans it and writes the body in one call
-with the GIL released, kept items as the input's own bytes (a cut result edited where it lies
-in its item), the note where the provider's adapter puts it, and every other field as it
-was. Python reads only the few fields the adapter turns into what the core counts (the
+the plan drops whole items, cuts tool results (or stubs superseded reads), makes older images
+text and may bring the side-effect ledger note, the core reads the history, plans it and
+writes the body in one call with the GIL released, kept items as the input's own bytes (a
+rewritten item edited where it lies), the note where the provider's adapter puts it, and
+every other field as it was. Python reads only the few fields the adapter turns into what the core counts (the
 system's texts, the tools in OpenAI's shape: ``inputs``), once for each distinct head of a
 body (``body._head``), since a session sends the same one every turn.
 
 The merges of the neighbours a drop brought together (Anthropic, Bedrock, Gemini) and
 Anthropic's stripped whitespace-only text are written by the core too.
-Any other plan (a synthesized result, a summary, images made text, another merge, the tools
-dropped), a system of a shape the core does not rewrite, a pairing
+Any other plan (a synthesized result, a summary, another merge, the tools dropped), a system
+of a shape the core does not rewrite, a pairing
 issue, a note an earlier assembly left in the system, or a request the core refuses takes
 the items path, which finds the same reading kept and says what is wrong in its own words.
 """
@@ -68,8 +68,8 @@ def assemble(
     keys: tuple[str, str | None],
     entry: str | None,
 ) -> BodyResult | None:
-    """The body assembled by the core when its plan keeps items, cuts results and may bring
-    the ledger note, else None.
+    """The body assembled by the core when its plan keeps items, rewrites them (cut results,
+    images made text) and may bring the ledger note, else None.
 
     ``cut`` is ``data`` as the core split it (``_core.split_body_at``), ``given`` what the
     core counts of its other fields (``inputs``; None: the native path cannot take it);

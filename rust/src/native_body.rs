@@ -1,14 +1,15 @@
 //! Request bodies of the native providers (Responses, Anthropic, Gemini, Bedrock Converse)
 //! written by the core, for the plans most gateway requests get: ones that drop whole items,
-//! cut oversized tool results (or stub superseded reads), and may bring the side-effect ledger
-//! note. The kept items go out as the input's own bytes, a rewritten result edited where it
-//! lies in its item (`Provider::result_rewritten`), the note where the provider's adapter
-//! writes it, and every other field as it was, so such a request never reaches Python. Where
+//! cut oversized tool results (or stub superseded reads), make older images text, and may
+//! bring the side-effect ledger note. The kept items go out as the input's own bytes, a
+//! rewritten one edited where it lies (`Provider::result_rewritten`, `media_rewritten`), the
+//! note where the provider's adapter writes it, and every other field as it was, so such a
+//! request never reaches Python. Where
 //! the provider merges the neighbours a drop brought together (Anthropic, Bedrock Converse,
 //! Gemini), the core writes the merged item as its adapter does and counts the request as
 //! sent; Anthropic's whitespace-only text is stripped as its adapter strips it. Any other plan
-//! (a synthesized result, a summary, images made text, a merge the adapter must place, the
-//! tools dropped) is the adapter's to render.
+//! (a synthesized result, a summary, a merge the adapter must place, the tools dropped) is the
+//! adapter's to render.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -39,21 +40,22 @@ pub struct Kept<'p> {
     pub rewrites: Vec<Rewritten<'p>>,
 }
 
-/// A tool result a plan rewrote, in a kept item.
+/// A message a cheap stage rewrote, in kept items: a tool result cut or stubbed, or the
+/// images of a message made text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rewritten<'p> {
-    /// Positions in `items` of the items the result's canonical message stands for.
+    /// Positions in `items` of the items the canonical message stands for.
     pub at: Range<usize>,
-    /// The call the result answers.
-    pub call_id: String,
+    /// The call the result answers; None for images made text.
+    pub call_id: Option<String>,
     /// Its position among the results of the first of those items (`ResultAt::nth`).
     pub nth: usize,
     /// Its new text.
     pub text: &'p str,
 }
 
-/// What `plan` keeps, when it only keeps items, rewrites tool results (cut or stubbed) and may
-/// bring the ledger note, and `provider` sends the kept items as the caller gave them (but
+/// What `plan` keeps, when it only keeps items, rewrites them (results cut or stubbed, images
+/// made text) and may bring the ledger note, and `provider` sends the kept items as the caller gave them (but
 /// for the rewrites) behind a system that holds `system_markers` prompt cache markers; None
 /// when the plan needs an adapter's rendering. `message` gives the canonical message at an
 /// index (the reading's, which its request holds).
@@ -78,10 +80,9 @@ pub fn kept_as_given<'p, 'm>(
             Item::LedgerNote { text, role } if note.is_none() => {
                 note = Some((text.as_str(), *role, canonical.len()));
             }
-            // Images made text change other parts than a result: the adapter's.
-            Item::Rewrite { index, kind, text } if *kind != RewriteKind::Media => {
+            Item::Rewrite { index, kind, text } => {
                 canonical.push(*index);
-                rewrites.push((*index, text.as_str()));
+                rewrites.push((*index, *kind, text.as_str()));
             }
             _ => return Ok(None),
         }
@@ -92,32 +93,36 @@ pub fn kept_as_given<'p, 'm>(
     Ok(with_rewrites(native, kept, &rewrites, message))
 }
 
-/// `kept` with the tool results `rewrites` (canonical index, new text) rewritten in its
-/// items; None when one is no tool result kept whole. `message` gives the canonical message
-/// at an index.
+/// `kept` with the messages `rewrites` (canonical index, kind, new text) rewritten in its
+/// items; None when one is not kept whole, or a result rewrite is of no tool result.
+/// `message` gives the canonical message at an index.
 pub fn with_rewrites<'p, 'm>(
     native: &Native,
     mut kept: Kept<'p>,
-    rewrites: &[(usize, &'p str)],
+    rewrites: &[(usize, RewriteKind, &'p str)],
     message: impl Fn(usize) -> Option<&'m Message>,
 ) -> Option<Kept<'p>> {
-    for &(k, text) in rewrites {
-        let rewritten = rewritten(native, &message, &kept.items, k, text)?;
+    for &(k, kind, text) in rewrites {
+        let rewritten = rewritten(native, &message, &kept.items, k, kind, text)?;
         kept.rewrites.push(rewritten);
     }
     Some(kept)
 }
 
-/// Where canonical message `k` of `native`, a tool result rewritten to `text`, lies among the
-/// kept `items`; None when it is no tool result or not kept whole.
+/// Where canonical message `k` of `native`, rewritten by `kind` to `text`, lies among the
+/// kept `items`; None when it is not kept whole, or a result rewrite is of no tool result.
 fn rewritten<'p, 'm>(
     native: &Native,
     message: &impl Fn(usize) -> Option<&'m Message>,
     items: &[usize],
     k: usize,
+    kind: RewriteKind,
     text: &'p str,
 ) -> Option<Rewritten<'p>> {
-    let call_id = message(k)?.tool_call_id.clone()?;
+    let call_id = match kind {
+        RewriteKind::Media => None,
+        _ => Some(message(k)?.tool_call_id.clone()?),
+    };
     let (start, end) = (*native.spans.get(k)?)?;
     let first = items.binary_search(&start).ok()?;
     let at = first..first + (end - start);
@@ -239,11 +244,15 @@ fn as_sent<'a>(
         }
         let mut changed = false;
         for j in rewrite.at.clone().filter(written) {
-            let at = ResultAt {
-                call_id: &rewrite.call_id,
-                nth: (j == rewrite.at.start).then_some(rewrite.nth),
+            let first = j == rewrite.at.start;
+            let edit = match &rewrite.call_id {
+                Some(call_id) => Rewrite::Result(ResultAt {
+                    call_id,
+                    nth: first.then_some(rewrite.nth),
+                }),
+                None => Rewrite::Media(first),
             };
-            match with_provider(provider, Rewrite(&sent[j], at, rewrite.text))? {
+            match with_provider(provider, (&*sent[j], edit, rewrite.text))? {
                 None => return Ok(None),
                 Some(None) => {}
                 Some(Some(item)) => {
@@ -348,13 +357,22 @@ impl ForProvider for Stripped<'_> {
     }
 }
 
-/// One item with a rewritten result, written by the provider.
-struct Rewrite<'a>(&'a [u8], ResultAt<'a>, &'a str);
+/// What a rewrite changes in an item: a result, or the images (in the first item of the
+/// canonical message's span or another).
+enum Rewrite<'a> {
+    Result(ResultAt<'a>),
+    Media(bool),
+}
 
-impl ForProvider for Rewrite<'_> {
+/// One item rewritten to a text, written by the provider.
+impl ForProvider for (&[u8], Rewrite<'_>, &str) {
     type Out = Option<Option<Vec<u8>>>;
     fn run<P: Provider>(self, p: P) -> Self::Out {
-        p.result_rewritten(self.0, self.1, self.2)
+        let (item, rewrite, text) = self;
+        match rewrite {
+            Rewrite::Result(at) => p.result_rewritten(item, at, text),
+            Rewrite::Media(first) => p.media_rewritten(item, first, text),
+        }
     }
 }
 

@@ -32,8 +32,8 @@ pub struct Reading {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SentMemo {
     pub kept: Vec<usize>,
-    /// The tool results rewritten (canonical index, new text).
-    pub rewrites: Vec<(usize, String)>,
+    /// The messages rewritten (canonical index, kind, new text).
+    pub rewrites: Vec<(usize, String, String)>,
     pub markers: u32,
     pub answer: Option<(usize, u64)>,
 }

@@ -324,6 +324,14 @@ pub trait Provider {
         None
     }
 
+    /// Kept item `item` (the caller's JSON) with its images (and what the provider prices as
+    /// images) made the text `text`, as the adapter writes a message the media stage
+    /// rewrote; `first` when it is the first item the canonical message stands for.
+    /// `Some(None)` when the item holds none, None when only the adapter can write it.
+    fn media_rewritten(&self, _item: &[u8], _first: bool, _text: &str) -> Option<Option<Vec<u8>>> {
+        None
+    }
+
     /// Where the adapter writes a plan's ledger note `note`, given the body's system as JSON
     /// (None when it has none).
     fn ledger_note(&self, _system: Option<&str>, _note: &str) -> NoteAt {

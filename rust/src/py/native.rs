@@ -27,6 +27,7 @@ use crate::providers::list_changed;
 use crate::readings::{self, Context, Reading, SentMemo};
 use crate::request::{check_count, check_size, load_canonical, Request};
 use crate::request::{Limits, Scheme};
+use crate::rewrite::RewriteKind;
 
 /// A native request read by the core. Its canonical messages are built as dicts only when
 /// asked for (`message`): an assembly reads a few (a note, the first user message), never all.
@@ -354,8 +355,8 @@ impl NativeView {
         })
     }
 
-    /// What a plan that keeps the canonical messages `kept`, with the tool results
-    /// `rewrites` (canonical index, new text) rewritten and nothing inserted, the tools kept,
+    /// What a plan that keeps the canonical messages `kept`, with the messages `rewrites`
+    /// (canonical index, kind, new text) rewritten and nothing inserted, the tools kept,
     /// sends where `provider` merges neighbours a drop brought together, as the core writes
     /// them (`dump(indices)`, JSON arrays of the caller's items at those indices, gives the
     /// JSON of the items merged or rewritten): `(merged, tokens)`, the items written as one of
@@ -374,7 +375,7 @@ impl NativeView {
         dump: Bound<'_, PyAny>,
         config: &CoreConfig,
         cache: Option<&PyCountCache>,
-        rewrites: Vec<(usize, String)>,
+        rewrites: Vec<(usize, String, String)>,
     ) -> PyResult<Option<(usize, u64)>> {
         guard(py, || {
             let memo = &self.reading.sent;
@@ -465,7 +466,7 @@ impl NativeView {
         py: Python<'_>,
         provider: &str,
         kept: &[usize],
-        rewrites: &[(usize, String)],
+        rewrites: &[(usize, String, String)],
         system_markers: u32,
         dump: &Bound<'_, PyAny>,
         config: &CoreConfig,
@@ -483,9 +484,19 @@ impl NativeView {
             return Ok(None);
         }
         let request = &self.reading.request;
-        let rewrites: Vec<(usize, &str)> = rewrites.iter().map(|(k, t)| (*k, t.as_str())).collect();
+        let mut planned = Vec::with_capacity(rewrites.len());
+        for (k, kind, text) in rewrites {
+            let Some(kind) = RewriteKind::from_name(kind) else {
+                return Err(CoreError::Config {
+                    key: "rewrites".to_owned(),
+                    reason: format!("no rewrite kind {kind:?}"),
+                }
+                .into());
+            };
+            planned.push((*k, kind, text.as_str()));
+        }
         let message = |k: usize| (k < request.len()).then(|| request.message(k));
-        let Some(kept) = native_body::with_rewrites(native, kept, &rewrites, message) else {
+        let Some(kept) = native_body::with_rewrites(native, kept, &planned, message) else {
             return Ok(None);
         };
         let mut wanted: Vec<usize> = kept

@@ -13,7 +13,9 @@ mod rules;
 
 use super::item_cache::ItemCache;
 use super::{appended, edit, json_string, note_in_string, push_array, NoteAt, ResultAt};
-use super::{cached_items, message_of, runs, with_array, Canonical, ItemFacts, Provider, Run};
+use super::{
+    cached_items, message_of, runs, with_array, within, Canonical, ItemFacts, Provider, Run,
+};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role, Text};
@@ -318,6 +320,24 @@ impl Provider for Anthropic {
         edit::spliced(item, edits).map(Some)
     }
 
+    /// Each image, and each document priced as page images, becomes a text block (its cache
+    /// marker kept), inside tool results and content documents too, in every message the
+    /// canonical message stands for.
+    fn media_rewritten(&self, item: &[u8], _first: bool, text: &str) -> Option<Option<Vec<u8>>> {
+        let message: &RawValue = serde_json::from_slice(item).ok()?;
+        let Some(blocks) = edit::field(message, "content").and_then(edit::elements) else {
+            return Some(None);
+        };
+        let mut edits = Vec::new();
+        for block in blocks {
+            without_media(item, block, text, &mut edits)?;
+        }
+        if edits.is_empty() {
+            return Some(None);
+        }
+        edit::spliced(item, edits).map(Some)
+    }
+
     fn validate(&self, items: &[Arc<AnthropicMessage>]) -> Vec<PairingIssue> {
         rules::validate(items)
     }
@@ -325,6 +345,51 @@ impl Provider for Anthropic {
     fn canonical(&self, items: &[Arc<AnthropicMessage>]) -> Canonical {
         canonical::canonical(items)
     }
+}
+
+/// The edits of `json` making `block`'s images text blocks `text` (the adapter's
+/// `_without_media`); None when one does not lie in `json`.
+fn without_media(
+    json: &[u8],
+    block: &RawValue,
+    text: &str,
+    edits: &mut Vec<edit::Edit>,
+) -> Option<()> {
+    let Some(fields) = edit::fields(block) else {
+        return Some(()); // not an object: sent as it is
+    };
+    let kind = edit::last(&fields, "type").and_then(edit::string);
+    let source = edit::last(&fields, "source").and_then(edit::fields);
+    let source_kind = source
+        .as_ref()
+        .and_then(|s| edit::last(s, "type"))
+        .and_then(edit::string);
+    let priced_as_image = match kind.as_deref() {
+        Some("image") => true,
+        Some("document") => matches!(source_kind.as_deref(), Some("base64" | "url" | "file")),
+        _ => false,
+    };
+    if priced_as_image {
+        let mut out = format!(r#"{{"type":"text","text":{}"#, json_string(text));
+        if let Some(marker) = edit::last(&fields, "cache_control") {
+            out.push_str(r#","cache_control":"#);
+            out.push_str(marker.get());
+        }
+        out.push('}');
+        edits.push((within(json, block)?, out.into_bytes()));
+        return Some(());
+    }
+    let inner = match (kind.as_deref(), source_kind.as_deref()) {
+        (Some("tool_result"), _) => edit::last(&fields, "content"),
+        (Some("document"), Some("content")) => {
+            source.as_ref().and_then(|s| edit::last(s, "content"))
+        }
+        _ => None,
+    };
+    for block in inner.and_then(edit::elements).unwrap_or_default() {
+        without_media(json, block, text, edits)?;
+    }
+    Some(())
 }
 
 #[cfg(test)]

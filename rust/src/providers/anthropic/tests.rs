@@ -688,3 +688,33 @@ fn a_rewritten_result_holds_the_text_after_its_images_and_nothing_else_changes()
         Some(None)
     );
 }
+
+#[test]
+fn images_made_text_keep_their_cache_marker_and_reach_into_results_and_documents() {
+    let image = json!({"type": "image", "source": {"type": "url", "url": "https://x/i.png"}});
+    let marked = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}, "cache_control": {"type": "ephemeral"}});
+    let message = json!({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "a", "content": [{"type": "text", "text": "shot"}, image]},
+        marked,
+        {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "kept"}},
+        {"type": "document", "source": {"type": "content", "content": [image, {"type": "text", "text": "t"}]}},
+        {"type": "text", "text": "go on"},
+    ]});
+    let raw = serde_json::to_vec(&message).unwrap();
+    let got: Value = serde_json::from_slice(
+        &Anthropic
+            .media_rewritten(&raw, false, "gone")
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    let text = json!({"type": "text", "text": "gone"});
+    let mut expected = message.clone();
+    expected["content"][0]["content"][1] = text.clone();
+    expected["content"][1] =
+        json!({"type": "text", "text": "gone", "cache_control": {"type": "ephemeral"}});
+    expected["content"][3]["source"]["content"][0] = text;
+    assert_eq!(got, expected);
+    let plain = serde_json::to_vec(&json!({"role": "user", "content": "hi"})).unwrap();
+    assert_eq!(Anthropic.media_rewritten(&plain, true, "gone"), Some(None));
+}

@@ -10,7 +10,7 @@ mod rules;
 
 use super::item_cache::ItemCache;
 use super::{appended, edit, json_string, push_array, NoteAt, ResultAt};
-use super::{cached_items, message_of, runs, Canonical, ItemFacts, Provider, Run};
+use super::{cached_items, message_of, runs, within, Canonical, ItemFacts, Provider, Run};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Role, Text};
@@ -166,13 +166,13 @@ impl Provider for BedrockConverse {
         at: ResultAt<'_>,
         text: &str,
     ) -> Option<Option<Vec<u8>>> {
+        // The adapter rewrites the first message the canonical one stands for.
+        if at.nth.is_none() {
+            return Some(None);
+        }
         let message: &RawValue = serde_json::from_slice(item).ok()?;
         let Some(blocks) = edit::field(message, "content").and_then(edit::elements) else {
             return Some(None);
-        };
-        let is_image = |b: &&RawValue| {
-            edit::field(b, "image").is_some()
-                || edit::field(b, "guardContent").is_some_and(|g| edit::field(g, "image").is_some())
         };
         let mut edits = Vec::new();
         for block in blocks {
@@ -211,6 +211,33 @@ impl Provider for BedrockConverse {
         edit::spliced(item, edits).map(Some)
     }
 
+    /// Each image block, inside a `toolResult` too, becomes a text block, in the first
+    /// message the canonical one stands for.
+    fn media_rewritten(&self, item: &[u8], first: bool, text: &str) -> Option<Option<Vec<u8>>> {
+        if !first {
+            return Some(None);
+        }
+        let message: &RawValue = serde_json::from_slice(item).ok()?;
+        let Some(blocks) = edit::field(message, "content").and_then(edit::elements) else {
+            return Some(None);
+        };
+        let placeholder = format!(r#"{{"text":{}}}"#, json_string(text)).into_bytes();
+        let mut edits = Vec::new();
+        for block in blocks {
+            let inner = edit::field(block, "toolResult")
+                .and_then(|r| edit::field(r, "content"))
+                .and_then(edit::elements)
+                .unwrap_or_default();
+            for b in std::iter::once(block).chain(inner).filter(|b| is_image(b)) {
+                edits.push((within(item, b)?, placeholder.clone()));
+            }
+        }
+        if edits.is_empty() {
+            return Some(None);
+        }
+        edit::spliced(item, edits).map(Some)
+    }
+
     fn validate(&self, items: &[Arc<BedrockMessage>]) -> Vec<PairingIssue> {
         rules::validate(items)
     }
@@ -218,6 +245,12 @@ impl Provider for BedrockConverse {
     fn canonical(&self, items: &[Arc<BedrockMessage>]) -> Canonical {
         canonical::canonical(items)
     }
+}
+
+/// Whether a content block is an image, or a guarded one, as the adapter tells them.
+fn is_image(block: &RawValue) -> bool {
+    edit::field(block, "image").is_some()
+        || edit::field(block, "guardContent").is_some_and(|g| edit::field(g, "image").is_some())
 }
 
 #[cfg(test)]

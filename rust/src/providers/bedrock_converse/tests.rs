@@ -315,7 +315,7 @@ fn a_rewritten_result_holds_the_text_before_its_images_with_its_status() {
     let raw = serde_json::to_vec(&message).unwrap();
     let at = ResultAt {
         call_id: "a",
-        nth: None,
+        nth: Some(0),
     };
     let got: Value = serde_json::from_slice(
         &BedrockConverse
@@ -327,12 +327,35 @@ fn a_rewritten_result_holds_the_text_before_its_images_with_its_status() {
     let mut expected = message.clone();
     expected["content"][0]["toolResult"]["content"] = json!([{"text": "cut"}, image]);
     assert_eq!(got, expected);
-    let none = ResultAt {
-        call_id: "zz",
-        nth: None,
-    };
+    // Another call, or a message past the first of the canonical one's: as it is.
+    for (call_id, nth) in [("zz", Some(0)), ("a", None)] {
+        let at = ResultAt { call_id, nth };
+        assert_eq!(BedrockConverse.result_rewritten(&raw, at, "x"), Some(None));
+    }
+}
+
+#[test]
+fn images_made_text_in_the_first_message_only() {
+    let image = json!({"image": {"format": "png", "source": {"bytes": "AAAA"}}});
+    let message = json!({"role": "user", "content": [
+        {"toolResult": {"toolUseId": "a", "content": [{"text": "shot"}, image], "status": "success"}},
+        {"guardContent": {"image": {"format": "png", "source": {"bytes": "AAAA"}}}},
+        {"text": "go on"},
+    ]});
+    let raw = serde_json::to_vec(&message).unwrap();
+    let got: Value = serde_json::from_slice(
+        &BedrockConverse
+            .media_rewritten(&raw, true, "gone")
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut expected = message.clone();
+    expected["content"][0]["toolResult"]["content"][1] = json!({"text": "gone"});
+    expected["content"][1] = json!({"text": "gone"});
+    assert_eq!(got, expected);
     assert_eq!(
-        BedrockConverse.result_rewritten(&raw, none, "x"),
+        BedrockConverse.media_rewritten(&raw, false, "gone"),
         Some(None)
     );
 }

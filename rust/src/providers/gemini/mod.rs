@@ -18,7 +18,7 @@ pub use rules::{answers, Answer};
 
 use super::item_cache::ItemCache;
 use super::{appended, edit, json_string, note_in_string, NoteAt, ResultAt};
-use super::{cached_items, runs, with_array, Canonical, ItemFacts, Provider, Run};
+use super::{cached_items, runs, with_array, within, Canonical, ItemFacts, Provider, Run};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Framed, Image, Role, Text};
@@ -244,6 +244,49 @@ impl Provider for Gemini {
         edit::spliced(item, vec![edit]).map(Some)
     }
 
+    /// Each image part becomes a text part (its thought signature kept); images inside a
+    /// functionResponse leave it, and their texts close the content. The first content of
+    /// the canonical message's span only.
+    fn media_rewritten(&self, item: &[u8], first: bool, text: &str) -> Option<Option<Vec<u8>>> {
+        if !first {
+            return Some(None);
+        }
+        let content: &RawValue = serde_json::from_slice(item).ok()?;
+        let parts_value = edit::field(content, "parts")?;
+        let parts = edit::elements(parts_value)?;
+        let mut edits = Vec::new();
+        let mut moved = 0;
+        for part in &parts {
+            // Not an object: the adapter's path says what is wrong.
+            let fields = edit::fields(part)?;
+            if image_blob(&fields) {
+                let mut out = format!(r#"{{"text":{}"#, json_string(text));
+                for key in ["thought", "thoughtSignature", "thought_signature"] {
+                    if let Some(value) = edit::last(&fields, key) {
+                        out.push_str(&format!(",{}:{}", json_string(key), value.get()));
+                    }
+                }
+                out.push('}');
+                edits.push((within(item, part)?, out.into_bytes()));
+                continue;
+            }
+            if let Some((key, body)) = without_images(&fields, &mut moved)? {
+                edits.push(edit::set_field(item, part, key, body)?);
+            }
+        }
+        if moved > 0 {
+            let end = within(item, parts_value)?.end - 1;
+            let placeholder = format!(r#"{{"text":{}}}"#, json_string(text));
+            let texts = vec![placeholder; moved].join(",");
+            let comma = if parts.is_empty() { "" } else { "," };
+            edits.push((end..end, format!("{comma}{texts}").into_bytes()));
+        }
+        if edits.is_empty() {
+            return Some(None);
+        }
+        edit::spliced(item, edits).map(Some)
+    }
+
     fn validate(&self, items: &[Arc<GeminiContent>]) -> Vec<PairingIssue> {
         rules::validate(items)
     }
@@ -255,6 +298,77 @@ impl Provider for Gemini {
     fn issues_and_canonical(&self, items: &[Arc<GeminiContent>]) -> (Vec<PairingIssue>, Canonical) {
         canonical::issues_and_canonical(items)
     }
+}
+
+/// A part's functionResponse without the images among its parts (`moved` counts them), as
+/// the adapter writes it: its fields but `parts`, then the parts left, if any. The field's
+/// name and the new body; None (in the option) when it holds no image, None when a part is
+/// not an object.
+fn without_images<'a>(
+    part: &[(Cow<'a, str>, &'a RawValue)],
+    moved: &mut usize,
+) -> Option<Option<(&'static str, Vec<u8>)>> {
+    // The SDK's spelling when given, as the adapter reads it.
+    let key = if edit::last(part, "function_response").is_some() {
+        "function_response"
+    } else {
+        "functionResponse"
+    };
+    let Some(body) = edit::last(part, key) else {
+        return Some(None);
+    };
+    let fields = edit::fields(body)?;
+    let inner = edit::last(&fields, "parts")
+        .and_then(edit::elements)
+        .unwrap_or_default();
+    let mut kept = Vec::with_capacity(inner.len());
+    for p in &inner {
+        if image_blob(&edit::fields(p)?) {
+            *moved += 1;
+        } else {
+            kept.push(p.get().as_bytes());
+        }
+    }
+    if kept.len() == inner.len() {
+        return Some(None);
+    }
+    let mut out = vec![b'{'];
+    let mut n = 0;
+    for (k, v) in fields.iter().filter(|(k, _)| k != "parts") {
+        if n > 0 {
+            out.push(b',');
+        }
+        n += 1;
+        out.extend_from_slice(json_string(k).as_bytes());
+        out.push(b':');
+        out.extend_from_slice(v.get().as_bytes());
+    }
+    if !kept.is_empty() {
+        if n > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(br#""parts":"#);
+        super::push_array(&mut out, kept);
+    }
+    out.push(b'}');
+    Some(Some((key, out)))
+}
+
+/// Whether a part holds an image blob, inline or by file, as the adapter tells them.
+fn image_blob(part: &[(Cow<'_, str>, &RawValue)]) -> bool {
+    let get =
+        |camel: &str, snake: &str| edit::last(part, camel).or_else(|| edit::last(part, snake));
+    let Some(blob) = get("inlineData", "inline_data").or_else(|| get("fileData", "file_data"))
+    else {
+        return false;
+    };
+    let Some(fields) = edit::fields(blob) else {
+        return false;
+    };
+    let mime = edit::last(&fields, "mimeType")
+        .or_else(|| edit::last(&fields, "mime_type"))
+        .and_then(edit::string);
+    mime.is_some_and(|m| m.starts_with("image/"))
 }
 
 #[cfg(test)]

@@ -498,3 +498,28 @@ fn a_rewritten_response_holds_the_text_under_its_one_key_else_output() {
     assert_eq!(write(None), Some(None));
     assert_eq!(write(Some(3)), None);
 }
+
+#[test]
+fn images_made_text_keep_their_signature_and_leave_responses_for_the_end() {
+    let blob = json!({"inlineData": {"mimeType": "image/png", "data": "AAAA"}});
+    let content = json!({"role": "user", "parts": [
+        {"inlineData": {"mimeType": "image/png", "data": "AAAA"}, "thoughtSignature": "sig"},
+        {"functionResponse": {"name": "shot", "parts": [blob, {"text": "kept"}], "response": {"ok": true}}},
+        {"function_response": {"name": "only", "parts": [blob], "id": "7"}},
+        {"fileData": {"mimeType": "application/pdf", "fileUri": "gs://x"}},
+    ]});
+    let raw = serde_json::to_vec(&content).unwrap();
+    let got: Value =
+        serde_json::from_slice(&Gemini.media_rewritten(&raw, true, "gone").unwrap().unwrap())
+            .unwrap();
+    let expected = json!({"role": "user", "parts": [
+        {"text": "gone", "thoughtSignature": "sig"},
+        {"functionResponse": {"name": "shot", "response": {"ok": true}, "parts": [{"text": "kept"}]}},
+        {"function_response": {"name": "only", "id": "7"}},
+        {"fileData": {"mimeType": "application/pdf", "fileUri": "gs://x"}},
+        {"text": "gone"},
+        {"text": "gone"},
+    ]});
+    assert_eq!(got, expected);
+    assert_eq!(Gemini.media_rewritten(&raw, false, "gone"), Some(None));
+}

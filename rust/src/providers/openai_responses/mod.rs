@@ -250,6 +250,30 @@ impl Provider for OpenAIResponses {
         edit::spliced(item, vec![edit]).map(Some)
     }
 
+    /// Each `input_image` part of a message's content becomes an `input_text` part, in the
+    /// first item the canonical message stands for.
+    fn media_rewritten(&self, item: &[u8], first: bool, text: &str) -> Option<Option<Vec<u8>>> {
+        if !first {
+            return Some(None);
+        }
+        let object: &RawValue = serde_json::from_slice(item).ok()?;
+        let Some(parts) = edit::field(object, "content").and_then(edit::elements) else {
+            return Some(None);
+        };
+        let placeholder = format!(r#"{{"type":"input_text","text":{}}}"#, json_string(text));
+        let mut edits = Vec::new();
+        for part in parts {
+            let kind = edit::field(part, "type").and_then(edit::string);
+            if kind.as_deref() == Some("input_image") {
+                edits.push((super::within(item, part)?, placeholder.clone().into_bytes()));
+            }
+        }
+        if edits.is_empty() {
+            return Some(None);
+        }
+        edit::spliced(item, edits).map(Some)
+    }
+
     fn validate(&self, items: &[Arc<Item>]) -> Vec<PairingIssue> {
         rules::Walk::new(items).issues()
     }

@@ -495,3 +495,26 @@ fn a_rewritten_output_holds_the_text_and_what_only_the_adapter_writes_is_left_to
     let shell = json!({"type": "shell_call_output", "call_id": "c", "output": []});
     assert_eq!(write(shell, "c"), None);
 }
+
+#[test]
+fn input_images_made_text_in_the_first_item_only() {
+    let message = json!({"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": "see"},
+        {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "high"},
+    ]});
+    let raw = serde_json::to_vec(&message).unwrap();
+    let got: Value = serde_json::from_slice(
+        &OpenAIResponses
+            .media_rewritten(&raw, true, "gone")
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut expected = message.clone();
+    expected["content"][1] = json!({"type": "input_text", "text": "gone"});
+    assert_eq!(got, expected);
+    assert_eq!(
+        OpenAIResponses.media_rewritten(&raw, false, "gone"),
+        Some(None)
+    );
+}
