@@ -55,9 +55,9 @@ pub struct Rewritten<'p> {
 }
 
 /// What `plan` keeps, when it only keeps items, rewrites them (results cut or stubbed, images
-/// made text) and may bring the ledger note, and `provider` sends the kept items as the caller gave them (but
-/// for the rewrites) behind a system that holds `system_markers` prompt cache markers; None
-/// when the plan needs an adapter's rendering. `message` gives the canonical message at an
+/// made text) and may bring the ledger note, and `provider` sends the kept items as the
+/// caller gave them (but for the rewrites) behind a system that holds `system_markers` prompt
+/// cache markers; None when the plan needs an adapter's rendering. `message` gives the canonical message at an
 /// index (the reading's, which its request holds).
 ///
 /// Errors: `Config` for an unknown provider; `InvalidMessage` for a plan of another reading.
