@@ -93,17 +93,22 @@ class Counting:
         )
 
 
-def _as_planned(items: Sequence[Any], rendered: Rendered, system: Any, notes: bool) -> bool:
+def _as_planned(items: Sequence[Any], adapter: Adapter, rendered: Rendered, system: Any) -> bool:
     """Whether the rendering is exactly what the core counted: kept items, as they are or
     rewritten (the core counts a rewrite as the adapter writes it and the provider reads it
-    back), nothing merged, and the caller's own system; or, where the adapter renders the
-    ledger note as the core counts it (``notes``), that note too. Then there is nothing to
-    recount."""
+    back), nothing merged, and the caller's own system; and, where the adapter renders them
+    as the core counts them, the ledger note (``notes_as_counted``) and results synthesized
+    for unanswered calls (``results_as_counted``). Then there is nothing to recount."""
     if rendered.merged:
         return False
-    note, rewrite = _core.Insertion.LedgerNote, _core.Insertion.Rewrite
+    notes, results = adapter.notes_as_counted, adapter.results_as_counted
+    insertion = _core.Insertion
+    note, rewrite, synthesized = insertion.LedgerNote, insertion.Rewrite, insertion.Synthesized
     if not all(
-        type(item) is int or type(item) is rewrite or (notes and type(item) is note)
+        type(item) is int
+        or type(item) is rewrite
+        or (notes and type(item) is note)
+        or (results and type(item) is synthesized)
         for item in items
     ):
         return False
@@ -453,8 +458,7 @@ def plan_native(
         if fill is not None:
             items = fill(items)
         rendered = native.render(items)
-        notes = native.adapter.notes_as_counted
-        if reserve is None and _as_planned(items, rendered, native.system, notes):
+        if reserve is None and _as_planned(items, native.adapter, rendered, native.system):
             actual = report.tokens_after
             break
         sent = None if reserve is not None else native.sent(items, rendered, report.tools_dropped)

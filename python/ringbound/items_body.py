@@ -3,16 +3,16 @@ the plan drops whole items, cuts tool results (or stubs superseded reads), makes
 text and may bring the side-effect ledger note, the core reads the history, plans it and
 writes the body in one call with the GIL released, kept items as the input's own bytes (a
 rewritten item edited where it lies), the note where the provider's adapter puts it, and
-every other field as it was. Python reads only the few fields the adapter turns into what the core counts (the
-system's texts, the tools in OpenAI's shape: ``inputs``), once for each distinct head of a
-body (``body._head``), since a session sends the same one every turn.
+every other field as it was. Python reads only the few fields the adapter turns into what
+the core counts (the system's texts, the tools in OpenAI's shape: ``inputs``), once for each
+distinct head of a body (``body._head``), since a session sends the same one every turn.
 
 The merges of the neighbours a drop brought together (Anthropic, Bedrock, Gemini) and
-Anthropic's stripped whitespace-only text are written by the core too.
-Any other plan (a synthesized result, a summary, another merge, the tools dropped), a system
-of a shape the core does not rewrite, a pairing
-issue, a note an earlier assembly left in the system, or a request the core refuses takes
-the items path, which finds the same reading kept and says what is wrong in its own words.
+Anthropic's stripped whitespace-only text are written by the core too. Any other plan (a
+synthesized result, a summary, another merge, the tools dropped), a system of a shape the
+core does not rewrite, a pairing issue, a note an earlier assembly left in the system, or a
+request the core refuses takes the items path, which finds the same reading kept and says
+what is wrong in its own words.
 """
 
 from __future__ import annotations

@@ -343,6 +343,7 @@ fn view<P: Provider>(p: P, items: Vec<Arc<P::Item>>, system: &[Vec<String>]) -> 
         out.layout.groups.push(start + 1);
     }
     out.layout.binds_next.extend(&canonical.layout.binds_next);
+    out.layout.results_named = P::RESULTS_NAMED;
     out.messages.extend(canonical.messages);
     out.issues = issues;
     out.parsed = Parsed(Some(Arc::new(items)));

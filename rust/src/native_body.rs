@@ -796,6 +796,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_gemini_result_synthesized_is_counted_as_the_adapter_writes_it() {
+        // A call without a response: the plan synthesizes one, counted as Gemini reads what
+        // the adapter writes (`{"name": ..., "response": {"error": text}}`), so the request
+        // with that response in place counts what the plan did.
+        let scheme = Scheme::openai(Encoding::O200kBase, Backend::BpeOpenai);
+        let cache = CountCache::new(1 << 16, 1 << 28);
+        let call = r#"{"role":"model","parts":[{"functionCall":{"name":"lookup_order","args":{"id":7}}}]}"#;
+        let after = r#"{"role":"user","parts":[{"text":"go on"}]}"#;
+        let response = format!(
+            r#"{{"role":"user","parts":[{{"functionResponse":{{"name":"lookup_order","response":{{"error":{}}}}}}}]}}"#,
+            json_string(crate::plan::SYNTHESIZED_RESULT_TEXT)
+        );
+        let user = r#"{"role":"user","parts":[{"text":"find it"}]}"#;
+        let count = |items: &[&str], synthesize: bool| {
+            let history = format!("[{}]", items.join(","));
+            let raws = json_array::split(history.as_bytes()).unwrap();
+            let native = read_elements("gemini", &raws, &[]).unwrap();
+            let request = load_canonical(native.messages.clone(), None, scheme, &cache).unwrap();
+            let config = PlanConfig {
+                synthesize_missing_results: synthesize,
+                ..cfg(1 << 20)
+            };
+            let planned = plan(&request, &config, &native.pinned, Some(&native.layout)).unwrap();
+            (planned.tokens_after, planned.repairs)
+        };
+        let (synthesized, repairs) = count(&[user, call, after], true);
+        assert_eq!(repairs.len(), 1);
+        let (sent, none) = count(&[user, call, &response, after], false);
+        assert!(none.is_empty());
+        assert_eq!(synthesized, sent);
+    }
+
     /// A session whose dropped rings ran the side-effect tool `send`, as `provider`'s body
     /// with `system`, planned to half its size and written.
     fn with_note(provider: &str, system: Option<&str>) -> serde_json::Value {

@@ -17,7 +17,6 @@ use crate::count::{counter, Backend, Counter, Encoding};
 use crate::error::CoreError;
 use crate::json_array;
 use crate::ledger;
-use crate::plan::SYNTHESIZED_RESULT_TEXT;
 use crate::providers::openai_chat;
 use crate::summary;
 use crate::view::{Message, Role};
@@ -147,7 +146,7 @@ fn skeleton(full: &Message) -> Message {
         || summary::is_note(full)
         || (full.role == Role::Tool
             && full.texts.len() == 1
-            && full.texts[0] == SYNTHESIZED_RESULT_TEXT.into());
+            && crate::plan::is_synthesized(&full.texts[0]));
     Message {
         role: full.role,
         name: full.name.clone(),
@@ -159,6 +158,7 @@ fn skeleton(full: &Message) -> Message {
         is_error: full.is_error,
         bytes: full.bytes,
         framed_as: full.framed_as.clone(),
+        folded: full.folded,
     }
 }
 
@@ -610,6 +610,7 @@ mod tests {
                     is_error: err,
                     bytes,
                     framed_as: None,
+                    folded: crate::view::Folded::default(),
                 },
             )
     }

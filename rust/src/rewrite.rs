@@ -12,7 +12,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::count::Counter;
 use crate::providers::gemini::error_text;
-use crate::view::{Framed, Message, Text};
+use crate::view::{Folded, Framed, Message, Text};
 
 /// What a rewrite did to a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -304,6 +304,7 @@ fn cut_text(original: &Message, whole: String) -> String {
 /// A tool result with its content replaced by `text` (ids, name, error flag kept), counted
 /// as the provider reads what the adapter sends (`framed_as`): Gemini writes `{"output":
 /// text}` and reads that back as its JSON, or `{"error": text}` and reads `Error: text`.
+/// What items folded into it brought stays (`Message::folded`).
 pub fn rewritten(original: &Message, text: &str) -> Message {
     let sent = match &original.framed_as {
         Some(Framed::Object(key)) => {
@@ -314,7 +315,7 @@ pub fn rewritten(original: &Message, text: &str) -> Message {
         Some(Framed::Error) => Cow::Owned(error_text(text.to_owned())),
         None => Cow::Borrowed(text),
     };
-    Message {
+    let mut out = Message {
         name: original.name.clone(),
         framed_as: original.framed_as.clone(),
         ..Message::tool_result(
@@ -322,7 +323,36 @@ pub fn rewritten(original: &Message, text: &str) -> Message {
             &sent,
             original.is_error,
         )
+    };
+    let folded = original.folded;
+    if folded != Folded::default() {
+        let tail = |n: usize, len: usize| len.saturating_sub(n)..len;
+        out.texts
+            .extend_from_slice(&original.texts[tail(folded.texts, original.texts.len())]);
+        out.images
+            .extend_from_slice(&original.images[tail(folded.images, original.images.len())]);
+        out.other_part_tokens = folded.other_part_tokens;
+        out.folded = folded;
     }
+    out
+}
+
+/// The result's own part of a tool result, without what items folded into it brought.
+pub fn own(original: &Message) -> Cow<'_, Message> {
+    let folded = original.folded;
+    if folded == Folded::default() {
+        return Cow::Borrowed(original);
+    }
+    let mut own = original.clone();
+    own.texts
+        .truncate(own.texts.len().saturating_sub(folded.texts));
+    own.images
+        .truncate(own.images.len().saturating_sub(folded.images));
+    own.other_part_tokens = own
+        .other_part_tokens
+        .saturating_sub(folded.other_part_tokens);
+    own.folded = Folded::default();
+    Cow::Owned(own)
 }
 
 /// A message whose images each became the placeholder text.

@@ -96,6 +96,22 @@ pub struct Message {
     /// how the adapter sends it, so that the rewrite is counted as the provider reads it
     /// (`rewrite::rewritten`). None: as the text.
     pub framed_as: Option<Framed>,
+    /// For a tool result that also stands for items folded into it (a Responses item met
+    /// while its ring was open): the parts those items brought, the last of `texts` and
+    /// `images` and part of `other_part_tokens`. A rewrite of the result leaves them, as the
+    /// adapter leaves those items.
+    pub folded: Folded,
+}
+
+/// Parts of a message that items folded into it brought (`Message::folded`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Folded {
+    /// The last `texts` of the message.
+    pub texts: usize,
+    /// The last `images` of the message.
+    pub images: usize,
+    /// Of the message's `other_part_tokens`.
+    pub other_part_tokens: u32,
 }
 
 impl Message {
@@ -112,6 +128,7 @@ impl Message {
             is_error: false,
             bytes: text.len(),
             framed_as: None,
+            folded: Folded::default(),
         }
     }
 

@@ -644,3 +644,46 @@ def test_default_stages_render_valid_requests_in_every_shape(provider: str) -> N
     assert {r.kind for r in res.report.rewrites} == {"deduped", "truncated", "media"}
     assert res.report.tokens_after <= cfg.budget
     assert rb.count_tokens(res.messages, provider=provider, system=res.system) <= cfg.budget
+
+
+@pytest.mark.parametrize("synthesized", [False, True])
+def test_a_responses_result_with_an_item_folded_in_is_counted_as_sent(synthesized: bool) -> None:
+    """An assistant message met while a call is still open is folded into the output before
+    it (the canonical view pairs by adjacency). A cut of that output would leave the folded
+    message beside it, which the limit does not bound, so such an output is not cut; at every
+    budget the plan either fits as counted or is refused, with or without the open call's
+    result synthesized."""
+    items: list[dict[str, Any]] = [
+        {"role": "user", "content": "go"},
+        {"type": "function_call", "call_id": "a", "name": "read", "arguments": "{}"},
+        {"type": "function_call", "call_id": "b", "name": "read", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "b", "output": "log line " * 400},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "while a runs, b said a lot"}],
+        },
+        {"type": "function_call_output", "call_id": "a", "output": "done"},
+        {"role": "user", "content": "and now?"},
+    ]
+    if synthesized:
+        del items[5]
+    fitted = 0
+    for budget in range(200, 1200, 50):
+        cfg = rb.AssemblyConfig(
+            model_input_limit=budget,
+            output_reserve_tokens=0,
+            safety_margin_tokens=0,
+            max_tool_result_tokens=200,
+            min_result_tokens=100,
+            on_pairing_error="synthesize_error_results",
+        )
+        try:
+            res = rb.Assembler(cfg, provider="openai_responses").assemble(items)
+        except rb.BudgetExceededError:
+            continue
+        fitted += 1
+        sent = rb.count_tokens(list(res.messages), provider="openai_responses")
+        assert res.report.tokens_after == sent <= budget
+        assert not res.report.truncated_results
+    assert fitted

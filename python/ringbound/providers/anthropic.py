@@ -479,6 +479,7 @@ class AnthropicAdapter:
     key = "anthropic"
     image_formula = "anthropic"
     notes_as_counted = True
+    results_as_counted = True
     #: Claude tokens per o200k token: Claude's tokenizer (Claude 3 to 4.6) measured at +16%
     #: (English), +21% (math), +30% (Python) against GPT-4o's o200k; the top of that range.
     default_token_ratio = 1.3

@@ -141,6 +141,10 @@ class Adapter(Protocol):
     #: whose only insertion is that note is not recounted (``tests/providers/
     #: test_notes_counted.py`` holds each adapter that says so to it).
     notes_as_counted: bool
+    #: Whether a result synthesized for an unanswered call costs, as rendered, what the core
+    #: counted for it (where nothing is merged): then such a plan is not recounted either
+    #: (held to it by the same tests).
+    results_as_counted: bool
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         """Pairing issues by the provider's own rules, quoting its error wording."""

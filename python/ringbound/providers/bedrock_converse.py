@@ -354,6 +354,7 @@ class BedrockConverseAdapter:
 
     key = "bedrock_converse"
     notes_as_counted = True
+    results_as_counted = True
     #: Converse mostly serves Claude; its images are priced by Anthropic's published formula.
     image_formula = "anthropic"
     #: Claude tokens per o200k token: Claude 3.5 Sonnet's tokenizer gives 16% (English), 21%

@@ -712,6 +712,7 @@ class GeminiAdapter:
     key = "gemini"
     image_formula = "gemini"
     notes_as_counted = True
+    results_as_counted = True
     #: Gemini tokens per o200k token; see docs/providers/gemini.md for the measurement.
     default_token_ratio = 1.25
     items_field = "contents"

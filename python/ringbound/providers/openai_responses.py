@@ -525,6 +525,7 @@ class OpenAIResponses:
     key = "openai_responses"
     image_formula = "openai"
     notes_as_counted = True
+    results_as_counted = True
     #: OpenAI publishes its tokenizers: the counts are exact o200k_base / cl100k_base.
     default_token_ratio = 1.0
     items_field = "input"

@@ -164,8 +164,13 @@ impl CheapStages {
 }
 
 /// Tokens of tool result `w` cut to `cap` as the stage loop plans them (the cut never exceeds
-/// its cap), or None when it is not over `cap` or `cap` leaves no room beside the anchor.
+/// its cap), or None when it is not over `cap`, `cap` leaves no room beside the anchor, or
+/// the result stands for items folded into it too (a Responses item met while its ring was
+/// open), which the cut leaves and the cap does not bound.
 pub(super) fn planned_cut(work: &Work<'_, '_>, w: usize, cap: u64) -> Option<u64> {
+    if work.msgs[w].folded != crate::view::Folded::default() {
+        return None;
+    }
     let req = work.req;
     let room = || {
         let overhead = rewrite::truncation_overhead(work.msgs[w], |m| req.raw_tokens(m));
@@ -200,9 +205,13 @@ pub(super) fn least_cap(work: &Work<'_, '_>, w: usize) -> u64 {
 pub(super) fn cut(work: &Work<'_, '_>, w: usize, cap: u64) -> Option<Action> {
     let req = work.req;
     let full = work.full(w);
-    let text = rewrite::truncated_text(&full, req.raw_limit(cap), req.counter(), |m| {
-        req.raw_tokens(m)
-    })?;
+    // The result's own text is cut; what items folded into it brought stays beside it.
+    let text = rewrite::truncated_text(
+        &rewrite::own(&full),
+        req.raw_limit(cap),
+        req.counter(),
+        |m| req.raw_tokens(m),
+    )?;
     let tokens = req.inserted_tokens(&rewrite::rewritten(&full, &text));
     (tokens < work.tokens(w)).then_some(Action { text, tokens })
 }

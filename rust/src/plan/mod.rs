@@ -170,6 +170,10 @@ pub struct Replay {
 pub struct Layout {
     pub groups: Vec<usize>,
     pub binds_next: Vec<bool>,
+    /// Whether a tool result carries its call's name and an error result reads as
+    /// `Error: text` (Gemini): a result synthesized for a call is counted so, as the provider
+    /// reads back what the adapter writes.
+    pub results_named: bool,
 }
 
 impl Layout {
@@ -286,10 +290,8 @@ pub fn plan(
 ) -> Result<Plan, CoreError> {
     check_input(req, pinned, layout)?;
     let repairs = repairs(req, cfg)?;
-    let synthesized: Vec<Message> = repairs
-        .iter()
-        .map(|r| Message::tool_result(&r.call_id, SYNTHESIZED_RESULT_TEXT, true))
-        .collect();
+    let named = layout.is_some_and(|l| l.results_named);
+    let synthesized: Vec<Message> = repairs.iter().map(|r| synthesized(req, r, named)).collect();
     let work = build_work(req, &synthesized, &repairs);
     let notes = Notes::read(&work, cfg);
     let buckets = Buckets::split(&work, cfg, pinned, layout, &notes);
@@ -349,6 +351,33 @@ fn check_input(req: &Request, pinned: &[usize], layout: Option<&Layout>) -> Resu
 }
 
 /// The synthesized results to insert, if the policy allows repairing what does not pair.
+/// Whether a tool result's text is one synthesized for a call that had none, as written or as
+/// a provider that reads errors as `Error: text` reads it back.
+pub fn is_synthesized(text: &str) -> bool {
+    text.strip_prefix("Error: ").unwrap_or(text) == SYNTHESIZED_RESULT_TEXT
+}
+
+/// The result synthesized for the call `repair` answers, as the provider reads back what its
+/// adapter writes (`named`: under the call's name, the error read as `Error: text`).
+fn synthesized(req: &Request, repair: &pairing::Repair, named: bool) -> Message {
+    if !named {
+        return Message::tool_result(&repair.call_id, SYNTHESIZED_RESULT_TEXT, true);
+    }
+    let name = (0..repair.at.min(req.len())).rev().find_map(|i| {
+        req.message(i)
+            .tool_calls
+            .iter()
+            .find(|c| *c.id == *repair.call_id)
+            .map(|c| c.name.to_string())
+    });
+    let text = crate::providers::gemini::error_text(SYNTHESIZED_RESULT_TEXT.to_owned());
+    Message {
+        name,
+        framed_as: Some(crate::view::Framed::Error),
+        ..Message::tool_result(&repair.call_id, &text, true)
+    }
+}
+
 fn repairs(req: &Request, cfg: &PlanConfig) -> Result<Vec<pairing::Repair>, CoreError> {
     let messages = req.messages();
     let issues = pairing::validate(&messages);

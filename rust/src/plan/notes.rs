@@ -4,7 +4,7 @@
 
 use rustc_hash::FxHashSet as HashSet;
 
-use super::{PlanConfig, Work, SYNTHESIZED_RESULT_TEXT};
+use super::{PlanConfig, Work};
 use crate::ledger::{self, LedgerEntry};
 use crate::request::Request;
 use crate::summary;
@@ -163,7 +163,7 @@ fn side_effects(ring: &[&Message], cfg: &PlanConfig, turn: Option<u32>) -> Vec<L
                 .iter()
                 .find(|r| r.tool_call_id.as_deref() == Some(&*c.id));
             let status = match result {
-                Some(r) if r.texts.first().map(|t| &**t) == Some(SYNTHESIZED_RESULT_TEXT) => {
+                Some(r) if r.texts.first().is_some_and(|t| super::is_synthesized(t)) => {
                     "not_completed"
                 }
                 Some(r) if r.is_error => "error",

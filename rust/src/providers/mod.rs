@@ -59,6 +59,7 @@ pub(crate) fn empty(role: Role) -> Message {
         is_error: false,
         bytes: 0,
         framed_as: None,
+        folded: crate::view::Folded::default(),
     }
 }
 
@@ -269,6 +270,10 @@ pub trait Provider {
     /// Tokens the provider adds to the prompt whenever tools are given (a system prompt of its
     /// own describing tool use), beyond the tools' definitions.
     const TOOL_SYSTEM_TOKENS: u32 = 0;
+
+    /// Whether a tool result carries its call's name and an error reads as `Error: text`
+    /// (`Layout::results_named`).
+    const RESULTS_NAMED: bool = false;
 
     /// Whether the request must open with the first turn as given (a user turn): the system
     /// then holds on to it, and no plan drops it.

@@ -555,6 +555,7 @@ impl Provider for OpenAIChat {
             layout: Layout {
                 groups: (0..items.len()).collect(),
                 binds_next: vec![false; items.len()],
+                results_named: false,
             },
             first_counted: 0,
         }

@@ -342,6 +342,7 @@ pub(crate) fn plan<'py>(
             let layout = groups.map(|groups| Layout {
                 binds_next: binds_next.unwrap_or_else(|| vec![false; groups.len()]),
                 groups,
+                results_named: false,
             });
             let layout = layout.as_ref();
             if request.is_none() {

@@ -133,6 +133,8 @@ pub struct Gemini;
 impl Provider for Gemini {
     const KEY: &'static str = "gemini";
     const SYSTEM_HOLDS_FIRST_TURN: bool = true;
+    /// A functionResponse names its function, and an error response reads as `Error: text`.
+    const RESULTS_NAMED: bool = true;
     type Item = GeminiContent;
 
     fn item_cache(&self) -> Option<&'static ItemCache<GeminiContent>> {

@@ -88,9 +88,18 @@ impl Built {
         self.push(msg, i);
     }
 
-    /// An item into the last message, which then stands for it too.
+    /// An item into the last message, which then stands for it too (a tool result keeps
+    /// what it folded apart, as a rewrite of it leaves those items).
     pub fn fold(&mut self, it: &Item) {
         if let Some(msg) = self.messages.last_mut() {
+            if msg.role == Role::Tool {
+                msg.folded.texts += it.texts.len();
+                msg.folded.images += it.cost.images.len();
+                msg.folded.other_part_tokens = msg
+                    .folded
+                    .other_part_tokens
+                    .saturating_add(it.cost.opaque_tokens);
+            }
             add_parts(msg, it);
             if let Some(n) = self.folded.last_mut() {
                 *n += 1;
@@ -113,6 +122,9 @@ impl Built {
         for (msg, &n) in self.messages.iter_mut().zip(&self.folded) {
             let extra = ITEM_FRAMING.saturating_mul(n.saturating_sub(1));
             msg.other_part_tokens = msg.other_part_tokens.saturating_add(extra);
+            if msg.role == Role::Tool {
+                msg.folded.other_part_tokens = msg.folded.other_part_tokens.saturating_add(extra);
+            }
         }
         let n = self.messages.len();
         Canonical {
@@ -120,6 +132,7 @@ impl Built {
             layout: Layout {
                 groups: self.starts,
                 binds_next: vec![false; n],
+                results_named: false,
             },
             first_counted: 0,
         }
