@@ -3,13 +3,13 @@
 //! live here, not in the targets, so that `cargo test` in this crate replays the committed
 //! seed corpora through the same checks on the stable toolchain.
 
+use ringbound::cache::CountCache;
+use ringbound::count::{Backend, Encoding};
 use ringbound::pairing::stray::{classify, Stray};
 use ringbound::providers::anthropic::Anthropic;
 use ringbound::providers::openai_chat::{self, OpenAIChat};
 use ringbound::providers::openai_responses::OpenAIResponses;
 use ringbound::providers::Provider;
-use ringbound::cache::CountCache;
-use ringbound::count::{Backend, Encoding};
 use ringbound::request::{load_canonical, Scheme};
 use ringbound::{json_array, pairing};
 use serde_json::value::RawValue;
@@ -132,15 +132,101 @@ pub fn native(data: &[u8]) {
     assert!(spans.windows(2).all(|w| w[0].0 <= w[1].0));
     assert!(read.pinned.iter().all(|&k| k < n));
     let again = ringbound::native::read(provider, &[json], &system).expect("read once already");
-    assert_eq!(again.messages, read.messages, "the cached items read differently");
+    assert_eq!(
+        again.messages, read.messages,
+        "the cached items read differently"
+    );
     keyed_reads_alike(provider, json, &system, &read);
     body_splits_alike(json);
     let scheme = Scheme::openai(Encoding::O200kBase, Backend::BpeOpenai);
     let cache = CountCache::new(64, 1 << 20);
-    let req = load_canonical(read.messages, None, scheme, &cache).expect("no tools to read");
+    let messages = read.messages.clone();
+    let req = load_canonical(messages, None, scheme, &cache).expect("no tools to read");
     for i in 0..req.len() {
         let bound = req.bound(i);
-        assert!(bound >= req.tokens(i), "message {i}: bound {bound} under its count");
+        assert!(
+            bound >= req.tokens(i),
+            "message {i}: bound {bound} under its count"
+        );
+    }
+    written_as_planned(provider, json, &read, &req, &cache);
+}
+
+/// A plan of the reading that cuts results small (and synthesizes missing ones), written by
+/// the core where it can be: the history written reads back paired, and, with nothing merged,
+/// at the tokens the plan counted.
+fn written_as_planned(
+    provider: &str,
+    json: &[u8],
+    read: &ringbound::native::Native,
+    req: &ringbound::request::Request<'_>,
+    cache: &CountCache,
+) {
+    use ringbound::native_body::{kept_as_given, write, System};
+    use ringbound::plan::{plan, PlanConfig, Stage};
+    let Ok(items) = json_array::split(json) else {
+        return;
+    };
+    let priming = u64::from(ringbound::count::chat::REPLY_PRIMING);
+    let total = req.message_tokens() + priming;
+    let config = PlanConfig {
+        budget: total,
+        recent_tool_rings: 1,
+        recent_user_turns: 1,
+        pin_first_user_message: true,
+        pin_side_effect_ledger: true,
+        pin_security_system_prompt: true,
+        short_error_result_tokens: 50,
+        max_held_error_rings: 2,
+        side_effect_tools: std::collections::HashSet::new(),
+        ledger_fields: std::collections::HashMap::new(),
+        stages: Stage::DEFAULT_ORDER.to_vec(),
+        drop_tools_schema: false,
+        synthesize_missing_results: true,
+        max_tool_result_tokens: 80,
+        min_result_tokens: 40,
+        min_recent_tool_rings: 1,
+        min_recent_user_turns: 1,
+        summary_reserve: None,
+        recorded_ledger: Vec::new(),
+        replay: None,
+    };
+    let mut pinned = read.pinned.clone();
+    pinned.sort_unstable();
+    // The tightest of a few budgets that can be met.
+    let Some(planned) = [2, 3, 4, 5].into_iter().find_map(|fifths| {
+        let config = PlanConfig {
+            budget: total * fifths / 5,
+            ..config.clone()
+        };
+        plan(req, &config, &pinned, Some(&read.layout)).ok()
+    }) else {
+        return;
+    };
+    let message = |k: usize| (k < req.len()).then(|| req.message(k));
+    let Ok(Some(kept)) = kept_as_given(provider, read, &planned, 0, message) else {
+        return;
+    };
+    let head = br#"{"history":[]}"#;
+    let at = 11..13;
+    let Ok(Some(out)) = write(provider, head, at, System::default(), &items, &kept) else {
+        return;
+    };
+    let history = &out.body[out.history.clone()];
+    let again = ringbound::native::read(provider, &[history], &read.system)
+        .unwrap_or_else(|e| panic!("the history the core wrote does not read: {e}"));
+    assert!(
+        again.issues.is_empty(),
+        "the history the core wrote does not pair"
+    );
+    if kept.merges.is_empty() {
+        let scheme = Scheme::openai(Encoding::O200kBase, Backend::BpeOpenai);
+        let counted = load_canonical(again.messages, None, scheme, cache).expect("read once");
+        assert_eq!(
+            counted.message_tokens() + priming,
+            planned.tokens_after,
+            "the body written is not the request planned"
+        );
     }
 }
 
