@@ -4,12 +4,11 @@
 //! bring the side-effect ledger note. The kept items go out as the input's own bytes, a
 //! rewritten one edited where it lies (`Provider::result_rewritten`, `media_rewritten`), the
 //! note where the provider's adapter writes it, and every other field as it was, so such a
-//! request never reaches Python. Where
-//! the provider merges the neighbours a drop brought together (Anthropic, Bedrock Converse,
-//! Gemini), the core writes the merged item as its adapter does and counts the request as
-//! sent; Anthropic's whitespace-only text is stripped as its adapter strips it. Any other plan
-//! (a synthesized result, a summary, a merge the adapter must place, the tools dropped) is the
-//! adapter's to render.
+//! request never reaches Python. Where the provider merges the neighbours a drop brought
+//! together (Anthropic, Bedrock Converse, Gemini), the core writes the merged item as its
+//! adapter does and counts the request as sent; Anthropic's whitespace-only text is stripped
+//! as its adapter strips it. Any other plan (a synthesized result, a summary, a merge the
+//! adapter must place, the tools dropped) is the adapter's to render.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -36,7 +35,7 @@ pub struct Kept<'p> {
     pub merges: Vec<(Range<usize>, &'static str)>,
     /// Positions in `items` of the items holding text the provider strips (`stripped`).
     pub strips: Vec<usize>,
-    /// The tool results the plan rewrote, in the kept items.
+    /// The messages the plan rewrote (results cut or stubbed, images made text).
     pub rewrites: Vec<Rewritten<'p>>,
 }
 
@@ -57,8 +56,8 @@ pub struct Rewritten<'p> {
 /// What `plan` keeps, when it only keeps items, rewrites them (results cut or stubbed, images
 /// made text) and may bring the ledger note, and `provider` sends the kept items as the
 /// caller gave them (but for the rewrites) behind a system that holds `system_markers` prompt
-/// cache markers; None when the plan needs an adapter's rendering. `message` gives the canonical message at an
-/// index (the reading's, which its request holds).
+/// cache markers; None when the plan needs an adapter's rendering. `message` gives the
+/// canonical message at an index (the reading's, which its request holds).
 ///
 /// Errors: `Config` for an unknown provider; `InvalidMessage` for a plan of another reading.
 pub fn kept_as_given<'p, 'm>(
@@ -535,8 +534,7 @@ mod tests {
     use crate::count::{Backend, Encoding};
     use crate::json_array;
     use crate::native::read_elements;
-    use crate::plan::PlanConfig;
-    use crate::plan::{plan, tests::cfg};
+    use crate::plan::{plan, tests::cfg, PlanConfig};
     use crate::request::{load_canonical, Limits, Scheme};
 
     const LIMITS: Limits = Limits {

@@ -219,7 +219,7 @@ impl Provider for Gemini {
         let parts = edit::field(content, "parts").and_then(edit::elements)?;
         let mut responses = parts.iter().filter_map(|part| {
             let fields = edit::fields(part)?;
-            // The REST spelling unless the SDK's is given, as the adapter reads it.
+            // The SDK's spelling when given, else the REST one, as the adapter reads it.
             edit::last(&fields, "function_response")
                 .or_else(|| edit::last(&fields, "functionResponse"))
         });
