@@ -33,6 +33,22 @@ pub(crate) fn spliced(json: &[u8], mut edits: Vec<Edit>) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// The elements of the array under `key` in the JSON object `item`: None when `item` is no
+/// JSON object, `Some(None)` when it holds no such array.
+pub(crate) fn array_field<'a>(item: &'a [u8], key: &str) -> Option<Option<Vec<&'a RawValue>>> {
+    let object: &RawValue = serde_json::from_slice(item).ok()?;
+    Some(field(object, key).and_then(elements))
+}
+
+/// `item` with `edits` applied, as a provider's rewrite answers: `Some(None)` when there are
+/// none (the item goes out as it is), None when they do not apply.
+pub(crate) fn applied(item: &[u8], edits: Vec<Edit>) -> Option<Option<Vec<u8>>> {
+    if edits.is_empty() {
+        return Some(None);
+    }
+    spliced(item, edits).map(Some)
+}
+
 /// The edit setting field `key` of `object` (a JSON object read from `json`) to the JSON
 /// `value`: the value of its last such field replaced (the one a reader keeps), else a new
 /// last field, where a Python dict puts a key it did not have. None when `object` is not an

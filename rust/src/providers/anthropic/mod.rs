@@ -277,8 +277,7 @@ impl Provider for Anthropic {
         at: ResultAt<'_>,
         text: &str,
     ) -> Option<Option<Vec<u8>>> {
-        let message: &RawValue = serde_json::from_slice(item).ok()?;
-        let Some(blocks) = edit::field(message, "content").and_then(edit::elements) else {
+        let Some(blocks) = edit::array_field(item, "content")? else {
             return Some(None); // a string: no result in it
         };
         let mut edits = Vec::new();
@@ -314,28 +313,21 @@ impl Provider for Anthropic {
             };
             edits.push(edit::set_field(item, block, "content", value)?);
         }
-        if edits.is_empty() {
-            return Some(None);
-        }
-        edit::spliced(item, edits).map(Some)
+        edit::applied(item, edits)
     }
 
     /// Each image, and each document priced as page images, becomes a text block (its cache
     /// marker kept), inside tool results and content documents too, in every message the
     /// canonical message stands for.
     fn media_rewritten(&self, item: &[u8], _first: bool, text: &str) -> Option<Option<Vec<u8>>> {
-        let message: &RawValue = serde_json::from_slice(item).ok()?;
-        let Some(blocks) = edit::field(message, "content").and_then(edit::elements) else {
+        let Some(blocks) = edit::array_field(item, "content")? else {
             return Some(None);
         };
         let mut edits = Vec::new();
         for block in blocks {
             without_media(item, block, text, &mut edits)?;
         }
-        if edits.is_empty() {
-            return Some(None);
-        }
-        edit::spliced(item, edits).map(Some)
+        edit::applied(item, edits)
     }
 
     fn validate(&self, items: &[Arc<AnthropicMessage>]) -> Vec<PairingIssue> {

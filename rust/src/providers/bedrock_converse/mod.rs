@@ -170,8 +170,7 @@ impl Provider for BedrockConverse {
         if at.nth.is_none() {
             return Some(None);
         }
-        let message: &RawValue = serde_json::from_slice(item).ok()?;
-        let Some(blocks) = edit::field(message, "content").and_then(edit::elements) else {
+        let Some(blocks) = edit::array_field(item, "content")? else {
             return Some(None);
         };
         let mut edits = Vec::new();
@@ -205,10 +204,7 @@ impl Provider for BedrockConverse {
             );
             edits.push(edit::set_field(item, result, "content", value)?);
         }
-        if edits.is_empty() {
-            return Some(None);
-        }
-        edit::spliced(item, edits).map(Some)
+        edit::applied(item, edits)
     }
 
     /// Each image block, inside a `toolResult` too, becomes a text block, in the first
@@ -217,8 +213,7 @@ impl Provider for BedrockConverse {
         if !first {
             return Some(None);
         }
-        let message: &RawValue = serde_json::from_slice(item).ok()?;
-        let Some(blocks) = edit::field(message, "content").and_then(edit::elements) else {
+        let Some(blocks) = edit::array_field(item, "content")? else {
             return Some(None);
         };
         let placeholder = format!(r#"{{"text":{}}}"#, json_string(text)).into_bytes();
@@ -232,10 +227,7 @@ impl Provider for BedrockConverse {
                 edits.push((within(item, b)?, placeholder.clone()));
             }
         }
-        if edits.is_empty() {
-            return Some(None);
-        }
-        edit::spliced(item, edits).map(Some)
+        edit::applied(item, edits)
     }
 
     fn validate(&self, items: &[Arc<BedrockMessage>]) -> Vec<PairingIssue> {

@@ -283,10 +283,7 @@ impl Provider for Gemini {
             let comma = if parts.is_empty() { "" } else { "," };
             edits.push((end..end, format!("{comma}{texts}").into_bytes()));
         }
-        if edits.is_empty() {
-            return Some(None);
-        }
-        edit::spliced(item, edits).map(Some)
+        edit::applied(item, edits)
     }
 
     fn validate(&self, items: &[Arc<GeminiContent>]) -> Vec<PairingIssue> {

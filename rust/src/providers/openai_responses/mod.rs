@@ -256,8 +256,7 @@ impl Provider for OpenAIResponses {
         if !first {
             return Some(None);
         }
-        let object: &RawValue = serde_json::from_slice(item).ok()?;
-        let Some(parts) = edit::field(object, "content").and_then(edit::elements) else {
+        let Some(parts) = edit::array_field(item, "content")? else {
             return Some(None);
         };
         let placeholder = format!(r#"{{"type":"input_text","text":{}}}"#, json_string(text));
@@ -268,10 +267,7 @@ impl Provider for OpenAIResponses {
                 edits.push((super::within(item, part)?, placeholder.clone().into_bytes()));
             }
         }
-        if edits.is_empty() {
-            return Some(None);
-        }
-        edit::spliced(item, edits).map(Some)
+        edit::applied(item, edits)
     }
 
     fn validate(&self, items: &[Arc<Item>]) -> Vec<PairingIssue> {
