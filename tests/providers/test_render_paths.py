@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 import strategies as gen
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_api import session
 
@@ -91,3 +91,33 @@ def test_a_body_history_kept_as_it_is_stays_bytes(provider: str) -> None:
         if budget == full:
             assert written == array
     assert items._made == [None] * len(items)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gen.sessions(images=False, max_units=10), st.lists(st.booleans(), max_size=30))
+def test_gemini_places_synthesized_responses_from_the_calls_it_reads(
+    chat: list[dict[str, Any]], drop: list[bool]
+) -> None:
+    """Placing the responses a plan synthesizes reads only the call turns and the contents
+    after them (``_for_render``); reading every content (``to_canonical``) places them the
+    same way."""
+    results = iter(drop)
+    chat = [m for m in chat if m["role"] != "tool" or not next(results, False)]
+    native, system = adapter("gemini").from_canonical(chat)
+    cfg = rb.AssemblyConfig(model_input_limit=10**7, on_pairing_error="synthesize_error_results")
+    asm = rb.Assembler(cfg, provider="gemini")
+    try:
+        request = NativeRequest(
+            adapter("gemini"), native, None, system, [], True, core=asm._core, cache=None
+        )
+        plan = request.plan(asm._core, None, 10**7)
+    except RingboundError:
+        return
+    if not any(type(i) is _core.Insertion.Synthesized for i in plan.items):
+        return
+    event(f"{sum(type(i) is _core.Insertion.Synthesized for i in plan.items)} synthesized")
+    read = adapter("gemini").to_canonical(native, system=system)
+    lazily = request.render(plan.items)
+    fully = adapter("gemini").render(native, plan.items, read, system=system)
+    assert orjson.dumps(lazily.messages) == orjson.dumps(fully.messages)
+    assert lazily.merged == fully.merged

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -132,8 +132,9 @@ class _Turn:
 class _GeminiCanonical(Canonical):
     """The canonical view plus what rendering needs to map the plan back."""
 
-    #: Every content read (only when a plan synthesizes responses: placing them needs the calls).
-    turns: tuple[_Turn, ...] = ()
+    #: The contents read, by index (only when a plan synthesizes responses: placing them reads
+    #: the call turns and the turns after them).
+    turns: Sequence[_Turn] | Mapping[int, _Turn] = ()
     #: Every content's role, ``user`` or ``model``.
     roles: Sequence[str] = ()
     #: Canonical index of the ledger note an earlier assembly left in the system instruction.
@@ -541,24 +542,79 @@ def _role_of(content: Any) -> str:
     return "model" if role == "model" else "user"
 
 
+class _TurnsRead(Mapping[int, _Turn]):
+    """Contents read when first asked for, by index."""
+
+    def __init__(self, messages: Sequence[Any]) -> None:
+        self._messages = messages
+        self._read: dict[int, _Turn] = {}
+
+    def __getitem__(self, i: int) -> _Turn:
+        turn = self._read.get(i)
+        if turn is None:
+            turn = self._read[i] = _read_turn(i, self._messages[i])
+        return turn
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self._messages)))
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+
 def _for_render(
     messages: Sequence[Any], items: Sequence[PlanItem], canonical: Canonical
-) -> _GeminiCanonical:
+) -> _GeminiCanonical | None:
     """What rendering needs of the core's canonical view, read from the contents only where the
     plan needs it: every content's role; the functionResponse position of each result a
-    rewrite changes. Not for a plan that synthesizes responses (it needs every call)."""
+    rewrite changes; for each response the plan synthesizes, the call turn it answers (its
+    calls under the core's ids, in order) and, through ``turns``, the contents placing it
+    reads. None when a synthesized response's call is not where the plan puts it."""
     facts = canonical.facts
     roles = facts.roles if facts is not None else [_role_of(m) for m in messages]
     responses_at: dict[int, int] = {}
-    for item in items:
+    calls_at: dict[int, tuple[_Call, ...]] = {}
+    turns = _TurnsRead(messages)
+    for j, item in enumerate(items):
         if type(item) is Insertion.Rewrite:
             k = item.index
             at = response_position(messages, canonical, k)
             if at is not None:
                 responses_at[k] = at
+        elif type(item) is Insertion.Synthesized:
+            k = _call_message(items, j, canonical, item.call_id)
+            if k is None:
+                return None
+            if k not in calls_at:
+                calls = turns[canonical.spans[k][0]].calls
+                ids = [c["id"] for c in canonical.messages[k]["tool_calls"]]
+                if len(ids) != len(calls):
+                    return None
+                for call, cid in zip(calls, ids, strict=True):
+                    call.cid = cid
+                calls_at[k] = tuple(calls)
     return _GeminiCanonical(
-        **vars(canonical), roles=roles, responses_at=responses_at, **_notes_at(canonical)
+        **vars(canonical),
+        roles=roles,
+        responses_at=responses_at,
+        calls_at=calls_at,
+        turns=turns,
+        **_notes_at(canonical),
     )
+
+
+def _call_message(
+    items: Sequence[PlanItem], j: int, canonical: Canonical, call_id: str
+) -> int | None:
+    """The canonical index of the kept message making call ``call_id``, whose synthesized
+    response is plan item ``j``: the plan places it after its call turn's own results."""
+    for item in reversed(items[:j]):
+        if type(item) is int or type(item) is Insertion.Rewrite:
+            k = item if type(item) is int else item.index
+            calls = canonical.messages[k].get("tool_calls") or ()
+            if any(c["id"] == call_id for c in calls):
+                return k
+    return None
 
 
 def response_position(messages: Sequence[Any], canonical: Canonical, k: int) -> int | None:
@@ -831,13 +887,10 @@ class GeminiAdapter:
         if fast is not None:
             return fast
         if not isinstance(canonical, _GeminiCanonical):
-            # Placing a synthesized response needs every call read: the one case (a repair)
-            # that reads every content again; otherwise the plan's own needs are read.
-            synthesized = any(type(it) is Insertion.Synthesized for it in items)
-            canonical = (
-                self.to_canonical(messages, system=system)
-                if synthesized
-                else _for_render(messages, items, canonical)
+            # The plan's own needs are read; a synthesized response whose call is not where
+            # the plan puts it (never, for the core's plans) reads every content again.
+            canonical = _for_render(messages, items, canonical) or self.to_canonical(
+                messages, system=system
             )
         turns = canonical.turns
         replaced = _rewrites(messages, items, canonical)
