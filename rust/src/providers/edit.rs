@@ -143,6 +143,72 @@ pub(crate) fn elements(value: &RawValue) -> Option<Vec<&RawValue>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            ".{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map("[a-c\"é/]{0,3}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// `object` written with spacing, and with its keys escaped when `escaped`, as a caller
+    /// might send it.
+    fn written(object: &serde_json::Map<String, Value>, escaped: bool) -> String {
+        let fields: Vec<String> = object
+            .iter()
+            .map(|(k, v)| {
+                let key = if escaped {
+                    let mut out = String::from("\"");
+                    for c in k.chars() {
+                        out.push_str(&format!("\\u{:04x}", u32::from(c)));
+                    }
+                    out.push('"');
+                    out
+                } else {
+                    super::super::json_string(k)
+                };
+                format!("{key} : {v}")
+            })
+            .collect();
+        format!("{{ {} }}", fields.join(" , "))
+    }
+
+    proptest! {
+        /// Setting a field of any object, written with spacing and escaped keys, reads back as
+        /// the object with that field set, every other field as it was.
+        #[test]
+        fn a_field_set_reads_back_as_the_object_with_it(
+            object in prop::collection::btree_map("[a-c\"é/]{0,3}", any_json(), 0..5),
+            key in "[a-c\"é/]{0,3}",
+            value in any_json(),
+            escaped in any::<bool>(),
+        ) {
+            let object: serde_json::Map<String, Value> = object.into_iter().collect();
+            let json = written(&object, escaped);
+            let raw: &RawValue = serde_json::from_str(&json).unwrap();
+            let read: Vec<String> =
+                fields(raw).unwrap().into_iter().map(|(k, _)| k.into_owned()).collect();
+            prop_assert_eq!(read, object.keys().cloned().collect::<Vec<_>>());
+            let bytes = value.to_string().into_bytes();
+            let edit = set_field(json.as_bytes(), raw, &key, bytes).unwrap();
+            let out = spliced(json.as_bytes(), vec![edit]).unwrap();
+            let out: Value = serde_json::from_slice(&out).unwrap();
+            let mut expected = object.clone();
+            expected.insert(key, value);
+            prop_assert_eq!(out, Value::Object(expected));
+        }
+    }
 
     fn raw(json: &str) -> &RawValue {
         serde_json::from_str(json).unwrap()
