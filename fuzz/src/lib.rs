@@ -203,8 +203,7 @@ fn written_as_planned(
     }) else {
         return;
     };
-    let message = |k: usize| (k < req.len()).then(|| req.message(k));
-    let Ok(Some(kept)) = kept_as_given(provider, read, &planned, 0, message) else {
+    let Ok(Some(kept)) = kept_as_given(provider, read, &planned, 0, |k| req.get(k)) else {
         return;
     };
     let head = br#"{"history":[]}"#;

@@ -125,7 +125,7 @@ fn rewritten<'p, 'm>(
     let (start, end) = (*native.spans.get(k)?)?;
     let first = items.binary_search(&start).ok()?;
     let at = first..first + (end - start);
-    if items.get(at.clone())? != (start..end).collect::<Vec<_>>() {
+    if !items.get(at.clone())?.iter().copied().eq(start..end) {
         return None;
     }
     // The results of the first item before this one (a provider that finds them by place).

@@ -198,6 +198,11 @@ impl<'a> Request<'a> {
         &self.entries[i].message
     }
 
+    /// Message `i`, if the request has one there.
+    pub fn get(&self, i: usize) -> Option<&Message> {
+        self.entries.get(i).map(|e| &e.message)
+    }
+
     /// Exact tokens of message `i`, counted now if no assembly has needed them before.
     pub fn tokens(&self, i: usize) -> u32 {
         let exact = *self.entries[i]

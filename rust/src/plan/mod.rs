@@ -350,7 +350,6 @@ fn check_input(req: &Request, pinned: &[usize], layout: Option<&Layout>) -> Resu
     Ok(())
 }
 
-/// The synthesized results to insert, if the policy allows repairing what does not pair.
 /// Whether a tool result's text is one synthesized for a call that had none, as written or as
 /// a provider that reads errors as `Error: text` reads it back.
 pub fn is_synthesized(text: &str) -> bool {
@@ -378,6 +377,7 @@ fn synthesized(req: &Request, repair: &pairing::Repair, named: bool) -> Message 
     }
 }
 
+/// The synthesized results to insert, if the policy allows repairing what does not pair.
 fn repairs(req: &Request, cfg: &PlanConfig) -> Result<Vec<pairing::Repair>, CoreError> {
     let messages = req.messages();
     let issues = pairing::validate(&messages);

@@ -132,7 +132,7 @@ pub(super) fn assemble_items_body<'py>(
             let plan = plan::plan(&reading.request, &cfg, &pinned, Some(&native.layout))?;
             let Some(kept) =
                 native_body::kept_as_given(provider, native, &plan, system_markers, |k| {
-                    (k < reading.request.len()).then(|| reading.request.message(k))
+                    reading.request.get(k)
                 })?
             else {
                 return Ok(None);

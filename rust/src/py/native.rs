@@ -495,8 +495,8 @@ impl NativeView {
             };
             planned.push((*k, kind, text.as_str()));
         }
-        let message = |k: usize| (k < request.len()).then(|| request.message(k));
-        let Some(kept) = native_body::with_rewrites(native, kept, &planned, message) else {
+        let Some(kept) = native_body::with_rewrites(native, kept, &planned, |k| request.get(k))
+        else {
             return Ok(None);
         };
         let mut wanted: Vec<usize> = kept
