@@ -537,6 +537,14 @@ mod tests {
     use crate::plan::{plan, tests::cfg, PlanConfig};
     use crate::request::{load_canonical, Limits, Scheme};
 
+    /// The providers whose bodies the core writes.
+    const NATIVE: [&str; 4] = [
+        "anthropic",
+        "bedrock_converse",
+        "gemini",
+        "openai_responses",
+    ];
+
     const LIMITS: Limits = Limits {
         max_messages: 1 << 20,
         max_request_bytes: 1 << 30,
@@ -608,12 +616,7 @@ mod tests {
 
     #[test]
     fn a_trimmed_body_is_the_head_with_the_kept_items_as_given() {
-        for provider in [
-            "anthropic",
-            "bedrock_converse",
-            "gemini",
-            "openai_responses",
-        ] {
+        for provider in NATIVE {
             let history = session(provider, 30);
             let items = json_array::split(history.as_bytes()).unwrap();
             let (body, kept) = assembled(provider, &history, 4_000).expect(provider);
@@ -730,12 +733,7 @@ mod tests {
         let scheme = Scheme::openai(Encoding::O200kBase, Backend::BpeOpenai);
         let cache = CountCache::new(1 << 16, 1 << 28);
         let head = r#"{"history": [], "n": 1}"#;
-        for provider in [
-            "openai_responses",
-            "anthropic",
-            "gemini",
-            "bedrock_converse",
-        ] {
+        for provider in NATIVE {
             let history = session(provider, 8);
             let items = json_array::split(history.as_bytes()).unwrap();
             let native = read_elements(provider, &items, &[]).unwrap();
