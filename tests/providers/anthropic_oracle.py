@@ -6,10 +6,33 @@ it have none) nor about whitespace-only text."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ringbound.errors import PairingIssue
-from ringbound.providers.anthropic import _Msg, _read, _system_blocks, _Turn, _turns
+from ringbound.providers.anthropic import _Msg, _read, _system_blocks
+
+
+class _Turn(NamedTuple):
+    """Consecutive messages of one role, ``[start, end)``: one turn to the API."""
+
+    role: str
+    start: int
+    end: int
+
+
+def _turns(roles: Sequence[str]) -> list[_Turn]:
+    """The turns of messages of these roles."""
+    out: list[_Turn] = []
+    start, role = 0, None
+    for i, r in enumerate(roles):
+        if r != role:
+            if i:
+                out.append(_Turn(role, start, i))
+            start, role = i, r
+    if roles:
+        out.append(_Turn(role, start, len(roles)))
+    return out
+
 
 # Anthropic's 400 wordings, as the API returns them (sources in docs/providers/anthropic.md).
 _MISSING = (

@@ -6,6 +6,7 @@ rendering is reached here by a view without the core's facts, as a view built in
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -93,22 +94,38 @@ def test_a_body_history_kept_as_it_is_stays_bytes(provider: str) -> None:
     assert items._made == [None] * len(items)
 
 
+class _WithoutCalls(Sequence[dict[str, Any]]):
+    """Canonical messages with no tool calls: no call is found where the plan places its
+    synthesized result, so an adapter reads every message to place it."""
+
+    def __init__(self, messages: Sequence[dict[str, Any]]) -> None:
+        self._messages = messages
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __getitem__(self, k: Any) -> Any:
+        return {key: v for key, v in self._messages[k].items() if key != "tool_calls"}
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "gemini"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gen.sessions(images=False, max_units=10), st.lists(st.booleans(), max_size=30))
-def test_gemini_places_synthesized_responses_from_the_calls_it_reads(
-    chat: list[dict[str, Any]], drop: list[bool]
+def test_synthesized_results_are_placed_from_the_calls_alone(
+    provider: str, chat: list[dict[str, Any]], drop: list[bool]
 ) -> None:
-    """Placing the responses a plan synthesizes reads only the call turns and the contents
-    after them (``_for_render``); reading every content (``to_canonical``) places them the
-    same way."""
+    """Placing the results a plan synthesizes reads only the call messages the plan places
+    them after (``call_message``; Gemini also the contents after them); reading every
+    message (Gemini: ``to_canonical``; Anthropic: every assistant message, which it does when
+    no call is found there) places them the same way."""
     results = iter(drop)
     chat = [m for m in chat if m["role"] != "tool" or not next(results, False)]
-    native, system = adapter("gemini").from_canonical(chat)
+    native, system = adapter(provider).from_canonical(chat)
     cfg = rb.AssemblyConfig(model_input_limit=10**7, on_pairing_error="synthesize_error_results")
-    asm = rb.Assembler(cfg, provider="gemini")
+    asm = rb.Assembler(cfg, provider=provider)
     try:
         request = NativeRequest(
-            adapter("gemini"), native, None, system, [], True, core=asm._core, cache=None
+            adapter(provider), native, None, system, [], True, core=asm._core, cache=None
         )
         plan = request.plan(asm._core, None, 10**7)
     except RingboundError:
@@ -116,8 +133,12 @@ def test_gemini_places_synthesized_responses_from_the_calls_it_reads(
     if not any(type(i) is _core.Insertion.Synthesized for i in plan.items):
         return
     event(f"{sum(type(i) is _core.Insertion.Synthesized for i in plan.items)} synthesized")
-    read = adapter("gemini").to_canonical(native, system=system)
+    if provider == "gemini":
+        read = adapter("gemini").to_canonical(native, system=system)
+    else:
+        messages = _WithoutCalls(request.canonical.messages)
+        read = dataclasses.replace(request.canonical, messages=messages)
     lazily = request.render(plan.items)
-    fully = adapter("gemini").render(native, plan.items, read, system=system)
+    fully = adapter(provider).render(native, plan.items, read, system=system)
     assert orjson.dumps(lazily.messages) == orjson.dumps(fully.messages)
     assert lazily.merged == fully.merged

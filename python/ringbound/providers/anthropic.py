@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -28,6 +29,7 @@ from .base import (
     Rendered,
     UnreadableObject,
     as_mapping,
+    call_message,
     is_summary_note,
     join_system_note,
     kept_as_given,
@@ -51,15 +53,6 @@ class _Msg:
 
     role: str
     blocks: list[dict[str, Any]]
-
-
-class _Turn(NamedTuple):
-    """Consecutive native messages of one role, ``[start, end)``: one turn to the API (a
-    tuple: a rendering makes one per message of a long session)."""
-
-    role: str
-    start: int
-    end: int
 
 
 def _invalid(i: int | None, reason: str) -> InvalidMessageError:
@@ -214,20 +207,6 @@ def _read_uncached(messages: Any) -> list[_Msg]:
             None, f"messages must be a list of message objects, got {type(messages).__name__}"
         )
     return [_read_message(i, m) for i, m in enumerate(messages)]
-
-
-def _turns(roles: Sequence[str]) -> list[_Turn]:
-    """The turns of messages of these roles."""
-    out: list[_Turn] = []
-    start, role = 0, None
-    for i, r in enumerate(roles):
-        if r != role:
-            if i:
-                out.append(_Turn(role, start, i))
-            start, role = i, r
-    if roles:
-        out.append(_Turn(role, start, len(roles)))
-    return out
 
 
 def _turn_of(roles: Sequence[str | None]) -> list[int]:
@@ -453,6 +432,23 @@ def _call_turns(
     }
 
 
+def _synthesized_call_turns(
+    messages: Sequence[Any], items: Sequence[PlanItem], canonical: Canonical, turn_of: list[int]
+) -> dict[str, int]:
+    """The turn of each call whose result the plan synthesizes, found where the plan places
+    the result (``call_message``): the calls' messages alone are read, not every assistant
+    message. Where one is not found there, every assistant message is read."""
+    out: dict[str, int] = {}
+    for j, item in enumerate(items):
+        if type(item) is Insertion.Synthesized:
+            k = call_message(items, j, canonical, item.call_id)
+            if k is None:
+                roles = [_role(m) for m in messages]
+                return _call_turns(messages, roles, turn_of)
+            out[item.call_id] = turn_of[canonical.spans[k][0]]
+    return out
+
+
 #: The user turn placed between two assistant turns that cannot be merged.
 OMITTED_TURNS_TEXT = "[earlier turns omitted]"
 
@@ -573,15 +569,16 @@ class AnthropicAdapter:
         kept_set = set(kept)
         into: dict[int, list[str]] = {}
         after: dict[int, list[str]] = {}
-        turns = _turns(roles) if synthesized else []
-        call_turn = _call_turns(messages, roles, turn_of) if synthesized else {}
+        call_turn = (
+            _synthesized_call_turns(messages, items, canonical, turn_of) if synthesized else {}
+        )
         for cid in synthesized:
-            t = call_turn[cid]
-            nxt = turns[t + 1] if t + 1 < len(turns) else None
-            if nxt is not None and nxt.start in kept_set:
-                into.setdefault(nxt.start, []).append(cid)
+            # Turns number the messages in order: the next turn opens where the call's ends.
+            nxt = bisect_left(turn_of, call_turn[cid] + 1)
+            if nxt in kept_set:
+                into.setdefault(nxt, []).append(cid)
             else:
-                after.setdefault(turns[t].end - 1, []).append(cid)
+                after.setdefault(nxt - 1, []).append(cid)
 
         out: list[_Out] = []
         stripped: list[tuple[int, str, int]] = []

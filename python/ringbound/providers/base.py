@@ -330,6 +330,21 @@ def only_kept(
     return kept_native(items, canonical), read
 
 
+def call_message(
+    items: Sequence[PlanItem], j: int, canonical: Canonical, call_id: str
+) -> int | None:
+    """The canonical index of the kept message making call ``call_id``, whose synthesized
+    result is plan item ``j``: the plan places it after its call message's own results, so
+    the search reads back only over that ring. None when the call is not found there."""
+    for item in reversed(items[:j]):
+        if type(item) is int or type(item) is Insertion.Rewrite:
+            k = item if type(item) is int else item.index
+            calls = canonical.messages[k].get("tool_calls") or ()
+            if any(c["id"] == call_id for c in calls):
+                return k
+    return None
+
+
 def kept_as_given(messages: Sequence[Any], kept: list[int]) -> Sequence[Any]:
     """The caller's items at ``kept``, as they are: for a body's history (``RawItems``) a
     view of them that is written back as slices of the body, else a new list."""

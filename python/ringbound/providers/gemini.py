@@ -22,6 +22,7 @@ from .base import (
     Rendered,
     UnreadableObject,
     as_mapping,
+    call_message,
     is_summary_note,
     join_system_note,
     kept_as_given,
@@ -582,7 +583,7 @@ def _for_render(
             if at is not None:
                 responses_at[k] = at
         elif type(item) is Insertion.Synthesized:
-            k = _call_message(items, j, canonical, item.call_id)
+            k = call_message(items, j, canonical, item.call_id)
             if k is None:
                 return None
             if k not in calls_at:
@@ -601,20 +602,6 @@ def _for_render(
         turns=turns,
         **_notes_at(canonical),
     )
-
-
-def _call_message(
-    items: Sequence[PlanItem], j: int, canonical: Canonical, call_id: str
-) -> int | None:
-    """The canonical index of the kept message making call ``call_id``, whose synthesized
-    response is plan item ``j``: the plan places it after its call turn's own results."""
-    for item in reversed(items[:j]):
-        if type(item) is int or type(item) is Insertion.Rewrite:
-            k = item if type(item) is int else item.index
-            calls = canonical.messages[k].get("tool_calls") or ()
-            if any(c["id"] == call_id for c in calls):
-                return k
-    return None
 
 
 def response_position(messages: Sequence[Any], canonical: Canonical, k: int) -> int | None:
