@@ -263,12 +263,31 @@ def test_values_with_different_json_never_share_a_key(a: Any, b: Any) -> None:
         assert repr(a) != repr(b)
 
 
+@settings(max_examples=1_000, deadline=None)
+@given(json_values)
+@example({"a": "\u00e9" * 70, "b": [1.5, -0.0, 1e300, None, True]})
+@example({"a": 'quote " backslash \\ newline \n tab \t bell \x07' * 3})
+def test_a_missed_message_is_written_from_its_walk_as_the_serializer_writes_it(
+    value: Any,
+) -> None:
+    """A message the cache misses is parsed from JSON its walk writes, with the GIL released
+    (``Encoding::json``), not serialized again: that JSON must read back as what the
+    serializer writes, long strings (held, not copied, by the walk) and escapes included."""
+    message = {"role": "user", "content": value}
+    written = _core._walked_json(message)
+    assert written is not None
+    assert orjson.loads(written) == orjson.loads(orjson.dumps(message))
+
+
 def test_what_is_not_json_native_is_keyed_by_its_json() -> None:
     deep: Any = []
     for _ in range(70):
         deep = [deep]
     for value in ({1: "int key"}, {"n": 2**64}, {"s": "\ud800"}, {"x": {1, 2}}, deep, object()):
         assert _core._object_key({"role": "user", "content": value}) is None
+        assert _core._walked_json({"role": "user", "content": value}) is None
+    # A float JSON cannot carry is written by the serializer (as null).
+    assert _core._walked_json({"role": "user", "content": [float("nan")]}) is None
 
 
 @pytest.mark.parametrize(

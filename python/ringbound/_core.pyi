@@ -315,6 +315,10 @@ def wait_for_tables(encoding: str) -> None:
 def _object_key(message: Any) -> int | None:
     """The cache key of a message object, or None when it is keyed by its JSON (for tests)."""
 
+def _walked_json(message: Any) -> bytes | None:
+    """The JSON the walk of a message object writes of it when the cache misses it, or None
+    when the serializer writes it instead (for tests)."""
+
 class CountCache:
     """A bounded cache of parsed, counted messages (see ``Assembler(cache=...)``)."""
 

@@ -78,8 +78,14 @@ struct Shard {
     bytes: usize,
 }
 
+/// A shard on cache lines of its own: two threads locking neighbouring shards would otherwise
+/// take the same line from each other's core on every lookup.
+#[repr(align(128))]
+#[derive(Default)]
+struct Padded(Mutex<Shard>);
+
 pub struct CountCache {
-    shards: Vec<Mutex<Shard>>,
+    shards: Vec<Padded>,
     per_shard_entries: usize,
     per_shard_bytes: usize,
 }
@@ -89,7 +95,7 @@ impl CountCache {
     /// bound at 0 disables it.
     pub fn new(max_entries: usize, max_bytes: usize) -> Self {
         CountCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shards: (0..SHARDS).map(|_| Padded::default()).collect(),
             per_shard_entries: max_entries.div_ceil(SHARDS),
             per_shard_bytes: max_bytes.div_ceil(SHARDS),
         }
@@ -106,9 +112,14 @@ impl CountCache {
     }
 
     fn shard(&self, key: u128) -> std::sync::MutexGuard<'_, Shard> {
+        self.locked(shard_of(key))
+    }
+
+    fn locked(&self, shard: usize) -> std::sync::MutexGuard<'_, Shard> {
         // A poisoned shard only means another thread panicked mid-insert; the map is still a
         // valid map of entries, so keep using it.
-        self.shards[(key as usize) % SHARDS]
+        self.shards[shard]
+            .0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
     }
@@ -118,6 +129,45 @@ impl CountCache {
             return None;
         }
         self.shard(key).map.get(&key).cloned()
+    }
+
+    /// `get` of each key (None: no key, nothing looked up), each shard locked once rather
+    /// than once per message of a long history, which other threads' lookups then waited on
+    /// less often.
+    pub fn get_many(&self, keys: &[Option<u128>]) -> Vec<Option<Arc<Entry>>> {
+        let mut out = vec![None; keys.len()];
+        if !self.enabled() {
+            return out;
+        }
+        // The keys' positions ordered by shard (a counting sort), then each shard's run looked
+        // up under one lock.
+        let mut starts = [0usize; SHARDS + 1];
+        for key in keys.iter().flatten() {
+            starts[shard_of(*key) + 1] += 1;
+        }
+        for s in 0..SHARDS {
+            starts[s + 1] += starts[s];
+        }
+        let mut next = starts;
+        let mut order = vec![0usize; starts[SHARDS]];
+        for (i, key) in keys.iter().enumerate() {
+            if let Some(key) = key {
+                let s = shard_of(*key);
+                order[next[s]] = i;
+                next[s] += 1;
+            }
+        }
+        for s in 0..SHARDS {
+            let run = &order[starts[s]..starts[s + 1]];
+            if run.is_empty() {
+                continue;
+            }
+            let shard = self.locked(s);
+            for &i in run {
+                out[i] = keys[i].and_then(|key| shard.map.get(&key).cloned());
+            }
+        }
+        out
     }
 
     pub fn insert(&self, key: u128, entry: Arc<Entry>) {
@@ -144,6 +194,7 @@ impl CountCache {
         (0..SHARDS)
             .map(|i| {
                 self.shards[i]
+                    .0
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .map
@@ -161,6 +212,7 @@ impl CountCache {
         (0..SHARDS)
             .map(|i| {
                 self.shards[i]
+                    .0
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .bytes
@@ -170,11 +222,15 @@ impl CountCache {
 
     pub fn clear(&self) {
         for shard in &self.shards {
-            let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            let mut shard = shard.0.lock().unwrap_or_else(|e| e.into_inner());
             shard.map.clear();
             shard.bytes = 0;
         }
     }
+}
+
+fn shard_of(key: u128) -> usize {
+    (key as usize) % SHARDS
 }
 
 /// Messages the process-wide cache holds at most.
@@ -229,6 +285,34 @@ mod tests {
         let counted = entry("x");
         counted.tokens.set(7).unwrap();
         assert!(counted.exceeds(6) && !counted.exceeds(7));
+    }
+
+    #[test]
+    fn looks_up_many_keys_as_one_at_a_time() {
+        let cache = CountCache::new(1 << 12, usize::MAX);
+        let keys: Vec<u128> = (0..200u32)
+            .map(|n| CountCache::key(&n.to_le_bytes(), 7))
+            .collect();
+        for (n, &key) in keys.iter().enumerate().step_by(3) {
+            cache.insert(key, entry(&n.to_string()));
+        }
+        // Every shard met, some keys held, some not, and positions with no key at all.
+        let asked: Vec<Option<u128>> = keys
+            .iter()
+            .enumerate()
+            .map(|(n, &k)| (n % 7 != 0).then_some(k))
+            .collect();
+        let many = cache.get_many(&asked);
+        assert_eq!(many.len(), asked.len());
+        for (got, key) in many.iter().zip(&asked) {
+            let one = key.and_then(|k| cache.get(k));
+            assert_eq!(got.as_ref().map(Arc::as_ptr), one.as_ref().map(Arc::as_ptr));
+        }
+        assert!(many.iter().filter(|e| e.is_some()).count() > 40);
+        assert!(CountCache::new(0, 1)
+            .get_many(&asked)
+            .iter()
+            .all(Option::is_none));
     }
 
     #[test]

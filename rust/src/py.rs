@@ -408,6 +408,18 @@ fn _object_key(py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<Option<u1
     guard(py, || objects::object_key(message))
 }
 
+/// The JSON a message object's walk writes of it when the cache misses it, or None when it
+/// is serialized by the serializer instead (`objects`).
+#[pyfunction]
+fn _walked_json<'py>(
+    py: Python<'py>,
+    message: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    guard(py, || {
+        Ok(objects::walked_json(message)?.map(|json| PyBytes::new(py, &json)))
+    })
+}
+
 /// Empties the process-wide count cache, the parsed native items and the tokenizer's remembered
 /// piece counts: what a cold benchmark needs, and nothing else needs (all only save time).
 #[pyfunction]
@@ -464,6 +476,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache_len, m)?)?;
     m.add_function(wrap_pyfunction!(cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(_object_key, m)?)?;
+    m.add_function(wrap_pyfunction!(_walked_json, m)?)?;
     m.add_function(wrap_pyfunction!(panic::_panic, m)?)?;
     m.add_function(wrap_pyfunction!(wait_for_tables, m)?)?;
     Ok(())

@@ -109,9 +109,113 @@ impl Encoding {
         self.messages.iter().map(key).collect()
     }
 
+    /// The JSON of message `i`, written from its encoding (the long strings read where they
+    /// are held): what the serializer writes of it, parsed alike. None when the message is
+    /// not JSON-native, or holds a float JSON cannot carry (the serializer's to write).
+    fn json(&self, i: usize) -> Option<Vec<u8>> {
+        let span = self.messages.get(i)?.clone()?;
+        // The long strings of this message, in the order the walk met them.
+        let first = self.strings.partition_point(|&(at, _, _)| at < span.start);
+        let mut w = JsonWriter {
+            tags: &self.tags[..span.end],
+            at: span.start,
+            strings: self.strings[first..].iter(),
+            out: Vec::with_capacity(span.len() + 16),
+        };
+        w.value()?;
+        (w.at == span.end).then_some(w.out)
+    }
+
     fn push_len(&mut self, tag: u8, len: usize) {
         self.tags.push(tag);
         self.tags.extend_from_slice(&(len as u64).to_le_bytes());
+    }
+}
+
+/// Writes JSON from an `Encoding`'s tags (see `Encoding::json`).
+struct JsonWriter<'e> {
+    tags: &'e [u8],
+    at: usize,
+    strings: std::slice::Iter<'e, (usize, *const u8, usize)>,
+    out: Vec<u8>,
+}
+
+impl JsonWriter<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let bytes = self.tags.get(self.at..self.at + n)?;
+        self.at += n;
+        Some(bytes)
+    }
+
+    fn word(&mut self) -> Option<[u8; 8]> {
+        self.take(8)?.try_into().ok()
+    }
+
+    fn len(&mut self) -> Option<usize> {
+        usize::try_from(u64::from_le_bytes(self.word()?)).ok()
+    }
+
+    fn string(&mut self, tag: u8) -> Option<()> {
+        let len = self.len()?;
+        let bytes = if tag == b's' {
+            let tags = self.tags;
+            let bytes = tags.get(self.at..self.at + len)?;
+            self.at += len;
+            bytes
+        } else {
+            let &(at, data, held) = self.strings.next()?;
+            if at != self.at || held != len {
+                return None;
+            }
+            self.at += 16;
+            // SAFETY: a held string's UTF-8 bytes, alive and unchanged while it is held.
+            unsafe { std::slice::from_raw_parts(data, len) }
+        };
+        // UTF-8 as Python gave it (`PyUnicode_AsUTF8AndSize`); the parser checks it anyway.
+        crate::body::write_utf8(&mut self.out, bytes);
+        Some(())
+    }
+
+    fn value(&mut self) -> Option<()> {
+        let tag = *self.take(1)?.first()?;
+        match tag {
+            b's' | b'S' => self.string(tag)?,
+            b'{' | b'[' => {
+                let n = self.len()?;
+                self.out.push(tag);
+                for k in 0..n {
+                    if k > 0 {
+                        self.out.push(b',');
+                    }
+                    if tag == b'{' {
+                        let key = *self.take(1)?.first()?;
+                        if key != b's' && key != b'S' {
+                            return None;
+                        }
+                        self.string(key)?;
+                        self.out.push(b':');
+                    }
+                    self.value()?;
+                }
+                self.out.push(if tag == b'{' { b'}' } else { b']' });
+            }
+            b'n' => self.out.extend_from_slice(b"null"),
+            b't' => self.out.extend_from_slice(b"true"),
+            b'f' => self.out.extend_from_slice(b"false"),
+            b'i' => {
+                let n = i64::from_le_bytes(self.word()?);
+                self.out.extend_from_slice(n.to_string().as_bytes());
+            }
+            b'd' => {
+                let f = f64::from_bits(u64::from_le_bytes(self.word()?));
+                if !f.is_finite() {
+                    return None;
+                }
+                serde_json::to_writer(&mut self.out, &f).ok()?;
+            }
+            _ => return None,
+        }
+        Some(())
     }
 }
 
@@ -321,6 +425,15 @@ pub fn object_key(message: &Bound<'_, PyAny>) -> PyResult<Option<u128>> {
     Ok(walk.encoding.keys(0)[0])
 }
 
+/// The JSON a message object's walk writes of it when the cache misses it (None: it is
+/// serialized by `dump_messages` instead), for tests that hold it to the serializer's.
+pub fn walked_json(message: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
+    let one = PyList::new(message.py(), [message])?;
+    let mut walk = Walk::new(&one, true);
+    walk.encoding.keys(0);
+    Ok(walk.encoding.json(0))
+}
+
 /// The cache lookups of a walk, made with the GIL released.
 pub struct Lookup<'w>(&'w mut Encoding);
 
@@ -330,16 +443,32 @@ pub struct Found {
     entries: Vec<Option<Arc<Entry>>>,
 }
 
-impl Lookup<'_> {
+impl<'w> Lookup<'w> {
     /// Each message's key (None: not JSON-native), nothing looked up.
     pub fn keys(self, seed: u64) -> Vec<Option<u128>> {
         self.0.keys(seed)
     }
 
-    pub fn run(self, seed: u64, cache: &CountCache) -> Found {
+    pub fn run(self, seed: u64, cache: &CountCache) -> (Found, Walked<'w>) {
         let keys = self.0.keys(seed);
-        let entries = keys.iter().map(|k| k.and_then(|k| cache.get(k))).collect();
-        Found { keys, entries }
+        let entries = cache.get_many(&keys);
+        (Found { keys, entries }, Walked(self.0))
+    }
+}
+
+/// A walk's encoding once looked up, from which the messages missed are written as JSON with
+/// the GIL released.
+pub struct Walked<'w>(&'w Encoding);
+
+impl Walked<'_> {
+    /// The JSON of each message `missed`, by index in a vector over the `n` messages; None
+    /// when one cannot be written from the walk (see `Encoding::json`).
+    fn json(&self, n: usize, missed: &[usize]) -> Option<Vec<Option<Vec<u8>>>> {
+        let mut out = vec![None; n];
+        for &i in missed {
+            out[i] = Some(self.0.json(i)?);
+        }
+        Some(out)
     }
 }
 
@@ -409,10 +538,23 @@ pub fn plan<T: Send>(
         plan(&load_given(given, Some(&reread), tools, scheme, cache)?)
     };
     let first = py.detach(|| {
-        let found = lookup.run(seed, cache);
+        let (found, walked) = lookup.run(seed, cache);
         if found.all_found() {
             let planned = found.given(&[]).and_then(|given| load(&found, given));
             return Ok(planned);
+        }
+        // The messages missed (the next turn's new ones) written from the walk itself, so the
+        // plan runs in this same spell: taking the GIL back to serialize them made each
+        // assembly wait twice for another thread's turn with it. Their JSON and their keys
+        // are of one snapshot by construction.
+        let missed: Vec<usize> = (0..found.entries.len())
+            .filter(|&i| found.entries[i].is_none())
+            .collect();
+        if missed.iter().all(|&i| found.keys[i].is_some()) {
+            if let Some(json) = walked.json(found.keys.len(), &missed) {
+                let raws: Vec<Option<&[u8]>> = json.iter().map(Option::as_deref).collect();
+                return Ok(found.given(&raws).and_then(|given| load(&found, given)));
+            }
         }
         Err(found)
     });
