@@ -113,17 +113,25 @@ impl Encoding {
     /// are held): what the serializer writes of it, parsed alike. None when the message is
     /// not JSON-native, or holds a float JSON cannot carry (the serializer's to write).
     fn json(&self, i: usize) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        self.write_json(i, &mut out)?;
+        Some(out)
+    }
+
+    /// `json` of message `i`, written into `out` (cleared first).
+    fn write_json(&self, i: usize, out: &mut Vec<u8>) -> Option<()> {
         let span = self.messages.get(i)?.clone()?;
         // The long strings of this message, in the order the walk met them.
         let first = self.strings.partition_point(|&(at, _, _)| at < span.start);
+        out.clear();
         let mut w = JsonWriter {
             tags: &self.tags[..span.end],
             at: span.start,
             strings: self.strings[first..].iter(),
-            out: Vec::with_capacity(span.len() + 16),
+            out,
         };
         w.value()?;
-        (w.at == span.end).then_some(w.out)
+        (w.at == span.end).then_some(())
     }
 
     fn push_len(&mut self, tag: u8, len: usize) {
@@ -137,7 +145,7 @@ struct JsonWriter<'e> {
     tags: &'e [u8],
     at: usize,
     strings: std::slice::Iter<'e, (usize, *const u8, usize)>,
-    out: Vec<u8>,
+    out: &'e mut Vec<u8>,
 }
 
 impl JsonWriter<'_> {
@@ -172,7 +180,7 @@ impl JsonWriter<'_> {
             unsafe { std::slice::from_raw_parts(data, len) }
         };
         // UTF-8 as Python gave it (`PyUnicode_AsUTF8AndSize`); the parser checks it anyway.
-        crate::body::write_utf8(&mut self.out, bytes);
+        crate::body::write_utf8(self.out, bytes);
         Some(())
     }
 
@@ -211,7 +219,7 @@ impl JsonWriter<'_> {
                 if !f.is_finite() {
                     return None;
                 }
-                serde_json::to_writer(&mut self.out, &f).ok()?;
+                serde_json::to_writer(&mut *self.out, &f).ok()?;
             }
             _ => return None,
         }
@@ -458,15 +466,24 @@ impl<'w> Lookup<'w> {
 
 /// A walk's encoding once looked up, from which the messages missed are written as JSON with
 /// the GIL released.
-pub struct Walked<'w>(&'w Encoding);
+pub struct Walked<'w>(&'w mut Encoding);
 
 impl Walked<'_> {
     /// The JSON of each message `missed`, by index in a vector over the `n` messages; None
-    /// when one cannot be written from the walk (see `Encoding::json`).
-    fn json(&self, n: usize, missed: &[usize]) -> Option<Vec<Option<Vec<u8>>>> {
+    /// when one cannot be written from the walk (see `Encoding::json`). Each is written into
+    /// one buffer and kept at its exact size: the whole history of a first assembly is
+    /// missed, and buffers grown by doubling held up to twice its JSON.
+    fn json(self, n: usize, missed: &[usize]) -> Option<Vec<Option<Box<[u8]>>>> {
         let mut out = vec![None; n];
+        let mut buffer = Vec::new();
         for &i in missed {
-            out[i] = Some(self.0.json(i)?);
+            self.0.write_json(i, &mut buffer)?;
+            out[i] = Some(Box::from(buffer.as_slice()));
+        }
+        // The keys and the JSON are made: an encoding too large to be kept for the next walk
+        // (`SPARE_BYTES`) is let go now rather than beside the whole plan.
+        if self.0.tags.capacity() > SPARE_BYTES {
+            self.0.tags = Vec::new();
         }
         Some(out)
     }
