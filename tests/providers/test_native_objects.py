@@ -85,6 +85,28 @@ def test_an_item_changed_in_place_is_read_again(provider: str) -> None:
     assert again.count() > first.count() + 250
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_an_item_the_walk_cannot_write_is_serialized(value: float) -> None:
+    """An item missed is written as JSON from its walk, but a float JSON cannot carry is left
+    to the serializer (which writes null): the reading is still the serialized items'."""
+    messages: list[Any] = [
+        {"role": "user", "content": "Measure it."},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "measure", "input": {"x": value}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+        },
+    ]
+    same(*views("anthropic", messages, None))
+    res = rb.Assembler(rb.AssemblyConfig(model_input_limit=10_000), provider="anthropic").assemble(
+        messages
+    )
+    assert res.messages[1] is messages[1]
+
+
 class _SdkText(pydantic.BaseModel):
     type: str = "text"
     text: str

@@ -155,40 +155,16 @@ pub(super) fn read_native_objects<'py>(
         };
         check_count(messages.len(), config.limits)?;
         let mut walk = Walk::new(&messages, true);
-        let lookup = walk.look_up();
-        let keys = py.detach(|| lookup.keys(seed));
-        drop(walk);
-        let others: Vec<usize> = (0..keys.len()).filter(|&i| keys[i].is_none()).collect();
-        if others.len() == keys.len() || (!others.is_empty() && dump.is_none()) {
+        let mut walked = walk.look_up().walked();
+        let others = walked.unkeyed();
+        if others.len() == messages.len() || (!others.is_empty() && dump.is_none()) {
             return Ok(None);
         }
         let serialized = match &dump {
             Some(dump) if !others.is_empty() => serialized_by(dump, &others)?,
             _ => Vec::new(),
         };
-        let mut by_json: HashMap<usize, &[u8]> = HashMap::new();
-        let mut keys: Vec<u128> = keys.into_iter().map(Option::unwrap_or_default).collect();
-        for (&i, raw) in others.iter().zip(serialized.iter().map(Vec::as_slice)) {
-            // The item cache's own key of this JSON: the reading by JSON finds it too.
-            keys[i] = xxh3_128_with_seed(raw, seed);
-            by_json.insert(i, raw);
-        }
-        let list = messages.unbind();
-        let mut dump = |missed: &[usize]| {
-            let walked: Vec<usize> = missed
-                .iter()
-                .copied()
-                .filter(|i| !by_json.contains_key(i))
-                .collect();
-            let mut fresh = dump_items(&list, &walked, seed)?.into_iter();
-            missed
-                .iter()
-                .map(|i| match by_json.get(i) {
-                    Some(raw) => Ok((keys[*i], raw.to_vec())),
-                    None => fresh.next().ok_or_else(list_changed),
-                })
-                .collect()
-        };
+        let list = messages.clone().unbind();
         let system_bytes = system_bytes(&system);
         let read_bytes = AtomicUsize::new(0);
         let check = |bytes: usize| {
@@ -196,7 +172,36 @@ pub(super) fn read_native_objects<'py>(
             check_size(bytes + system_bytes, tools_json, config.limits)
         };
         let context = Context::new(provider, &system, tools_json, config.scheme, cache);
+        // Keys, lookups and the reading in one spell: the items missed (a next turn's new
+        // ones) are written from the walk, their JSON and keys of one snapshot, so the GIL is
+        // taken back only for one the walk cannot write (a float JSON cannot carry).
         py.detach(|| {
+            let mut keys: Vec<u128> = walked
+                .keys(seed)
+                .into_iter()
+                .map(Option::unwrap_or_default)
+                .collect();
+            let mut by_json: HashMap<usize, &[u8]> = HashMap::new();
+            for (&i, raw) in others.iter().zip(serialized.iter().map(Vec::as_slice)) {
+                // The item cache's own key of this JSON: the reading by JSON finds it too.
+                keys[i] = xxh3_128_with_seed(raw, seed);
+                by_json.insert(i, raw);
+            }
+            let mut buffer = Vec::new();
+            let mut dump = |missed: &[usize]| {
+                missed
+                    .iter()
+                    .map(|&i| match by_json.get(&i) {
+                        Some(raw) => Ok((keys[i], raw.to_vec())),
+                        None => match walked.json_of(i, &mut buffer) {
+                            Some(json) => Ok((keys[i], json)),
+                            None => dump_items(&list, &[i], seed)?
+                                .pop()
+                                .ok_or_else(list_changed),
+                        },
+                    })
+                    .collect()
+            };
             let identity: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
             let key = context.key(b"objects", std::iter::once(identity.as_slice()));
             let reading = readings::kept_or_read(

@@ -452,9 +452,10 @@ pub struct Found {
 }
 
 impl<'w> Lookup<'w> {
-    /// Each message's key (None: not JSON-native), nothing looked up.
-    pub fn keys(self, seed: u64) -> Vec<Option<u128>> {
-        self.0.keys(seed)
+    /// The walk's encoding, to key its messages and write their JSON without a cache lookup
+    /// (a native provider's items are looked up in its own cache).
+    pub fn walked(self) -> Walked<'w> {
+        Walked(self.0)
     }
 
     pub fn run(self, seed: u64, cache: &CountCache) -> (Found, Walked<'w>) {
@@ -469,6 +470,26 @@ impl<'w> Lookup<'w> {
 pub struct Walked<'w>(&'w mut Encoding);
 
 impl Walked<'_> {
+    /// The messages that are not JSON-native (known from the walk, before any hashing).
+    pub fn unkeyed(&self) -> Vec<usize> {
+        let messages = &self.0.messages;
+        (0..messages.len())
+            .filter(|&i| messages[i].is_none())
+            .collect()
+    }
+
+    /// Each message's key (None: not JSON-native). Needs no GIL.
+    pub fn keys(&mut self, seed: u64) -> Vec<Option<u128>> {
+        self.0.keys(seed)
+    }
+
+    /// The JSON of message `i` at its exact size, written from the walk after `keys` (see
+    /// `Encoding::json`). Needs no GIL.
+    pub fn json_of(&self, i: usize, buffer: &mut Vec<u8>) -> Option<Vec<u8>> {
+        self.0.write_json(i, buffer)?;
+        Some(buffer.as_slice().to_vec())
+    }
+
     /// The JSON of each message `missed`, by index in a vector over the `n` messages; None
     /// when one cannot be written from the walk (see `Encoding::json`). Each is written into
     /// one buffer and kept at its exact size: the whole history of a first assembly is
