@@ -2,13 +2,15 @@
 //! turn of a session nearly every message is one the cache has parsed and counted before;
 //! serializing it again only to hash the JSON cost as much as everything else a warm assembly
 //! does. Here a message of JSON-native objects (dicts, lists, str, int, float, bool, None) is
-//! keyed by a walk of its contents, and only the messages the cache misses are serialized (by
-//! `ringbound.payload.dump_messages`, so SDK objects and errors are handled as before). A
-//! message holding anything else is serialized and keyed by its JSON, as before.
+//! keyed by a walk of its contents, and only the messages the cache misses are written as
+//! JSON, from the walk itself. A message holding anything else (an SDK object) is serialized
+//! by `ringbound.payload.dump_messages` and keyed by its JSON, so SDK objects and errors are
+//! handled as before.
 //!
 //! The walk holds the GIL, so it does as little as it can: it lays out the structure and the
-//! short strings, and takes a reference to each longer string. Hashing (most of the bytes) and
-//! the cache lookups run with the GIL released, reading the held strings in place.
+//! short strings, and takes a reference to each longer string. Hashing (most of the bytes),
+//! the cache lookups, the misses' JSON and the plan run with the GIL released, reading the
+//! held strings in place.
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -437,8 +439,7 @@ pub fn object_key(message: &Bound<'_, PyAny>) -> PyResult<Option<u128>> {
 /// serialized by `dump_messages` instead), for tests that hold it to the serializer's.
 pub fn walked_json(message: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
     let one = PyList::new(message.py(), [message])?;
-    let mut walk = Walk::new(&one, true);
-    walk.encoding.keys(0);
+    let walk = Walk::new(&one, true);
     Ok(walk.encoding.json(0))
 }
 
@@ -483,8 +484,8 @@ impl Walked<'_> {
         self.0.keys(seed)
     }
 
-    /// The JSON of message `i` at its exact size, written from the walk after `keys` (see
-    /// `Encoding::json`). Needs no GIL.
+    /// The JSON of message `i` at its exact size, written from the walk (see
+    /// `Encoding::json`) with `buffer` as scratch. Needs no GIL.
     pub fn json_of(&self, i: usize, buffer: &mut Vec<u8>) -> Option<Vec<u8>> {
         self.0.write_json(i, buffer)?;
         Some(buffer.as_slice().to_vec())
@@ -542,9 +543,10 @@ impl Found {
 }
 
 /// Loads the request of the caller's `messages` and runs `plan` on it. The walk holds the GIL;
-/// the lookups, and the plan when every message was found (the next turn of a cached session
-/// adds none), run in one spell without it. Messages not found are serialized under the GIL
-/// and the plan then runs in a second spell.
+/// the lookups, the JSON of the JSON-native messages not found (written from the walk) and
+/// the plan run in one spell without it. Only where a message not found is not JSON-native
+/// (an SDK object), or the walk cannot write it, is it serialized under the GIL, and the plan
+/// then runs in a second spell.
 pub fn plan<T: Send>(
     py: Python<'_>,
     messages: &Bound<'_, PyList>,
