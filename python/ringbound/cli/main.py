@@ -221,6 +221,22 @@ def _demo(args: argparse.Namespace) -> int:
     return 1 if run_demo(sys.stdout) else 0
 
 
+def _inspect(args: argparse.Namespace) -> int:
+    from .inspect import run
+
+    session = _load(args)
+    return run(
+        session,
+        _config(args, session),
+        _provider(args, session),
+        name="standard input" if args.session == "-" else os.path.basename(args.session),
+        summarize=args.summarize,
+        json_out=args.json,
+        html=args.html,
+        width=args.width,
+    )
+
+
 def _simulate(args: argparse.Namespace) -> int:
     from .simulate import cli_main
 
@@ -372,6 +388,32 @@ def _parser() -> argparse.ArgumentParser:
         description="Assemble a bundled real tau-bench session at shrinking budgets.",
     )
     d.set_defaults(run=_demo)
+
+    i = sub.add_parser(
+        "inspect",
+        help="draw the context window an assembly makes: buckets, and every unit's fate",
+        description="Assemble a session (or a request body) and draw its context map: the "
+        "window by bucket (system, tools schema, pinned, ledger, summary, middle, recent, "
+        "free, output reserve), then every ring and turn in order, kept, dropped, cut, "
+        "stubbed or summarized, with its tokens and the stage that did it. In colour on a "
+        "terminal, as plain text otherwise; sized as 'ringbound assemble' sizes it.",
+    )
+    _session_args(i)
+    _size_args(i, budget_help="the whole budget in tokens (no reserve, no margin)")
+    i.add_argument("--model", help="size the request for this model (see docs/models.md)")
+    i.add_argument("--reserve", type=int, help="output_reserve_tokens, when the body names none")
+    i.add_argument("--margin", type=int, help="safety_margin_tokens: absorbs estimation error")
+    i.add_argument(
+        "--side-effect-tools",
+        action="append",
+        metavar="NAMES",
+        help="comma-separated tools whose dropped calls are recorded in the ledger note",
+    )
+    i.add_argument("--summarize", action="store_true", help="with the extractive summarizer")
+    i.add_argument("--json", action="store_true", help="the map as JSON")
+    i.add_argument("--html", metavar="PATH", help="also write the map as a self-contained page")
+    i.add_argument("--width", type=_positive, help="columns to draw in (default: the terminal's)")
+    i.set_defaults(run=_inspect)
 
     m = sub.add_parser(
         "simulate",
