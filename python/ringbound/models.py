@@ -5,20 +5,38 @@ The bundled table (``data/models.yaml``) cites the provider's documentation for 
 ``load_yaml`` and ``register`` add or override entries. Names are matched the way gateways
 spell them: with a route prefix (``openai/gpt-4o``), a dated snapshot (``gpt-4o-2024-08-06``,
 ``claude-sonnet-4-5-20250929``) or a Bedrock inference profile and version
-(``us.anthropic.claude-sonnet-4-5-20250929-v1:0``).
+(``us.anthropic.claude-sonnet-4-5-20250929-v1:0``), an alias (``claude-sonnet``), or LiteLLM's
+own spelling (``vertex_ai/claude-sonnet-4-5@20250929``, ``openrouter/anthropic/claude-sonnet-4.5``).
+``resolve`` is what callers that size a request by a name use: an unknown name is logged and
+counted (or refused, when strictness is asked for), never silently given the default window.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 import threading
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["FAMILIES", "ModelInfo", "find", "load_yaml", "lookup", "names", "register"]
+__all__ = [
+    "FAMILIES",
+    "ModelInfo",
+    "find",
+    "load_yaml",
+    "lookup",
+    "names",
+    "register",
+    "resolve",
+    "set_strict",
+]
+
+logger = logging.getLogger("ringbound")
 
 #: Provider families the table knows; each maps to the wire format its requests use.
 FAMILIES = ("openai", "anthropic", "gemini", "bedrock")
@@ -34,6 +52,12 @@ _REGION = re.compile(r"^(?:us|eu|apac|us-gov|global|ca|jp|au)\.(?=[a-z]+\.)")
 #: Bedrock ids end in a version (``-v1:0``, ``-v2``); snapshots end in a date.
 _VERSION = re.compile(r"(?:-v\d+(?::\d+)?|:\d+)$")
 _DATE = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
+#: Vertex AI pins a Claude snapshot with ``@`` (``claude-sonnet-4-5@20250929``, ``@001``).
+_VERTEX_PIN = re.compile(r"@[\w.-]*$")
+#: OpenAI fine-tunes: ``ft:gpt-4o-mini-2024-07-18:org:name:id`` is sized as its base model.
+_FINE_TUNE = re.compile(r"^ft:([^:]+):.*$")
+#: OpenRouter and some consoles write Claude versions with a dot (``claude-sonnet-4.5``).
+_CLAUDE_DOT = re.compile(r"(?<=\d)\.(?=\d)")
 
 
 @dataclass(frozen=True)
@@ -50,6 +74,11 @@ class ModelInfo:
         encoding: The BPE ringbound counts with.
         token_ratio: Provider tokens per counted token; None for the provider's default.
         source: Where the figures come from.
+        aliases: Other names users write for this model (``claude-sonnet`` for the newest
+            Sonnet); matched like the name itself.
+        min_cache_tokens: The shortest prefix the provider caches for this model (a cache
+            marker below it is silently not cached); None where the provider's default
+            applies.
     """
 
     name: str
@@ -60,13 +89,22 @@ class ModelInfo:
     encoding: str = "o200k_base"
     token_ratio: float | None = None
     source: str = ""
+    aliases: tuple[str, ...] = ()
+    min_cache_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise _error(f"a model's name must be a non-empty string, got {self.name!r}")
+        aliases = self.aliases
+        if isinstance(aliases, str) or not isinstance(aliases, (list, tuple)):
+            raise _error(f"{self.name}: aliases must be a list of names, got {aliases!r}")
+        if not all(isinstance(a, str) and a for a in aliases):
+            raise _error(f"{self.name}: aliases must be non-empty strings")
+        # A YAML list arrives as a list: kept as a tuple so the record stays hashable.
+        object.__setattr__(self, "aliases", tuple(a.lower() for a in aliases))
         if self.family not in FAMILIES:
             raise _error(f"{self.name}: family must be one of {', '.join(FAMILIES)}")
-        for key in ("max_output_tokens", "context_window", "max_input_tokens"):
+        for key in ("max_output_tokens", "context_window", "max_input_tokens", "min_cache_tokens"):
             value = getattr(self, key)
             optional = key != "max_output_tokens"
             if (value is None and optional) or (
@@ -110,6 +148,12 @@ class ModelInfo:
 
 _lock = threading.Lock()
 _table: dict[str, ModelInfo] | None = None
+_aliases: dict[str, str] = {}
+#: ``resolve`` refuses unknown names when True; ``RINGBOUND_STRICT_MODELS=1`` sets it.
+_strict = os.environ.get("RINGBOUND_STRICT_MODELS", "").strip().lower() in ("1", "true", "yes")
+#: Unknown names already logged: a gateway sees the same name on every request.
+_warned: set[str] = set()
+_MAX_WARNED = 1024
 
 
 def _loaded() -> dict[str, ModelInfo]:
@@ -117,8 +161,21 @@ def _loaded() -> dict[str, ModelInfo]:
     with _lock:
         if _table is None:
             text = resources.files("ringbound").joinpath("data/models.yaml").read_text("utf-8")
-            _table = {m.name: m for m in _parse(text, "the bundled models table")}
+            _table = {}
+            for m in _parse(text, "the bundled models table"):
+                _add(_table, m)
         return _table
+
+
+def _add(table: dict[str, ModelInfo], info: ModelInfo) -> None:
+    """Adds ``info`` and its aliases; a later entry's alias replaces an earlier one's."""
+    old = table.get(info.name)
+    if old is not None:
+        for alias in old.aliases:
+            _aliases.pop(alias, None)
+    table[info.name] = info
+    for alias in info.aliases:
+        _aliases[alias] = info.name
 
 
 def _parse(text: str, where: str) -> list[ModelInfo]:
@@ -140,6 +197,8 @@ def _parse(text: str, where: str) -> list[ModelInfo]:
         if unknown:
             raise _error(f"{where}: models[{i}] has unknown keys {', '.join(unknown)}")
         try:
+            if "aliases" in row and isinstance(row["aliases"], list):
+                row = {**row, "aliases": tuple(row["aliases"])}
             out.append(ModelInfo(**row))
         except TypeError as e:
             raise _error(f"{where}: models[{i}] {e}") from None
@@ -152,7 +211,7 @@ def register(info: ModelInfo) -> None:
         raise _error(f"register takes a ModelInfo, got {type(info).__name__}")
     table = _loaded()
     with _lock:
-        table[info.name] = info
+        _add(table, info)
 
 
 def load_yaml(path: str | Path) -> list[ModelInfo]:
@@ -181,27 +240,38 @@ def find(name: str) -> ModelInfo | None:
         'gpt-4o-mini'
         >>> find("us.anthropic.claude-sonnet-4-5-20250929-v1:0").name
         'anthropic.claude-sonnet-4-5'
+        >>> find("vertex_ai/claude-sonnet-4-5@20250929").name, find("claude-sonnet").name
+        ('claude-sonnet-4-5', 'claude-sonnet-4-5')
+        >>> find("openrouter/anthropic/claude-sonnet-4.5").name
+        'claude-sonnet-4-5'
         >>> find("my-own-model") is None
         True
     """
     if not isinstance(name, str):
         return None
     table = _loaded()
-    key = name.strip().lower()
+    key = _FINE_TUNE.sub(r"\1", name.strip().lower())
     if key.startswith("models/"):  # Gemini's resource names
         key = key[len("models/") :]
-    candidates = [key, _ROUTE.sub("", key)]
-    bare = _VERSION.sub("", _REGION.sub("", candidates[-1]))
-    candidates += [bare, _DATE.sub("", bare)]
+    key = _VERTEX_PIN.sub("", key)
+    routed = _ROUTE.sub("", key)
+    bare = _VERSION.sub("", _REGION.sub("", routed))
+    candidates = [key, routed, bare, _DATE.sub("", bare)]
+    if "claude" in bare:
+        dashed = _CLAUDE_DOT.sub("-", bare)
+        candidates += [dashed, _DATE.sub("", dashed)]
     for c in candidates:
         if c in table:
             return table[c]
+        if c in _aliases:
+            return table[_aliases[c]]
     # A longer spelling of a known name (``gpt-4o-mini-search-preview``, ``o3-pro``): the
     # longest name it extends at a dash wins, so ``gpt-4o-mini...`` is never ``gpt-4o``.
     best = None
-    for known in table:
-        if bare.startswith(known + "-") and (best is None or len(known) > len(best)):
-            best = known
+    for c in candidates[2:]:
+        for known in table:
+            if c.startswith(known + "-") and (best is None or len(known) > len(best)):
+                best = known
     return table[best] if best is not None else None
 
 
@@ -217,6 +287,65 @@ def lookup(name: str) -> ModelInfo:
             reason="unknown model",
         )
     return info
+
+
+def set_strict(strict: bool) -> None:
+    """Makes ``resolve`` refuse unknown model names (``ConfigError``) instead of warning,
+    process-wide; ``RINGBOUND_STRICT_MODELS=1`` sets it at start."""
+    global _strict
+    _strict = bool(strict)
+
+
+def resolve(
+    name: Any, *, where: str, provider: str = "other", sink: Any = None, strict: bool | None = None
+) -> ModelInfo | None:
+    """``find`` for a caller about to size a request by ``name``: an unknown name is logged
+    (a WARNING on the ``ringbound`` logger, once per name) and counted
+    (``context_assemble_unknown_model_total`` on sinks that have ``unknown_model``), and the
+    caller falls back to its own config; with ``strict`` (or ``set_strict(True)``) it is a
+    ``ConfigError`` instead.
+
+    Args:
+        name: The model name as the request, framework or route spells it.
+        where: What named it, for the message (``"the body's model"``).
+        provider: The wire format the request is in (the metric's label).
+        sink: The metrics sink to count an unknown name in; the default sink when None.
+        strict: Refuse unknown names; None for the process setting.
+
+    Raises:
+        ConfigError: ``name`` is unknown and strictness is on (key ``model``).
+    """
+    info = find(name) if isinstance(name, str) else None
+    if info is not None:
+        return info
+    if _strict if strict is None else strict:
+        raise ConfigError(
+            f"{where} {name!r} is not in the models table, and unknown models are refused "
+            "(strict); add it with ringbound.models.register / load_yaml, or pass "
+            "model_input_limit and output_reserve_tokens yourself (see docs/models.md)",
+            key="model",
+            reason="unknown model",
+        )
+    if name not in _warned:
+        if len(_warned) >= _MAX_WARNED:
+            _warned.clear()
+        _warned.add(name)
+        logger.warning(
+            "ringbound: %s %r is not in the models table; the request is sized by the "
+            "config's model_input_limit and output_reserve_tokens, not by the model's "
+            "window (add it with ringbound.models.register, or refuse unknown models with "
+            "RINGBOUND_STRICT_MODELS=1)",
+            where,
+            name,
+        )
+    if sink is None:
+        from .observability.metrics import get_default_sink
+
+        sink = get_default_sink()
+    count = getattr(sink, "unknown_model", None)
+    if callable(count):
+        count(provider)
+    return None
 
 
 def _error(message: str) -> ConfigError:

@@ -65,3 +65,25 @@ def check_requests(
         assert "system" not in roles[head:], roles
         counts.append(tokens)
     return counts
+
+
+class FamilyFakeModel(RecordingFakeModel):
+    """A fake standing for a provider's chat model: the fields LangChain's partner classes
+    carry (the model's name, ``max_tokens``, ``use_responses_api``) and a ``profile``."""
+
+    model: str = "fake"
+    max_tokens: int | None = None
+    use_responses_api: bool | None = None
+
+
+#: One fake per provider family, each named as the partner class it stands for (the
+#: integration reads the provider from the class name, the partner packages being optional).
+FAMILY_FAKES = {
+    provider: type(name, (FamilyFakeModel,), {"__module__": __name__})
+    for provider, name in [
+        ("openai_chat", "ChatOpenAI"),
+        ("anthropic", "ChatAnthropic"),
+        ("gemini", "ChatGoogleGenerativeAI"),
+        ("bedrock_converse", "ChatBedrockConverse"),
+    ]
+}

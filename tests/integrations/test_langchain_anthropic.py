@@ -131,11 +131,12 @@ def test_every_body_claude_receives_fits_as_anthropic_counts_it(
 def test_counted_as_openai_the_same_agent_overflows_claude(
     api: tuple[str, list[dict[str, Any]]],
 ) -> None:
-    """The failure the issue reports: planned with OpenAI's count, Claude's requests go over."""
+    """The failure the issue reports: planned with OpenAI's count (as the middleware did
+    before it read the provider from the model's class), Claude's requests go over."""
     url, bodies = api
     agent = create_agent(
         claude(url), [send_email, read_log], system_prompt=PROMPT,
-        middleware=[RingboundMiddleware(CFG)],
+        middleware=[RingboundMiddleware(CFG, provider="openai_chat")],
     )  # fmt: skip
     agent.invoke({"messages": [HumanMessage("Email Ana the report, then read the logs.")]})
     worst = max(

@@ -11,19 +11,32 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import BaseMessage, SystemMessage
 
-from ..assembler import AssemblyResult
+from ..assembler import Assembler, AssemblyResult
 from ..config import AssemblyConfig
 from ..errors import ConfigError
 from ..ledgers.side_effects import SideEffectLedger
 from ..providers.base import join_system_note
-from . import _langchain_messages
+from . import _langchain_messages, _langchain_model
 from ._base import Target, afit_target, assembler_for, check_ledger, fit_target
+from ._model import ModelFacts, sized
 
 __all__ = ["RingboundMiddleware", "pre_model_hook"]
 
 
+#: Assemblers a middleware keeps, one per model and ``max_tokens`` it has seen.
+_MAX_SIZED = 32
+
+
 class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
-    """Fits every model call of a ``create_agent`` agent to the budget.
+    """Fits every model call of a ``create_agent`` agent to the budget of the model it calls.
+
+    With no config, each call is sized from the agent's model: the window and output cap from
+    its LangChain profile (``max_input_tokens``, ``max_output_tokens``), else from the models
+    table by its name; the provider from its class (ChatAnthropic, ChatOpenAI with or without
+    ``use_responses_api``, ChatGoogleGenerativeAI, ChatBedrockConverse); the output reserve
+    from the call's ``max_tokens`` (its settings, or the model's). A model neither knows is
+    logged and counted (``ringbound.models.resolve``). A config field set to anything but its
+    default wins over the model's.
 
     The system prompt and the tools bound for the call count inside the budget; the notes go
     into the system message (``note_placement: top_level_system``, the default, which every
@@ -31,9 +44,9 @@ class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     the next call plans again from the whole history.
 
     Args:
-        config: The policy; ``AssemblyConfig()`` when None.
-        provider: The provider of the agent's model, whose count must fit the budget:
-            ``openai_chat`` (default), ``anthropic`` (ChatAnthropic), ``gemini``,
+        config: The policy; its fields left at their defaults are sized from the model.
+        provider: The provider whose count must fit the budget, when the model's class does
+            not say it (``openai_chat`` then): ``openai_chat``, ``anthropic``, ``gemini``,
             ``bedrock_converse`` or ``openai_responses``. The request is planned in the chat
             shape with the provider's ``token_ratio`` (unless the config sets one), then
             tightened until it fits as the provider counts it.
@@ -50,24 +63,47 @@ class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self,
         config: AssemblyConfig | None = None,
         *,
-        provider: str = "openai_chat",
+        provider: str | None = None,
         ledger: SideEffectLedger | None = None,
         summarizer: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__()
-        self.target = Target(provider)
-        self.assembler = assembler_for(
-            config,
-            "top_level_system",
-            integration="RingboundMiddleware",
-            target=self.target,
-            summarizer=summarizer,
-            **kwargs,
-        )
+        self._config = config
+        self._provider = None if provider is None else Target(provider).provider
+        self._kwargs = dict(kwargs, summarizer=summarizer)
+        # Checks the config and the Assembler's arguments now, not at the first call.
+        assembler_for(config, "top_level_system", integration="RingboundMiddleware", **self._kwargs)
+        self._sized: dict[tuple[int, ModelFacts], tuple[Any, Target, Assembler]] = {}
         self.ledger = check_ledger(ledger)
         #: The report of the last model call's assembly.
         self.last_report: Any = None
+        #: The config and provider the last model call was sized with.
+        self.last_config: AssemblyConfig | None = None
+        self.last_provider: str | None = None
+
+    def for_model(self, model: Any, settings: Any = None) -> tuple[Target, Assembler]:
+        """The target and assembler for calls to ``model`` with call ``settings`` (built once
+        per model and ``max_tokens``)."""
+        facts = _langchain_model.facts(model, settings)
+        key = (id(model), facts)
+        entry = self._sized.get(key)
+        if entry is None or entry[0] is not model:
+            size = sized(self._config, facts, provider=self._provider)
+            target = Target(size.provider)
+            asm = assembler_for(
+                size.config,
+                "top_level_system",
+                integration="RingboundMiddleware",
+                target=target,
+                **self._kwargs,
+            )
+            if len(self._sized) >= _MAX_SIZED:
+                self._sized.clear()
+            entry = (model, target, asm)
+            self._sized[key] = entry
+        self.last_config, self.last_provider = entry[2].config, entry[1].provider
+        return entry[1], entry[2]
 
     def wrap_model_call(
         self,
@@ -76,11 +112,12 @@ class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     ) -> Any:
         """Calls the model with the request fitted to the budget."""
         messages, tools = _inputs(request)
+        target, asm = self.for_model(request.model, request.model_settings)
         res = fit_target(
-            lambda n: self.assembler.assemble(messages, tools, ledger=self.ledger, tighten=n),
+            lambda n: asm.assemble(messages, tools, ledger=self.ledger, tighten=n),
             lambda res: self._sent(request, res),
-            self.target,
-            self.assembler.config,
+            target,
+            asm.config,
         )
         return handler(self._fitted(request, res))
 
@@ -91,11 +128,12 @@ class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     ) -> Any:
         """``wrap_model_call`` for async agents (an async summarizer is awaited)."""
         messages, tools = _inputs(request)
+        target, asm = self.for_model(request.model, request.model_settings)
         res = await afit_target(
-            lambda n: self.assembler.assemble_async(messages, tools, ledger=self.ledger, tighten=n),
+            lambda n: asm.assemble_async(messages, tools, ledger=self.ledger, tighten=n),
             lambda res: self._sent(request, res),
-            self.target,
-            self.assembler.config,
+            target,
+            asm.config,
         )
         return await handler(self._fitted(request, res))
 
@@ -138,9 +176,10 @@ class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 def pre_model_hook(
     config: AssemblyConfig | None = None,
     *,
+    model: Any = None,
     prompt: str | SystemMessage | None = None,
     tools: Sequence[Any] | None = None,
-    provider: str = "openai_chat",
+    provider: str | None = None,
     ledger: SideEffectLedger | None = None,
     summarizer: Any = None,
     **kwargs: Any,
@@ -154,12 +193,16 @@ def pre_model_hook(
     user messages (``user``).
 
     Args:
-        config: The policy; ``AssemblyConfig()`` when None. ``drop_tools_schema_then_fail``
-            is refused: a hook cannot unbind the model's tools.
+        config: The policy; its fields left at their defaults are sized from ``model`` (see
+            ``RingboundMiddleware``). ``drop_tools_schema_then_fail`` is refused: a hook
+            cannot unbind the model's tools.
+        model: The chat model the model node calls: a hook does not see it, so pass it to
+            size the budget from it. Without it (and without a window in ``config``) the
+            default window is used, with a warning and a metric.
         prompt: The system prompt the model node sends before the messages.
         tools: The tools bound to the model.
-        provider: The provider of the model, whose count must fit (see
-            ``RingboundMiddleware``).
+        provider: The provider whose count must fit, when the model's class does not say it
+            (see ``RingboundMiddleware``).
         ledger: The run's ``SideEffectLedger`` (see ``RingboundMiddleware``).
         summarizer: Writes the summary of what was dropped (see ``Assembler``).
         **kwargs: ``sink``, ``tracer``, ``cache`` for the ``Assembler``.
@@ -167,9 +210,15 @@ def pre_model_hook(
     Raises:
         ConfigError: A value above is of the wrong kind.
     """
-    target = Target(provider)
+    facts = (
+        _langchain_model.facts(model)
+        if model is not None
+        else ModelFacts(where="pre_model_hook (no model= given)")
+    )
+    size = sized(config, facts, provider=None if provider is None else Target(provider).provider)
+    target = Target(size.provider)
     asm = assembler_for(
-        config,
+        size.config,
         "leading_system",
         allowed=("leading_system", "user", "inline_system"),
         integration="pre_model_hook",

@@ -293,6 +293,13 @@ class _Metrics:
             "Server-side compactions the provider reported (Anthropic usage.iterations).",
             provider,
         )
+        self.unknown_model = make(
+            pc.Counter,
+            "context_assemble_unknown_model_total",
+            "Requests sized for a model name the models table does not know (the config's "
+            "window used instead).",
+            provider,
+        )
         # The providers' series exist from the start, so dashboards see 0 rather than no
         # series; ``other`` only once something reports an unknown provider.
         self.children = {p: self.make_children(p) for p in PROVIDERS}
@@ -433,6 +440,12 @@ class PrometheusSink:
             c.pairing_error.inc()
         elif isinstance(error, SummaryError):
             c.summary_fail.inc()
+
+    def unknown_model(self, provider: str) -> None:
+        """Records a request named a model the models table does not know
+        (``ringbound.models.resolve``)."""
+        known = provider if provider in self._metrics.children else OTHER_PROVIDER
+        self._metrics.unknown_model.labels(known).inc()
 
     def store_error(self, op: str, provider: str) -> None:
         """Records a session-store failure (``load``, ``save``) or a lost compare-and-set
