@@ -250,6 +250,7 @@ def _simulate(args: argparse.Namespace) -> int:
         summarize=args.summarize,
         per_turn=args.per_turn,
         json_out=args.json,
+        fidelity=args.fidelity,
     )
 
 
@@ -431,6 +432,13 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--summarize", action="store_true", help="with the extractive summarizer")
     m.add_argument("--per-turn", action="store_true", help="a row per turn as well")
     m.add_argument("--json", action="store_true", help="everything as JSON")
+    m.add_argument(
+        "--fidelity",
+        action="store_true",
+        help="instead: at each tool call, the share of the values it takes from earlier tool "
+        "results that the assembled history still holds (at 30/50/70%% of each history, or "
+        "--budget/--limit)",
+    )
     m.set_defaults(run=_simulate)
 
     k = sub.add_parser(

@@ -26,6 +26,7 @@ from ..errors import ConfigError, RingboundError
 from ..providers import adapter, check_provider
 from ..summary import summarizers
 from .cache_rules import PromptCache, rules_for
+from .fidelity import cli_main as fidelity_main
 from .session import Session, load_session
 
 __all__ = [
@@ -771,6 +772,7 @@ def cli_main(
     per_turn: bool = False,
     json_out: bool = False,
     out: TextIO | None = None,
+    fidelity: bool = False,
 ) -> int:
     """``ringbound simulate SESSION.json``: prints the comparison table (and the per-turn
     rows, or everything as JSON). Returns 0; 1 when the stateful way made a bad request
@@ -791,6 +793,8 @@ def cli_main(
         per_turn: Also print one row per turn.
         json_out: Print JSON instead of tables.
         out: Where to print (stdout).
+        fidelity: Report instead how many of the facts each tool call uses the assembled
+            history before it still holds (``ringbound.cli.fidelity``); returns 0.
 
     Raises:
         RingboundError: The session or the options cannot be read.
@@ -807,6 +811,17 @@ def cli_main(
     else:
         provider = session.detected_provider()
     cfg = AssemblyConfig.from_yaml(config) if config else AssemblyConfig()
+    if fidelity:
+        return fidelity_main(
+            session,
+            cfg,
+            provider,
+            budget=budget,
+            limit=limit,
+            name=Path(path).name,
+            json_out=json_out,
+            out=out,
+        )
     values = cfg.to_dict()
     if limit is not None:
         values["model_input_limit"] = limit
