@@ -21,6 +21,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import RunContext
+from pydantic_ai.usage import RunUsage
 
 import ringbound as rb
 from ringbound.integrations._pydantic_ai_messages import to_chat
@@ -36,6 +38,10 @@ CFG = rb.AssemblyConfig(
     side_effect_tools=["send_email"],
 )
 LEDGER = "[ringbound:side-effect-ledger]"
+#: The run context Pydantic AI gives a processor, for calling one directly.
+CTX: RunContext[None] = RunContext(
+    deps=None, model=FunctionModel(lambda m, i: None), usage=RunUsage()
+)
 
 
 class Script:
@@ -158,7 +164,7 @@ def test_a_request_kept_in_part_is_a_copy_and_notes_join_the_first_request() -> 
             ModelResponse(parts=[ToolCallPart(name, {"day": i}, f"call_{i}")]),
             ModelRequest(parts=[ToolReturnPart(name, "log " * 120, f"call_{i}")]),
         ]
-    out = asyncio.run(history_processor(CFG)(history))
+    out = asyncio.run(history_processor(CFG)(CTX, history))
     assert out[0] is not history[0]
     assert [type(p) for p in out[0].parts] == [SystemPromptPart, SystemPromptPart, UserPromptPart]
     assert out[0].parts[0] is history[0].parts[0] and out[0].parts[2] is history[0].parts[1]
@@ -166,13 +172,13 @@ def test_a_request_kept_in_part_is_a_copy_and_notes_join_the_first_request() -> 
     assert all(m is history[history.index(m)] for m in out[1:])
     assert rb.count_tokens(to_chat(out).messages) <= CFG.budget
     # Idempotent: the note is recognized, nothing more is dropped or added.
-    again = asyncio.run(history_processor(CFG)(out))
+    again = asyncio.run(history_processor(CFG)(CTX, out))
     assert len(again) == len(out) and all(a is b for a, b in zip(again, out, strict=True))
 
 
 def test_bad_input_is_a_typed_error() -> None:
     with pytest.raises(rb.InvalidMessageError) as e:
-        asyncio.run(history_processor(CFG)([{"role": "user", "content": "hi"}]))  # type: ignore[list-item]
+        asyncio.run(history_processor(CFG)(CTX, [{"role": "user", "content": "hi"}]))  # type: ignore[list-item]
     assert e.value.index == 0
     with pytest.raises(rb.ConfigError) as c:
         history_processor(CFG, tools=[42])  # type: ignore[list-item]
@@ -194,9 +200,9 @@ def test_provider_fits_the_history_as_that_provider_counts_it() -> None:
         native, system = adapter("anthropic").from_canonical(to_chat(messages).messages)
         return rb.count_tokens(native, provider="anthropic", system=system)
 
-    fitted = asyncio.run(history_processor(CFG, provider="anthropic")(history))
+    fitted = asyncio.run(history_processor(CFG, provider="anthropic")(CTX, history))
     assert as_claude(fitted) <= CFG.budget
-    as_openai = asyncio.run(history_processor(CFG)(history))
+    as_openai = asyncio.run(history_processor(CFG)(CTX, history))
     assert as_claude(as_openai) > CFG.budget
     with pytest.raises(rb.ConfigError) as e:
         history_processor(CFG, provider="claude")
