@@ -30,7 +30,6 @@ BUCKETS = (
     "pinned",
     "ledger",
     "summary",
-    "repairs",
     "middle",
     "recent",
     "framing",
@@ -175,11 +174,18 @@ def context_map(
     units = reading.units()
     fates = _Fates(report)
     stage_names = [s.stage for s in report.stages]
+    repaired = set(report.repairs)
+    # A synthesized result joins its ring: its tokens are the ring's in the report's buckets.
+    added = [sum(reading.synthesized(c) for c in u.call_ids if c in repaired) for u in units]
     sizes = [reading.tokens(u) for u in units]
-    placed = _place(units, sizes, config, report, fates, pinned)
+    now = [size + extra for size, extra in zip(sizes, added, strict=True)]
+    placed = _place(units, now, config, report, fates, pinned)
     out: list[Unit] = []
-    for u, bucket, before in zip(units, placed, sizes, strict=True):
+    for u, bucket, before, extra in zip(units, placed, sizes, added, strict=True):
         mark, stage, saved = fates.of(u, bucket, stage_names)
+        if extra and mark not in ("dropped", "summarized"):
+            saved -= extra
+            stage = "synthesize_error_results" if stage is None else stage
         out.append(
             Unit(
                 kind=u.kind,
@@ -220,6 +226,10 @@ class _Span:
     first: int
     last: int
     note: bool
+    #: Whether it holds a user message (a provider may glue one to a ring).
+    user: bool
+    #: Ids of the calls a ring makes.
+    call_ids: tuple[str, ...] = ()
 
 
 class _Reading:
@@ -261,7 +271,7 @@ class _Reading:
         i = 0
         while i < n:
             if spans[i][0] < 0:
-                out.append(_Span("system", -1, -1, "system", (), i, i, False))
+                out.append(_Span("system", -1, -1, "system", (), i, i, False, False))
                 i += 1
                 continue
             calls = _calls(canon[i])
@@ -278,7 +288,8 @@ class _Reading:
                     end += 1
                 if end == before:
                     break
-            tools = tuple(name for k in range(i, end) for name in _calls(canon[k]))
+            tools = tuple(name for k in range(i, end) for name, _ in _calls(canon[k]))
+            ids = tuple(cid for k in range(i, end) for _, cid in _calls(canon[k]))
             role = str(canon[i].get("role"))
             native = [spans[k] for k in range(i, end) if spans[k][0] >= 0]
             out.append(
@@ -291,10 +302,24 @@ class _Reading:
                     i,
                     end - 1,
                     _is_note(canon[i]),
+                    any(canon[k].get("role") == "user" for k in range(i, end)),
+                    ids,
                 )
             )
             i = end
         return out
+
+    def synthesized(self, call_id: str) -> int:
+        """Tokens of the error result synthesized for ``call_id``, as the core inserts it:
+        an OpenAI tool message, scaled as the provider's count is."""
+        message = {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": _core.SYNTHESIZED_RESULT_TEXT,
+        }
+        return count_tokens(
+            [message], encoding=self.encoding, token_ratio=self.ratio
+        ) - count_tokens([], encoding=self.encoding, token_ratio=self.ratio)
 
     def tokens(self, u: _Span) -> int:
         if u.kind == "system":
@@ -305,11 +330,16 @@ class _Reading:
         return self._count(self.messages[u.start : u.end], None) - self._empty
 
 
-def _calls(message: Any) -> list[str]:
+def _calls(message: Any) -> list[tuple[str, str]]:
+    """``(name, id)`` of the calls an assistant message makes."""
     if message.get("role") != "assistant":
         return []
     calls = message.get("tool_calls") or []
-    return [str((c.get("function") or {}).get("name", "")) for c in calls if isinstance(c, dict)]
+    return [
+        (str((c.get("function") or {}).get("name", "")), str(c.get("id", "")))
+        for c in calls
+        if isinstance(c, dict)
+    ]
 
 
 def _is_note(message: Any) -> bool:
@@ -376,7 +406,7 @@ def _place(
     holds (the latest where they stand, or everything from the earliest of them) and how many
     (``shrink_recent`` lowers the counts to their floors) is read back from the report: the
     layout whose kept units add up to its prefix and suffix totals."""
-    first_user = next((k for k, u in enumerate(units) if u.role == "user"), None)
+    first_user = next((k for k, u in enumerate(units) if u.user), None)
     leading = True
     base: list[str | None] = []
     for k, u in enumerate(units):
@@ -392,17 +422,17 @@ def _place(
             or any(u.start <= i < u.end for i in pinned)
         )
         base.append("pinned" if pin else None)
-    users = [k for k, u in enumerate(units) if u.role == "user"]
+    users = [k for k, u in enumerate(units) if u.user]
     rings = [k for k, u in enumerate(units) if u.kind == "ring"]
     kept = [not any(s <= u.start and u.end <= e for s, e in fates.dropped) for u in units]
 
     def split(n_rings: int, n_turns: int, standing: bool) -> list[str]:
-        recent = set(rings[len(rings) - n_rings :] if n_rings else [])
+        recent = set(rings[max(0, len(rings) - n_rings) :] if n_rings else [])
         if units:
             recent.add(len(units) - 1)
         if not standing:
             recent = set(range(min(recent), len(units))) if recent else recent
-        latest = set(users[len(users) - n_turns :] if n_turns else [])
+        latest = set(users[max(0, len(users) - n_turns) :] if n_turns else [])
         out = []
         for k, b in enumerate(base):
             if b == "system":
@@ -440,8 +470,8 @@ def _place(
 def _buckets(
     report: AssemblyReport, config: AssemblyConfig, units: list[Unit]
 ) -> tuple[Bucket, ...]:
-    """The report's buckets, its prefix split into system and pinned and its insertions into
-    ledger, summary and repairs by the units' and notes' own tokens."""
+    """The report's buckets, its prefix split into system and pinned by the units' own tokens
+    and its insertions into ledger and summary by the summary's."""
     b = report.bucket_tokens
     prefix = b.get("prefix", 0)
     system = min(prefix, sum(u.tokens for u in units if u.bucket == "system"))
@@ -449,7 +479,6 @@ def _buckets(
     summary = 0
     if report.summary is not None and report.summarized:
         summary = min(insertions, report.summary.tokens)
-    repairs = min(insertions - summary, len(report.repairs) * _repair_tokens(config))
     margin = config.safety_margin_tokens if isinstance(config.safety_margin_tokens, int) else 0
     if report.provider_count is not None:
         margin = report.provider_count.safety_margin_tokens
@@ -457,9 +486,8 @@ def _buckets(
         "system": system,
         "tools": b.get("tools", 0),
         "pinned": prefix - system,
-        "ledger": insertions - summary - repairs,
+        "ledger": insertions - summary,
         "summary": summary,
-        "repairs": repairs,
         "middle": b.get("middle", 0),
         "recent": b.get("suffix", 0),
         "framing": b.get("framing", 0),
@@ -468,11 +496,3 @@ def _buckets(
         "reserve": config.output_reserve_tokens,
     }
     return tuple(Bucket(name, sizes[name]) for name in BUCKETS)
-
-
-def _repair_tokens(config: AssemblyConfig) -> int:
-    """Tokens of one synthesized error result, as a tool message."""
-    message = {"role": "tool", "tool_call_id": "call", "content": _core.SYNTHESIZED_RESULT_TEXT}
-    return count_tokens([message], encoding=config.encoding) - count_tokens(
-        [], encoding=config.encoding
-    )

@@ -64,7 +64,9 @@ def page(m: ContextMap, name: str = "session") -> str:
         for b in m.buckets
     )
     stages = "".join(
-        f'<p class="meta">stage {e(s)}: {u} unit(s), {bound}{t:,} tokens saved</p>'
+        f'<p class="meta">stage {e(s)}: {u} unit(s), '
+        + (f"{bound}{t:,} tokens saved" if t >= 0 else f"{-t:,} tokens added")
+        + "</p>"
         for s, u, t in m.stages
     )
     rows = []

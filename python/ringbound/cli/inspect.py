@@ -38,7 +38,6 @@ GLYPHS = {
     "pinned": "P",
     "ledger": "L",
     "summary": "Z",
-    "repairs": "X",
     "middle": "M",
     "recent": "R",
     "framing": "F",
@@ -52,7 +51,6 @@ STYLES = {
     "pinned": "#db2777",
     "ledger": "#d97706",
     "summary": "#65a30d",
-    "repairs": "#dc2626",
     "middle": "#2563eb",
     "recent": "#059669",
     "framing": "#6b7280",
@@ -68,7 +66,6 @@ TERMINAL = {
     "pinned": ("bright_magenta", "█"),
     "ledger": ("yellow", "█"),
     "summary": ("bright_cyan", "█"),
-    "repairs": ("red", "█"),
     "middle": ("blue", "█"),
     "recent": ("green", "█"),
     "framing": ("white", "█"),
@@ -82,7 +79,6 @@ LABELS = {
     "pinned": "pinned",
     "ledger": "side-effect ledger",
     "summary": "summary",
-    "repairs": "synthesized results",
     "middle": "middle",
     "recent": "recent",
     "framing": "framing",
@@ -149,7 +145,9 @@ def _header(m: ContextMap, name: str) -> list[str]:
         else f"tokens {bound}{m.tokens_before:,} -> {m.tokens_after:,}",
     ]
     for stage, units, saved in m.stages:
-        lines.append(f"stage  {stage}: {units} unit(s), {bound}{saved:,} tokens saved")
+        # A summary note can cost more than the drops it follows saved: said as such.
+        effect = f"{bound}{saved:,} tokens saved" if saved >= 0 else f"{-saved:,} tokens added"
+        lines.append(f"stage  {stage}: {units} unit(s), {effect}")
     return lines
 
 
@@ -298,8 +296,19 @@ def run(
     if json_out:
         body = {"session": name, **m.to_dict(), "elapsed_s": elapsed}
         out.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
-    elif out.isatty():
+    elif out.isatty() and _has_rich():
         rich_view(m, out, width, name)
     else:
         out.write(plain(m, width or shutil.get_terminal_size((100, 24)).columns, name))
     return 0
+
+
+def _has_rich() -> bool:
+    """Whether rich (the ``inspect`` extra) is installed; without it the terminal gets the
+    plain drawing."""
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        print("note: pip install 'ringbound[inspect]' draws the map in colour", file=sys.stderr)
+        return False
+    return True
