@@ -16,6 +16,7 @@ from typing import Any
 from . import _core, cache_markers, flow, low_water, notes, routing
 from . import body as bodies
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
+from .caller_values import shown
 from .config import AssemblyConfig
 from .counters.gate import count_gate
 from .errors import BudgetExceededError, ConfigError, InvalidMessageError, StaleStateError
@@ -503,7 +504,8 @@ class Assembler:
         """Whether a call is one ``_assemble_plain`` makes exactly as the general path would."""
         return (
             self._plain
-            and (pinned is None or pinned == ())
+            # Not ``pinned == ()``: the caller's object's own __eq__ may raise.
+            and (pinned is None or (type(pinned) is tuple and not pinned))
             and ledger is None
             and type(tighten) is int
             and tighten == 0
@@ -644,7 +646,7 @@ class Assembler:
         repair = self.config.on_pairing_error == "synthesize_error_results"
         if isinstance(tighten, bool) or not isinstance(tighten, int) or tighten < 0:
             raise ConfigError(
-                f"tighten must be an integer >= 0, got {tighten!r}",
+                f"tighten must be an integer >= 0, got {shown(tighten)}",
                 key="tighten",
                 reason="must be an integer >= 0",
             )
@@ -1178,18 +1180,33 @@ def _pins(pinned: Iterable[int] | None, n: int) -> list[int]:
     if pinned is None:
         return []
     try:
-        items = list(pinned)
-    except TypeError:
+        # A list or tuple as stored; any other iterable through its own __iter__, whose
+        # exception is the caller's bad input, not ours.
+        if isinstance(pinned, list):
+            items = list.copy(pinned)
+        elif isinstance(pinned, tuple):
+            items = list(tuple.__iter__(pinned))
+        else:
+            items = list(pinned)
+    except Exception:
         raise _pin_error(pinned, n) from None
+    # An int subclass as its plain value: its own __eq__/__hash__ are not ours to call.
+    plain = []
     for p in items:
-        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < n:
+        if isinstance(p, bool) or not isinstance(p, int):
             raise _pin_error(p, n)
-    return sorted(set(items))
+        p = int.__index__(p)
+        if not 0 <= p < n:
+            raise _pin_error(p, n)
+        plain.append(p)
+    return sorted(set(plain))
 
 
 def _pin_error(p: Any, n: int) -> ConfigError:
     return ConfigError(
-        f"pinned indices must be integers in [0, {n}) for {n} messages, got {p!r}",
+        f"pinned indices must be integers in [0, {n}) for {n} messages, got {shown(p)}",
         key="pinned",
         reason=f"must be integers in [0, {n})",
     )
+    # An int subclass as its plain value: its own __eq__/__hash__ are not ours to call.
+    plain = []

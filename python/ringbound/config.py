@@ -9,6 +9,7 @@ from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .caller_values import is_utf8, shown, str_list
 from .errors import ConfigError
 
 __all__ = ["PINS", "STAGES", "AssemblyConfig"]
@@ -158,22 +159,18 @@ class AssemblyConfig:
     def __post_init__(self, middle_delete_unit: Any) -> None:
         if middle_delete_unit is not None:
             raise _error("middle_delete_unit", REMOVED_KEYS["middle_delete_unit"])
+        # Every value as plain data first: what follows compares and hashes them, and a
+        # caller's subclass or object must not run its own code there (its exception would
+        # escape as ours).
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _plain(f.name, getattr(self, f.name)))
         for name in ("pin", "side_effect_tools", "stages", "redact_patterns"):
             value = getattr(self, name)
-            if isinstance(value, str) or not isinstance(value, (list, tuple)):
-                raise _error(name, f"must be a list of strings, got {value!r}")
-            if not all(isinstance(v, str) for v in value):
-                raise _error(name, f"must be a list of strings, got {value!r}")
-            object.__setattr__(self, name, tuple(value))
-        fields_ = self.ledger_fields
-        if not isinstance(fields_, dict) or not all(
-            isinstance(k, str)
-            and isinstance(v, (list, tuple))
-            and all(isinstance(a, str) for a in v)
-            for k, v in fields_.items()
-        ):
-            raise _error("ledger_fields", "must map tool names to lists of argument names")
-        object.__setattr__(self, "ledger_fields", {k: tuple(v) for k, v in fields_.items()})
+            items = str_list(value)
+            if items is None:
+                raise _error(name, f"must be a list of strings (UTF-8), got {shown(value)}")
+            object.__setattr__(self, name, tuple(items))
+        object.__setattr__(self, "ledger_fields", _ledger_fields(self.ledger_fields))
         for name, low in (
             ("model_input_limit", 1),
             ("output_reserve_tokens", 0),
@@ -192,24 +189,26 @@ class AssemblyConfig:
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= INT_MAX:
-                raise _error(name, f"must be an integer in [{low}, 2**40], got {value!r}")
+                raise _error(name, f"must be an integer in [{low}, 2**40], got {shown(value)}")
         for name in ("summary_target_tokens", "summarizer_input_limit"):
             value = getattr(self, name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or not 16 <= value <= INT_MAX
             ):
-                raise _error(name, f"must be an integer in [16, 2**40] (or null), got {value!r}")
+                raise _error(
+                    name, f"must be an integer in [16, 2**40] (or null), got {shown(value)}"
+                )
         for pattern in self.redact_patterns:
             try:
                 re.compile(pattern)
             except re.error as e:
                 raise _error(
-                    "redact_patterns", f"holds an invalid pattern {pattern!r}: {e}"
+                    "redact_patterns", f"holds an invalid pattern {shown(pattern)}: {e}"
                 ) from None
         for name in ("compact_trigger_ratio", "compact_target_ratio", "emergency_ratio"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-                raise _error(name, f"must be a number in (0, 1], got {value!r}")
+                raise _error(name, f"must be a number in (0, 1], got {shown(value)}")
         if self.compact_target_ratio > self.compact_trigger_ratio:
             raise _error(
                 "compact_target_ratio",
@@ -218,21 +217,24 @@ class AssemblyConfig:
             )
         for name in ("cache_stable", "summary_raw_units"):
             if not isinstance(getattr(self, name), bool):
-                raise _error(name, f"must be true or false, got {getattr(self, name)!r}")
+                raise _error(name, f"must be true or false, got {shown(getattr(self, name))}")
         ratio = self.summarize_trigger_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
-            raise _error("summarize_trigger_ratio", f"must be a number in (0, 1], got {ratio!r}")
+            raise _error(
+                "summarize_trigger_ratio", f"must be a number in (0, 1], got {shown(ratio)}"
+            )
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise _error(
-                    name, f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}"
+                    name, f"must be one of {', '.join(allowed)}; got {shown(getattr(self, name))}"
                 )
         margin = self.safety_margin_tokens
         if margin != "auto" and (
             isinstance(margin, bool) or not isinstance(margin, int) or not 0 <= margin <= INT_MAX
         ):
             raise _error(
-                "safety_margin_tokens", f"must be an integer in [0, 2**40] or auto, got {margin!r}"
+                "safety_margin_tokens",
+                f"must be an integer in [0, 2**40] or auto, got {shown(margin)}",
             )
         coverage = self.calibration_coverage
         if (
@@ -240,7 +242,9 @@ class AssemblyConfig:
             or not isinstance(coverage, (int, float))
             or not 0.5 <= coverage < 1
         ):
-            raise _error("calibration_coverage", f"must be a number in [0.5, 1), got {coverage!r}")
+            raise _error(
+                "calibration_coverage", f"must be a number in [0.5, 1), got {shown(coverage)}"
+            )
         ratio_ = self.token_ratio
         if (
             ratio_ is not None
@@ -252,24 +256,26 @@ class AssemblyConfig:
             )
         ):
             raise _error(
-                "token_ratio", f"must be a number in [0.1, 10], auto or null; got {ratio_!r}"
+                "token_ratio", f"must be a number in [0.1, 10], auto or null; got {shown(ratio_)}"
             )
         if self.note_placement is not None and self.note_placement not in PLACEMENTS:
             raise _error(
                 "note_placement",
-                f"must be one of {', '.join(PLACEMENTS)} (or null); got {self.note_placement!r}",
+                f"must be one of {', '.join(PLACEMENTS)} (or null); "
+                f"got {shown(self.note_placement)}",
             )
         if self.tokenizer_backend is not None and self.tokenizer_backend not in _BACKENDS:
             raise _error(
                 "tokenizer_backend",
-                f"must be one of {', '.join(_BACKENDS)} (or null); got {self.tokenizer_backend!r}",
+                f"must be one of {', '.join(_BACKENDS)} (or null); "
+                f"got {shown(self.tokenizer_backend)}",
             )
         for p in self.pin:
             if p not in PINS:
-                raise _error("pin", f"must hold only {', '.join(PINS)}; got {p!r}")
+                raise _error("pin", f"must hold only {', '.join(PINS)}; got {shown(p)}")
         for s in self.stages:
             if s not in STAGES:
-                raise _error("stages", f"must hold only {', '.join(STAGES)}; got {s!r}")
+                raise _error("stages", f"must hold only {', '.join(STAGES)}; got {shown(s)}")
         if self.budget <= 0:
             raise _error(
                 "model_input_limit",
@@ -331,14 +337,18 @@ class AssemblyConfig:
                 reason="must be a mapping",
             )
         known = {f.name for f in dataclasses.fields(cls)}
-        for key in values:
+        plain: dict[str, Any] = {}
+        # The pairs as stored: a dict subclass's own keys() or items() may raise.
+        for key, value in dict.items(values):
+            if not isinstance(key, str):
+                raise _error(shown(key), "is not a configuration key (keys are strings)")
+            key = str.__str__(key)
             if key in REMOVED_KEYS:
-                raise _error(str(key), REMOVED_KEYS[str(key)])
+                raise _error(key, REMOVED_KEYS[key])
             if key not in known:
-                raise _error(
-                    str(key), f"is not a configuration key (known: {', '.join(sorted(known))})"
-                )
-        return cls(**values)
+                raise _error(key, f"is not a configuration key (known: {', '.join(sorted(known))})")
+            plain[key] = value
+        return cls(**plain)
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> AssemblyConfig:
@@ -375,6 +385,40 @@ class AssemblyConfig:
                 out[k] = list(v)
         out["ledger_fields"] = {k: list(v) for k, v in self.ledger_fields.items()}
         return out
+
+
+def _plain(name: str, value: Any) -> Any:
+    """A config value as plain data: a subclass of str, int or float as its base type;
+    lists, tuples and mappings as given (their keys read them as stored); anything else, a
+    caller's object no key takes, a ConfigError."""
+    if value is None or type(value) in (bool, int, float, str, list, tuple, dict):
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):  # bool cannot be subclassed
+        return int.__index__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, (list, tuple, dict)):
+        return value
+    raise _error(
+        name, f"must be plain data (a string, number, list or mapping), got {shown(value)}"
+    )
+
+
+def _ledger_fields(value: Any) -> dict[str, tuple[str, ...]]:
+    """``ledger_fields`` as a dict of plain strings, read as stored."""
+    out: dict[str, tuple[str, ...]] = {}
+    pairs = list(dict.items(value)) if isinstance(value, dict) else None
+    for tool, names in pairs or ():
+        items = str_list(names)
+        if not isinstance(tool, str) or not is_utf8(str.__str__(tool)) or items is None:
+            pairs = None
+            break
+        out[str.__str__(tool)] = tuple(items)
+    if pairs is None:
+        raise _error("ledger_fields", "must map tool names to lists of argument names")
+    return out
 
 
 def _error(key: str, reason: str) -> ConfigError:

@@ -72,13 +72,13 @@ def test_sessions_are_isolated(store: rb.SessionStore, ids: list[str]) -> None:
 
 
 def test_a_record_expires_ttl_after_its_last_write(make_store: StoreFactory) -> None:
-    store = make_store(ttl_s=0.4)
+    store = make_store(ttl_s=1)  # the shortest a store takes (MIN_TTL_S)
     first = store.put("s", b"x", expected=None)
-    time.sleep(0.25)
+    time.sleep(0.6)
     assert store.put("s", b"y", expected=first) is not None  # re-arms the expiry
-    time.sleep(0.25)
+    time.sleep(0.6)
     assert store.get("s") is not None
-    time.sleep(0.35)
+    time.sleep(0.7)
     assert store.get("s") is None
     assert store.put("s", b"z", expected=first) is None
     assert store.put("s", b"z", expected=None) is not None

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from ..caller_values import is_utf8, shown
 from ..errors import ConfigError
 from ..report import LedgerEntry
 
@@ -24,15 +25,32 @@ __all__ = ["SideEffectLedger"]
 _STATUS_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
-def _need_str(name: str, value: Any, *, optional: bool = False) -> None:
+def _need_str(name: str, value: Any, *, optional: bool = False) -> str | None:
+    """``value`` as a plain ``str`` (a subclass's own methods are never called again), or
+    ConfigError: the entry's fields go to the core and into the request as UTF-8."""
     if value is None and optional:
-        return
-    if not isinstance(value, str) or (not optional and not value):
+        return None
+    text = str.__str__(value) if isinstance(value, str) else None
+    if text is None or (not optional and not text) or not is_utf8(text):
         raise ConfigError(
-            f"ledger entry `{name}` must be a non-empty string, got {value!r}",
+            f"ledger entry `{name}` must be a non-empty UTF-8 string, got {shown(value)}",
             key=f"ledger.{name}",
             reason="must be a non-empty string",
         )
+    return text
+
+
+def _args_dict(args: Mapping[str, Any]) -> dict[Any, Any]:
+    """The caller's ``args`` as a dict: a dict's pairs as stored, another mapping read
+    through its own methods, whose exception is bad input, not ours."""
+    try:
+        return dict(dict.items(args)) if isinstance(args, dict) else dict(args.items())
+    except Exception as e:
+        raise ConfigError(
+            f"ledger entry `args` could not be read ({type(e).__name__})",
+            key="ledger.args",
+            reason="could not be read",
+        ) from None
 
 
 class SideEffectLedger:
@@ -88,23 +106,27 @@ class SideEffectLedger:
         Raises:
             ConfigError: A field has the wrong type or shape.
         """
-        _need_str("tool", tool)
-        _need_str("call_id", call_id)
-        _need_str("idempotency_key", idempotency_key, optional=True)
-        _need_str("resource_id", resource_id, optional=True)
-        if not isinstance(status, str) or not status or not set(status) <= _STATUS_CHARS:
+        tool = _need_str("tool", tool)  # type: ignore[assignment]
+        call_id = _need_str("call_id", call_id)  # type: ignore[assignment]
+        idempotency_key = _need_str("idempotency_key", idempotency_key, optional=True)
+        resource_id = _need_str("resource_id", resource_id, optional=True)
+        word = str.__str__(status) if isinstance(status, str) else None
+        if not word or not set(word) <= _STATUS_CHARS:
             raise ConfigError(
                 f"ledger entry `status` must be a word of letters, digits and underscores, "
-                f"got {status!r}",
+                f"got {shown(status)}",
                 key="ledger.status",
                 reason="must be a word",
             )
-        if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 0):
-            raise ConfigError(
-                f"ledger entry `turn` must be an integer >= 0, got {turn!r}",
-                key="ledger.turn",
-                reason="must be an integer >= 0",
-            )
+        status = word
+        if turn is not None:
+            if isinstance(turn, bool) or not isinstance(turn, int) or int.__index__(turn) < 0:
+                raise ConfigError(
+                    f"ledger entry `turn` must be an integer >= 0, got {shown(turn)}",
+                    key="ledger.turn",
+                    reason="must be an integer >= 0",
+                )
+            turn = int.__index__(turn)
         if args is not None and not isinstance(args, Mapping):
             raise ConfigError(
                 f"ledger entry `args` must be a mapping, got {type(args).__name__}",
@@ -112,7 +134,8 @@ class SideEffectLedger:
                 reason="must be a mapping",
             )
         try:
-            args_json = orjson.dumps(dict(args or {}), option=orjson.OPT_SORT_KEYS).decode()
+            plain = _args_dict(args) if args is not None else {}
+            args_json = orjson.dumps(plain, option=orjson.OPT_SORT_KEYS).decode()
         except TypeError as e:
             raise ConfigError(
                 f"ledger entry `args` must be JSON-serializable ({e})",
@@ -132,9 +155,23 @@ class SideEffectLedger:
         return entry
 
     def extend(self, entries: Iterable[LedgerEntry]) -> None:
-        """Adds entries not already present (an assembly adds what it dropped)."""
+        """Adds entries not already present (an assembly adds what it dropped).
+
+        Raises:
+            ConfigError: An entry is not a LedgerEntry, or a field has the wrong type.
+        """
+        try:
+            checked = [_checked(e) for e in entries]
+        except ConfigError:
+            raise
+        except Exception as e:  # the caller's iterable raised while read
+            raise ConfigError(
+                f"ledger entries could not be read ({type(e).__name__})",
+                key="ledger",
+                reason="could not be read",
+            ) from None
         with self._lock:
-            for e in entries:
+            for e in checked:
                 key = entry_tuple(e)
                 if key not in self._keys:
                     self._keys.add(key)
@@ -160,6 +197,45 @@ class SideEffectLedger:
         """The entries as the core takes them: (tool, call id, arguments JSON, status,
         idempotency key, resource id, turn)."""
         return [entry_tuple(e) for e in self.entries]
+
+
+def _checked(e: Any) -> LedgerEntry:
+    """``e`` if its fields are plain data of their types, else an entry of their plain
+    values (a subclass's own ``__eq__`` or ``__hash__`` is never called: entries are keyed)."""
+    if not isinstance(e, LedgerEntry):
+        raise ConfigError(
+            f"ledger entries must be LedgerEntry objects, got {type(e).__name__}",
+            key="ledger",
+            reason="must be LedgerEntry objects",
+        )
+    if (
+        type(e.tool) is str
+        and type(e.call_id) is str
+        and type(e.args) is str
+        and type(e.status) is str
+        and (e.idempotency_key is None or type(e.idempotency_key) is str)
+        and (e.resource_id is None or type(e.resource_id) is str)
+        and (e.turn is None or type(e.turn) is int)
+        and all(is_utf8(t) for t in (e.tool, e.call_id, e.args, e.status))
+        and all(t is None or is_utf8(t) for t in (e.idempotency_key, e.resource_id))
+    ):
+        return e
+    turn = e.turn
+    if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int)):
+        raise ConfigError(
+            f"ledger entry `turn` must be an integer >= 0, got {shown(turn)}",
+            key="ledger.turn",
+            reason="must be an integer >= 0",
+        )
+    return LedgerEntry(
+        tool=_need_str("tool", e.tool),  # type: ignore[arg-type]
+        call_id=_need_str("call_id", e.call_id),  # type: ignore[arg-type]
+        args=_need_str("args", e.args),  # type: ignore[arg-type]
+        status=_need_str("status", e.status),  # type: ignore[arg-type]
+        idempotency_key=_need_str("idempotency_key", e.idempotency_key, optional=True),
+        resource_id=_need_str("resource_id", e.resource_id, optional=True),
+        turn=None if turn is None else int.__index__(turn),
+    )
 
 
 def entry_tuple(e: LedgerEntry) -> tuple[Any, ...]:

@@ -5,9 +5,10 @@ onto the canonical view it plans; an adapter renders the plan back into the prov
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import Any, NoReturn
 
-from ..errors import ConfigError, InvalidMessageError
+from ..caller_values import is_utf8
+from ..errors import ConfigError, InvalidMessageError, RingboundError
 from .base import Adapter
 
 __all__ = ["PROVIDERS", "adapter", "check_provider", "check_system"]
@@ -28,15 +29,37 @@ def check_provider(provider: str) -> str:
 
 
 def check_system(provider: str, system: Any) -> None:
-    """InvalidMessageError when ``system`` goes to a provider without a top-level system:
-    OpenAI Chat carries its rules as a message, so a ``system=`` would be neither sent by the
-    caller's client nor counted."""
-    if system is not None and provider == "openai_chat":
+    """InvalidMessageError unless ``system`` is a top-level system the provider takes: every
+    entry point (assemble, count_tokens, validate, recover, a body's system) passes here, so a
+    system the core cannot read is refused the same way everywhere.
+
+    OpenAI Chat has none: it carries its rules as a message, so a ``system=`` would be neither
+    sent by the caller's client nor counted. For the others the system is read as the core
+    reads it; what the caller's objects raise while read (a mapping whose ``get`` raises) and
+    text that is not UTF-8 (a lone surrogate) are malformed input, as inside a message."""
+    if system is None:
+        return
+    if provider == "openai_chat":
         reason = (
             "provider openai_chat has no top-level system: send it as the first message, "
             "{'role': 'system', 'content': ...}, where it is counted and kept"
         )
         raise InvalidMessageError(reason, index=None, reason=reason)
+    try:
+        texts = adapter(provider).system_texts(system)  # type: ignore[attr-defined]
+    except RingboundError:
+        raise
+    except RecursionError:
+        _invalid_system("it is nested too deeply to read")
+    except Exception as e:
+        _invalid_system(f"it could not be read ({type(e).__name__})")
+    if not all(is_utf8(text) for group in texts for text in group):
+        _invalid_system("its text is not valid UTF-8 (a lone surrogate)")
+
+
+def _invalid_system(why: str) -> NoReturn:
+    reason = f"the system is malformed: {why}"
+    raise InvalidMessageError(f"system: {reason}", index=None, reason=reason) from None
 
 
 def adapter(provider: str) -> Adapter:

@@ -9,9 +9,10 @@ import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from ..caller_values import is_utf8, shown
 from ..errors import ConfigError
 
-__all__ = ["SessionStore", "Stored", "check_session_id", "check_store"]
+__all__ = ["SessionStore", "Stored", "check_seconds", "check_session_id", "check_store"]
 
 #: Longest session id accepted: ids are keys, not payloads.
 MAX_SESSION_ID = 512
@@ -71,20 +72,59 @@ class SessionStore(ABC):
 
 
 def check_session_id(session_id: object) -> str:
-    """``session_id`` if it is a usable key, else ConfigError."""
+    """``session_id`` as a plain ``str`` if it is a usable key, else ConfigError. A key is
+    UTF-8 on the wire, so one holding a lone surrogate is refused here, not by the store's
+    client mid-request."""
+    text = str.__str__(session_id) if isinstance(session_id, str) else None
     if (
-        not isinstance(session_id, str)
-        or not session_id
-        or len(session_id) > MAX_SESSION_ID
-        or "\x00" in session_id
+        text is None
+        or not text
+        or len(text) > MAX_SESSION_ID
+        or "\x00" in text
+        or not is_utf8(text)
     ):
         raise ConfigError(
-            f"session_id must be a non-empty string of at most {MAX_SESSION_ID} characters "
-            f"without NUL, got {session_id!r:.80}",
+            f"session_id must be a non-empty UTF-8 string of at most {MAX_SESSION_ID} "
+            f"characters without NUL, got {shown(session_id)}",
             key="session_id",
             reason="must be a non-empty string",
         )
-    return session_id
+    return text
+
+
+#: Bounds of a session's time to live (``ttl_s``): under a second, a record expires between
+#: two turns of the same conversation and every turn starts anew; past ten years the expiry
+#: (Redis adds it to the clock in milliseconds) is no longer a time any server keeps.
+MIN_TTL_S = 1
+MAX_TTL_S = 10 * 365 * 24 * 3600
+#: Bounds of a store call's timeout (``timeout_s``): under a millisecond every call times
+#: out; past an hour a stalled server holds the request as good as forever.
+MIN_TIMEOUT_S = 0.001
+MAX_TIMEOUT_S = 3600
+
+
+def check_seconds(
+    name: str, value: object, low: float, high: float, *, optional: bool
+) -> float | None:
+    """``value`` as a plain number if it is a number of seconds in ``[low, high]`` (or None
+    when ``optional``), else ConfigError naming ``name`` and the value."""
+    if value is None and optional:
+        return None
+    # A subclass as its plain value (its own comparisons are not ours to call); an int is
+    # compared as it is, since a huge one does not convert to float.
+    number = (
+        None
+        if isinstance(value, bool) or not isinstance(value, (int, float))
+        else int.__index__(value)
+        if isinstance(value, int)
+        else float.__float__(value)
+    )
+    if number is None or not low <= number <= high:  # NaN and infinities fail this too
+        reason = f"must be a number of seconds in [{low:g}, {high:g}]" + (
+            " or None" if optional else ""
+        )
+        raise ConfigError(f"{name} {reason}, got {shown(value)}", key=name, reason=reason)
+    return number
 
 
 def check_put(data: object, expected: object) -> None:

@@ -8,8 +8,17 @@ import threading
 import time
 from collections import OrderedDict
 
+from ..caller_values import shown
 from ..errors import ConfigError
-from .base import SessionStore, Stored, check_put, check_session_id
+from .base import (
+    MAX_TTL_S,
+    MIN_TTL_S,
+    SessionStore,
+    Stored,
+    check_put,
+    check_seconds,
+    check_session_id,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -24,7 +33,8 @@ class MemoryStore(SessionStore):
 
     Args:
         max_sessions: Sessions kept.
-        ttl_s: Seconds a record lives after its last write; None: until evicted.
+        ttl_s: Seconds a record lives after its last write, from 1 to ten years; None:
+            until evicted.
 
     Example:
         >>> import ringbound as rb
@@ -37,18 +47,11 @@ class MemoryStore(SessionStore):
     def __init__(self, max_sessions: int = 10_000, ttl_s: float | None = None) -> None:
         if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
             raise ConfigError(
-                f"max_sessions must be an integer >= 1, got {max_sessions!r}",
+                f"max_sessions must be an integer >= 1, got {shown(max_sessions)}",
                 key="max_sessions",
                 reason="must be an integer >= 1",
             )
-        if ttl_s is not None and (
-            isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not ttl_s > 0
-        ):
-            raise ConfigError(
-                f"ttl_s must be a number > 0 or None, got {ttl_s!r}",
-                key="ttl_s",
-                reason="must be a number > 0 or None",
-            )
+        ttl_s = check_seconds("ttl_s", ttl_s, MIN_TTL_S, MAX_TTL_S, optional=True)
         self.max_sessions = max_sessions
         self.ttl_s = ttl_s
         self._lock = threading.Lock()
@@ -68,7 +71,7 @@ class MemoryStore(SessionStore):
         return hit
 
     def get(self, session_id: str) -> Stored | None:
-        check_session_id(session_id)
+        session_id = check_session_id(session_id)
         with self._lock:
             hit = self._live(session_id)
             if hit is None:
@@ -77,7 +80,7 @@ class MemoryStore(SessionStore):
             return Stored(hit[0], hit[1])
 
     def put(self, session_id: str, data: bytes, expected: str | None) -> str | None:
-        check_session_id(session_id)
+        session_id = check_session_id(session_id)
         check_put(data, expected)
         with self._lock:
             hit = self._live(session_id)
@@ -92,6 +95,6 @@ class MemoryStore(SessionStore):
             return revision
 
     def delete(self, session_id: str) -> None:
-        check_session_id(session_id)
+        session_id = check_session_id(session_id)
         with self._lock:
             self._records.pop(session_id, None)

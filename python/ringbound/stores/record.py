@@ -102,7 +102,7 @@ class SessionRecord:
             state = None
             if d.get("state") is not None:
                 state = AssemblyState.from_bytes(orjson.dumps(d["state"]))
-            ledger = SideEffectLedger(_entry(fields) for fields in d["ledger"])
+            ledger = SideEffectLedger([_entry(fields) for fields in d["ledger"]])
             tokens = d.get("token_ledger")
             if tokens is not None:
                 TokenLedger.from_dict(tokens)

@@ -8,8 +8,19 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..caller_values import is_utf8, shown
 from ..errors import ConfigError, StoreError
-from .base import SessionStore, Stored, check_put, check_session_id
+from .base import (
+    MAX_TIMEOUT_S,
+    MAX_TTL_S,
+    MIN_TIMEOUT_S,
+    MIN_TTL_S,
+    SessionStore,
+    Stored,
+    check_put,
+    check_seconds,
+    check_session_id,
+)
 
 __all__ = ["RedisStore"]
 
@@ -25,17 +36,6 @@ return 1
 """
 
 
-def _number(name: str, value: Any, *, optional: bool) -> None:
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(
-            f"{name} must be a number > 0{' or None' if optional else ''}, got {value!r}",
-            key=name,
-            reason="must be a number > 0",
-        )
-
-
 class RedisStore(SessionStore):
     """Sessions in Redis or Valkey, shared by every replica that points at the same server.
 
@@ -45,8 +45,10 @@ class RedisStore(SessionStore):
         url_or_client: A ``redis://`` / ``rediss://`` / ``unix://`` URL, or a redis-py client
             (``redis.Redis`` or ``redis.cluster.RedisCluster``) made with a ``socket_timeout``.
         prefix: Put before every session id to make its key (``{prefix}{session_id}``).
-        ttl_s: Seconds a session lives after its last write; None: no expiry.
-        timeout_s: Timeout of every call (connect and read) of a client made from a URL.
+        ttl_s: Seconds a session lives after its last write, from 1 to ten years
+            (``MIN_TTL_S``, ``MAX_TTL_S``); None: no expiry.
+        timeout_s: Timeout of every call (connect and read) of a client made from a URL,
+            from 0.001 to 3600 seconds.
 
     Raises:
         ConfigError: redis-py is not installed, an argument is out of range, or a client
@@ -71,15 +73,17 @@ class RedisStore(SessionStore):
                 key="store",
                 reason="redis-py is not installed",
             ) from None
-        if not isinstance(prefix, str):
+        if not isinstance(prefix, str) or not is_utf8(str.__str__(prefix)):
             raise ConfigError(
-                f"prefix must be a string, got {type(prefix).__name__}",
+                f"prefix must be a UTF-8 string, got {shown(prefix)}",
                 key="prefix",
-                reason="must be a string",
+                reason="must be a UTF-8 string",
             )
-        _number("ttl_s", ttl_s, optional=True)
-        _number("timeout_s", timeout_s, optional=False)
-        self.prefix = prefix
+        ttl_s = check_seconds("ttl_s", ttl_s, MIN_TTL_S, MAX_TTL_S, optional=True)
+        timeout_s = check_seconds(
+            "timeout_s", timeout_s, MIN_TIMEOUT_S, MAX_TIMEOUT_S, optional=False
+        )
+        self.prefix = str.__str__(prefix)
         self.ttl_s = ttl_s
         self.timeout_s = timeout_s
         self._ttl_ms = "0" if ttl_s is None else str(max(1, round(ttl_s * 1000)))

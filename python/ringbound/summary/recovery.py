@@ -19,7 +19,7 @@ from .. import _core
 from ..adapted import read_canonical
 from ..errors import InvalidMessageError, RingboundError
 from ..payload import nesting_guard, snapshot
-from ..providers import adapter, check_provider
+from ..providers import adapter, check_provider, check_system
 from ..providers.base import Canonical, UnreadableObject, as_mapping
 from ..providers.gemini import response_position
 
@@ -169,6 +169,7 @@ def recover(
         'the whole file'
     """
     check_provider(provider)
+    check_system(provider, system)
     message_id = _anchor_id(anchor)
     original_messages = snapshot(original_messages)
     with nesting_guard():
