@@ -29,6 +29,8 @@ def config(**kw: Any) -> rb.AssemblyConfig:
             "output_reserve_tokens": 0,
             "safety_margin_tokens": 0,
             "cache_stable": True,
+            # Placement is what these tests look at: the minimum prefix has its own tests.
+            "min_cache_tokens": 0,
             **kw,
         }
     )
@@ -270,3 +272,219 @@ def test_a_named_session_keys_the_openai_cache_by_its_name() -> None:
     assert rb.Assembler(cfg).assemble(msgs).cache_key != key  # unnamed: the opening messages
     off = rb.AssemblyConfig(cache_stable=True, cache_markers="off")
     assert rb.Assembler(off).assemble(msgs, session_id="conv-42").cache_key is None
+
+
+# OpenAI explicit prompt caching ---------------------------------------------------------------
+
+BREAKPOINT = {"mode": "explicit"}
+
+
+def breakpoints(res: rb.AssemblyResult) -> list[int]:
+    """Indices of the messages that carry a ``prompt_cache_breakpoint``."""
+    return [
+        i
+        for i, m in enumerate(res.messages)
+        if isinstance(blocks(m), list)
+        and any(isinstance(b, dict) and "prompt_cache_breakpoint" in b for b in blocks(m))
+    ]
+
+
+def blocks(item: dict[str, Any]) -> Any:
+    """A message's content, or a Responses function call output's ``output``."""
+    return item.get("output") if item.get("type") == "function_call_output" else item.get("content")
+
+
+@pytest.mark.parametrize("provider", ["openai_chat", "openai_responses"])
+def test_openai_breakpoints_go_on_content_blocks_at_the_stable_cut(provider: str) -> None:
+    """OpenAI: "You can add explicit breakpoints to content blocks with
+    prompt_cache_breakpoint. Each request can write up to four breakpoints." Chat takes it on
+    a ``text`` part, Responses on an ``input_text`` block (an assistant's ``output_text``
+    takes none); the options say "The ttl defaults to 30m, which is currently the only
+    supported value"."""
+    results = replay(provider, config(prompt_cache_mode="explicit"), turns=12)
+    seen = set()
+    for prev, res in itertools.pairwise(results):
+        placed = res.report.cache_markers
+        assert res.cache_options == {"mode": "explicit", "ttl": "30m"}
+        assert breakpoints(res) == [m.index for m in placed] and len(placed) <= 4
+        for m in placed:
+            block = blocks(res.messages[m.index])[-1]
+            assert block["prompt_cache_breakpoint"] == BREAKPOINT
+            kinds = ("input_text", "input_image", "input_file")
+            assert block["type"] in (kinds if provider == "openai_responses" else ("text",))
+            seen.add(m.why)
+        if res.report.state == "reused":
+            assert unmarked(res.messages[: len(prev.messages)]) == unmarked(prev.messages)
+    # Responses' system is ``instructions``, which takes no breakpoint.
+    assert seen == (
+        {"last", "stable_cut", "prefix"} if provider == "openai_chat" else {"last", "stable_cut"}
+    )
+    # Without the mode nothing is written: earlier models refuse the fields.
+    plain = replay(provider, config(), turns=3)[-1]
+    assert breakpoints(plain) == [] and plain.cache_options is None and plain.cache_key
+
+
+def test_implicit_mode_leaves_one_breakpoint_to_openai() -> None:
+    """OpenAI: "With implicit, OpenAI creates one implicit breakpoint and writes up to the
+    latest three explicit breakpoints in the request." The caller's own count among them."""
+    msgs = agent_session(30)
+    first = msgs[1]
+    mine = {
+        **first,
+        "content": [
+            {"type": "text", "text": first["content"], "prompt_cache_breakpoint": BREAKPOINT}
+        ],
+    }
+    msgs = [msgs[0], mine, *msgs[2:]]
+    for mode, room in (("implicit", 2), ("explicit", 3)):
+        res = replay_messages("openai_chat", msgs, config(prompt_cache_mode=mode), turns=12)
+        assert all(len(r.report.cache_markers) <= room for r in res)
+        assert max(len(r.report.cache_markers) for r in res) == room
+        assert all(r.messages[1] is mine for r in res)
+
+
+def replay_messages(
+    provider: str, msgs: list[Any], cfg: rb.AssemblyConfig, turns: int
+) -> list[rb.AssemblyResult]:
+    asm = rb.Assembler(cfg, provider=provider)
+    ends, _ = turn_ends(msgs, provider)
+    state, out = None, []
+    for end in ends[:turns]:
+        res = asm.assemble(msgs[:end], state=state)
+        state = res.state
+        out.append(res)
+    return out
+
+
+def test_the_body_gets_prompt_cache_options_or_keeps_its_own() -> None:
+    cfg = config(prompt_cache_mode="implicit")
+    asm = rb.Assembler(cfg)
+    msgs = agent_session(8)
+    out = json.loads(
+        asm.assemble_body(json.dumps({"model": "gpt-5.6", "messages": msgs}).encode()).body
+    )
+    assert out["prompt_cache_options"] == {"mode": "implicit", "ttl": "30m"}
+    assert any("prompt_cache_breakpoint" in b for b in out["messages"][-1]["content"])
+    own = {"mode": "explicit"}
+    body = {"model": "gpt-5.6", "messages": msgs, "prompt_cache_options": own}
+    out = json.loads(asm.assemble_body(json.dumps(body).encode()).body)
+    assert out["prompt_cache_options"] == own
+    # A retention policy and no options: the mode alone (the ttl would be refused with it).
+    body = {"model": "gpt-5.6", "messages": msgs, "prompt_cache_retention": "24h"}
+    out = json.loads(asm.assemble_body(json.dumps(body).encode()).body)
+    assert out["prompt_cache_options"] == {"mode": "implicit"}
+    assert out["prompt_cache_retention"] == "24h"
+
+
+def test_ttl_with_prompt_cache_retention_is_refused() -> None:
+    """OpenAI: "prompt_cache_options.ttl supersedes prompt_cache_retention, which applies to
+    earlier models only. Setting both on the same request is rejected by OpenAI." """
+    body = {
+        "model": "gpt-5.6",
+        "messages": agent_session(4),
+        "prompt_cache_options": {"mode": "implicit", "ttl": "30m"},
+        "prompt_cache_retention": "24h",
+    }
+    for provider, shape in (("openai_chat", body), ("openai_responses", None)):
+        if shape is None:
+            items, instructions = adapter("openai_responses").from_canonical(agent_session(4))
+            shape = {**body, "input": items, "instructions": instructions}
+            del shape["messages"]
+        asm = rb.Assembler(config(prompt_cache_mode="implicit"), provider=provider)
+        with pytest.raises(rb.InvalidBodyError) as e:
+            asm.assemble_body(json.dumps(shape).encode())
+        assert "prompt_cache_retention" in e.value.reason
+
+
+# Anthropic's caching rules ----------------------------------------------------------------------
+
+
+def test_a_top_level_cache_control_counts_among_the_four() -> None:
+    """Anthropic's automatic caching: a top-level ``cache_control`` "automatically applies
+    cache breakpoints to the last cacheable block in the request"; it is one of the four, so
+    ringbound marks no last message of its own and leaves one fewer for the rest."""
+    msgs, system = native("anthropic")
+    system = [{"type": "text", "text": system, "cache_control": EPHEMERAL}]
+    tools = [
+        {"name": f"t{k}", "input_schema": {"type": "object"}, "cache_control": EPHEMERAL}
+        for k in range(2)
+    ]
+    asm = rb.Assembler(config(), provider="anthropic")
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": msgs, "system": system}
+    plain = asm.assemble_body(json.dumps({**body, "tools": tools}).encode())
+    assert [m.why for m in plain.report.cache_markers] == ["last"]
+    auto = asm.assemble_body(
+        json.dumps({**body, "tools": tools, "cache_control": {"type": "ephemeral"}}).encode()
+    )
+    assert auto.report.cache_markers == []
+    out = json.loads(auto.body)
+    assert out["cache_control"] == {"type": "ephemeral"}
+    assert (
+        sum(
+            isinstance(m["content"], list) and any("cache_control" in b for b in m["content"])
+            for m in out["messages"]
+        )
+        == 0
+    )
+    # With room left, the top-level marker takes the last block and ringbound the rest.
+    res = asm.assemble_body(json.dumps({**body, "cache_control": {"type": "ephemeral"}}).encode())
+    assert "last" not in [m.why for m in res.report.cache_markers]
+
+
+def test_five_minute_markers_never_come_before_a_one_hour_one() -> None:
+    """Anthropic: "Cache entries with longer TTL must appear before shorter TTLs (i.e., a
+    1-hour cache entry must appear before any 5-minute cache entries)." ringbound's markers
+    are 5-minute ones: none goes before the caller's last 1-hour marker."""
+    long = {"type": "ephemeral", "ttl": "1h"}
+    msgs, system = native("anthropic", turns=8)
+    asm = rb.Assembler(config(model_input_limit=200_000), provider="anthropic")
+    k = 5
+    block = msgs[k]["content"][-1]
+    hour = [
+        *msgs[:k],
+        {**msgs[k], "content": [*msgs[k]["content"][:-1], {**block, "cache_control": long}]},
+        *msgs[k + 1 :],
+    ]
+    res = asm.assemble(hour, system=system)
+    at = [m.index for m in res.report.cache_markers]
+    assert at and all(m.where == "message" for m in res.report.cache_markers)
+    kept = next(i for i, m in enumerate(res.messages) if m is hour[k])
+    assert all(i > kept for i in at)
+    # A 1-hour system marker: the system prefix may still be marked after it, messages too.
+    sys_long = [{"type": "text", "text": system, "cache_control": long}]
+    res = asm.assemble(msgs, system=sys_long)
+    assert [m.why for m in res.report.cache_markers] == ["last"]
+    # A top-level 1-hour marker is on the last block: nothing of ringbound's may precede it.
+    body = {
+        "model": "m",
+        "max_tokens": 9,
+        "messages": msgs,
+        "system": system,
+        "cache_control": long,
+    }
+    assert asm.assemble_body(json.dumps(body).encode()).report.cache_markers == []
+
+
+def test_no_marker_below_the_models_minimum_cacheable_prefix() -> None:
+    """Anthropic's minimum cacheable prompt length: "1024 tokens for Claude Sonnet 4.5 ...
+    4096 tokens for Claude Haiku 4.5"; "Shorter prompts cannot be cached, even if marked with
+    cache_control". The models table carries it; no marker goes below it."""
+    assert rb.models.lookup("claude-haiku-4-5").min_cache_tokens == 4096
+    assert rb.models.lookup("claude-sonnet-4-5-20250929").min_cache_tokens == 1024
+    for model in ("claude-haiku-4-5", "claude-sonnet-4-5"):
+        cfg = rb.AssemblyConfig.for_model(
+            model, model_input_limit=8_000, output_reserve_tokens=0, safety_margin_tokens=0,
+            cache_stable=True,
+        )  # fmt: skip
+        results = replay("anthropic", cfg, turns=12)
+        for res in results:
+            for m in res.report.cache_markers:
+                if m.why == "last":
+                    assert res.report.tokens_after >= cfg.min_cache_tokens
+            if res.report.tokens_after < cfg.min_cache_tokens:
+                assert res.report.cache_markers == []
+        # The system alone is far below either minimum: never marked.
+        assert all(m.where == "message" for r in results for m in r.report.cache_markers)
+        if model == "claude-haiku-4-5":
+            assert any(r.report.cache_markers == [] for r in results)
+            assert any(r.report.cache_markers for r in results)

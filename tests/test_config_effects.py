@@ -26,6 +26,8 @@ NOT_HERE = {
     "token_counter": "needs a provider counter: tests/counters/test_count_gate.py",
     "calibration_coverage": "needs provider counts: tests/counters/test_online_calibration.py",
     "on_store_error": "needs a failing store: tests/stores/test_session_store.py",
+    "compact_on_cache_expiry": "needs time between turns: tests/test_state.py (now=)",
+    "cache_lifetime_seconds": "needs time between turns: tests/test_state.py (now=)",
 }
 SECRET_WORD = "zebra-7741"
 
@@ -202,6 +204,10 @@ CASES: dict[str, Case] = {
         base={"cache_stable": True, "recent_tool_rings": 1, "recent_user_turns": 0},
     ),
     "cache_markers": Case({"cache_markers": "caller_only"}, base={"cache_stable": True}),
+    "prompt_cache_mode": Case({"prompt_cache_mode": "explicit"}, base={"cache_stable": True}),
+    "min_cache_tokens": Case(
+        {"min_cache_tokens": 10**6}, base={"cache_stable": True, "prompt_cache_mode": "explicit"}
+    ),
     "emergency_ratio": Case({"emergency_ratio": 0.5}),
     "max_messages": Case({"max_messages": 10}),
     "max_request_bytes": Case({"max_request_bytes": 1_000}),

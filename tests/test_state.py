@@ -239,3 +239,119 @@ def test_a_compaction_leaves_room_for_the_worst_tool_return() -> None:
     assert rb.Assembler(config()).assemble(short, token_ledger=ledger).messages == short
     with pytest.raises(rb.ConfigError):
         rb.Assembler(config()).assemble(history, token_ledger=object())  # type: ignore[arg-type]
+
+
+# Cache lifetime ------------------------------------------------------------------------------
+
+
+def timed(
+    asm: rb.Assembler, turns: int, gaps: dict[int, float], start: float = 1_000.0
+) -> list[rb.AssemblyResult]:
+    """One ring per turn, 30 seconds apart unless ``gaps`` names another pause before a
+    turn."""
+    history, state, now, out = list(START), None, start, []
+    for t in range(turns):
+        history += ring(t, "send_email" if t == 0 else "read_log")
+        now += gaps.get(t, 30.0)
+        msgs, system = history, None
+        if asm.provider != "openai_chat":
+            msgs, system = adapter(asm.provider).from_canonical(history)
+        res = asm.assemble(msgs, system=system, state=state, now=now)
+        state = res.state
+        out.append(res)
+    return out
+
+
+def test_the_state_records_when_it_was_assembled() -> None:
+    asm = rb.Assembler(config())
+    res = asm.assemble([*START, *ring(0)], now=1_234.5)
+    assert res.state is not None and res.state.assembled_at == 1_234.5
+    back = rb.AssemblyState.from_bytes(res.state.to_bytes())
+    assert back.assembled_at == 1_234.5 and back.tokens == res.report.tokens_after
+    # The wall clock when no time is given; a state written before it was recorded has none.
+    import time
+
+    before = time.time()
+    wall = asm.assemble([*START, *ring(0)]).state
+    assert wall is not None and wall.assembled_at is not None
+    assert before <= wall.assembled_at <= time.time()
+    old = orjson.loads(res.state.to_bytes())
+    del old["assembled_at"], old["tokens"]
+    assert rb.AssemblyState.from_bytes(orjson.dumps(old)).assembled_at is None
+
+
+@pytest.mark.parametrize(
+    "now", [True, "1000", float("nan"), float("inf"), -1, 2**80, 1e300, [1.0], object()]
+)
+def test_a_bad_now_is_a_config_error(now: Any) -> None:
+    asm = rb.Assembler(config())
+    msgs = [*START, *ring(0)]
+    with pytest.raises(rb.ConfigError) as e:
+        asm.assemble(msgs, now=now)
+    assert e.value.key == "now"
+    body = orjson.dumps({"model": "gpt-4o", "messages": msgs})
+    with pytest.raises(rb.ConfigError):
+        asm.assemble_body(body, now=now)
+    import asyncio
+
+    with pytest.raises(rb.ConfigError):
+        asyncio.run(asm.assemble_async(msgs, now=now))
+
+
+@pytest.mark.parametrize("value", ['"noon"', "-5", "1e300", "true"])
+def test_a_corrupt_assembled_at_is_a_stale_state_error(value: str) -> None:
+    state = rb.Assembler(config()).assemble([*START, *ring(0)], now=10.0).state
+    assert state is not None
+    blob = state.to_bytes().replace(b'"assembled_at":10.0', f'"assembled_at":{value}'.encode())
+    with pytest.raises(rb.StaleStateError):
+        rb.AssemblyState.from_bytes(blob)
+
+
+def test_a_due_compaction_runs_once_the_cache_has_expired() -> None:
+    """Anthropic: "The cache has a minimum 5-minute lifetime" and is "refreshed for no
+    additional cost each time the cached content is used": a turn after more than five
+    minutes writes the whole prefix again, so a compaction due anyway costs nothing extra
+    then. The same turns without the key, or within the lifetime, reuse the cut."""
+    cfg = config(compact_on_cache_expiry=True, model_input_limit=3_000)
+    asm = rb.Assembler(cfg, provider="anthropic")
+    target = int(cfg.compact_target_ratio * cfg.budget)
+    runs = timed(asm, 14, {})
+    plain = [r.report.state for r in runs]
+    # A reused turn above the low-water mark: a compaction is due there anyway, later.
+    k = next(
+        t for t in range(1, 14) if plain[t] == "reused" and runs[t].report.tokens_after > target
+    )
+    expired = timed(asm, 14, {k: 301.0})
+    assert [r.report.state for r in expired[:k]] == plain[:k]
+    assert expired[k].report.state == "compacted" and expired[k].report.tokens_after <= target
+    assert expired[k].state is not None and expired[k].state.compactions == (
+        runs[k].state.compactions + 1
+    )
+    # Within the lifetime, or without the key, the cut is reused as before.
+    assert timed(asm, 14, {k: 299.0})[k].report.state == plain[k] == "reused"
+    off = rb.Assembler(config(model_input_limit=3_000), provider="anthropic")
+    assert timed(off, 14, {k: 301.0})[k].report.state == "reused"
+
+
+def test_a_request_below_the_low_water_mark_is_not_compacted_early() -> None:
+    asm = rb.Assembler(config(compact_on_cache_expiry=True), provider="anthropic")
+    # Every turn an hour apart: the cache is always expired, but the first turns are small.
+    runs = timed(asm, 3, {t: 3_600.0 for t in range(3)})
+    assert [r.report.state for r in runs] == ["new", "reused", "reused"]
+
+
+def test_each_provider_has_its_lifetime() -> None:
+    """OpenAI's in-memory retention keeps a prefix "5 to 10 minutes of inactivity", explicit
+    caching's ``ttl`` "defaults to 30m": six minutes are no expiry there; the config's
+    ``cache_lifetime_seconds`` overrides the provider's."""
+    from ringbound.cache_lifetime import lifetime
+
+    assert lifetime("anthropic", config()) == 300
+    assert lifetime("openai_chat", config()) == 600
+    assert lifetime("openai_responses", config(prompt_cache_mode="explicit")) == 1800
+    assert lifetime("gemini", config()) is None
+    assert lifetime("anthropic", config(cache_lifetime_seconds=3600)) == 3600
+    with pytest.raises(rb.ConfigError):
+        config(cache_lifetime_seconds=0)
+    with pytest.raises(rb.ConfigError):
+        config(compact_on_cache_expiry="yes")

@@ -13,12 +13,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _core, cache_markers, flow, low_water, notes, routing
+from . import _core, cache_lifetime, cache_markers, flow, low_water, notes, routing
 from . import body as bodies
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
 from .caller_values import shown
 from .config import AssemblyConfig
 from .counters.gate import count_gate
+from .counting import count_tokens
 from .errors import BudgetExceededError, ConfigError, InvalidMessageError, StaleStateError
 from .ledgers.side_effects import SideEffectLedger
 from .ledgers.tokens import TokenLedger
@@ -71,6 +72,9 @@ class AssemblyResult:
     #: OpenAI's ``prompt_cache_key`` for this conversation (cache-stable assembly with
     #: ``cache_markers: auto``; see ``ringbound.cache_markers``): put it in the request body.
     cache_key: str | None = None
+    #: OpenAI's ``prompt_cache_options`` for the request body (``prompt_cache_mode``), or
+    #: None; ``assemble_body`` writes it (or keeps the body's own).
+    cache_options: dict[str, Any] | None = None
 
 
 @functools.cache
@@ -265,6 +269,7 @@ class Assembler:
         *,
         state: AssemblyState | None = None,
         session_id: str | None = None,
+        now: float | None = None,
     ) -> bodies.BodyResult:
         """Assembles a provider's whole request body: the history (with the system and
         tools) fitted to the budget, every other field kept as it was.
@@ -283,6 +288,7 @@ class Assembler:
             body: The JSON request body (bytes, bytearray or memoryview).
             state: As for ``assemble``.
             session_id: As for ``assemble``.
+            now: As for ``assemble``.
 
         Returns:
             The body to send, its report and the next state.
@@ -298,7 +304,8 @@ class Assembler:
             ConfigError: As for ``assemble``; also when the body's output reserve leaves no
                 budget.
         """
-        return flow.run(self._body_flow(body, state, session_id))
+        with cache_lifetime.clock(now):
+            return flow.run(self._body_flow(body, state, session_id))
 
     async def assemble_body_async(
         self,
@@ -306,11 +313,13 @@ class Assembler:
         *,
         state: AssemblyState | None = None,
         session_id: str | None = None,
+        now: float | None = None,
     ) -> bodies.BodyResult:
         """``assemble_body`` for async callers: the native path runs inline (the core holds
         no GIL and takes about as long as parsing the body), the dict path awaits
         ``assemble_async``. Same arguments, result and errors as ``assemble_body``."""
-        return await flow.arun(self._body_flow(body, state, session_id))
+        with cache_lifetime.clock(now):
+            return await flow.arun(self._body_flow(body, state, session_id))
 
     def _body_flow(
         self, body: bytes, state: AssemblyState | None, session_id: str | None
@@ -322,18 +331,23 @@ class Assembler:
             return got
         target, parsed, shape, provider, entry, why = got
         history, tools, system = bodies.split(parsed, shape)
+        cache_markers.check_body(provider, parsed)
         try:
-            result = yield from target._entry(
-                history, tools, system, (), None, 0, state, None, session_id
-            )
+            with cache_markers.body_fields(parsed):
+                result = yield from target._entry(
+                    history, tools, system, (), None, 0, state, None, session_id
+                )
         except InvalidMessageError:
             parsed = bodies.whole(parsed, shape, body)
             if parsed is None:
                 raise
             history, tools, system = bodies.split(parsed, shape)
-            result = yield from target._entry(
-                history, tools, system, (), None, 0, state, None, session_id
-            )
+            with cache_markers.body_fields(parsed):
+                result = yield from target._entry(
+                    history, tools, system, (), None, 0, state, None, session_id
+                )
+        if result.cache_options is not None:
+            parsed = {**parsed, "prompt_cache_options": result.cache_options}
         return bodies.joined(parsed, shape, result, tools, provider, entry, why)
 
     def assemble(
@@ -348,6 +362,7 @@ class Assembler:
         state: AssemblyState | None = None,
         token_ledger: TokenLedger | None = None,
         session_id: str | None = None,
+        now: float | None = None,
     ) -> AssemblyResult:
         """Assembles the next request from ``messages``.
 
@@ -376,6 +391,9 @@ class Assembler:
                 (see docs/session-store.md); ``report.store`` says what happened. A ``ledger``
                 given as well receives the stored entries; a ``token_ledger`` given replaces
                 the stored one.
+            now: The time of this request in seconds since the epoch, for tests and
+                replays (default: the wall clock): the state records it, and the provider's
+                cache lifetime is timed from it (``compact_on_cache_expiry``).
 
         Returns:
             The request to send and its report.
@@ -394,11 +412,9 @@ class Assembler:
             StoreError: With ``session_id``: the store failed and ``on_store_error`` is
                 ``fail_closed``.
         """
-        return flow.run(
-            self._entry(
-                messages, tools, system, pinned, ledger, tighten, state, token_ledger, session_id
-            )
-        )
+        args = (messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+        with cache_lifetime.clock(now):
+            return flow.run(self._entry(*args, session_id))
 
     def _entry(
         self,
@@ -566,15 +582,14 @@ class Assembler:
         state: AssemblyState | None = None,
         token_ledger: TokenLedger | None = None,
         session_id: str | None = None,
+        now: float | None = None,
     ) -> AssemblyResult:
         """``assemble`` for async callers: an async summarizer is awaited, a sync one runs in
         a worker thread, so the event loop is never blocked by a summary; the store's async
         methods are awaited. Same arguments, result and errors as ``assemble``."""
-        return await flow.arun(
-            self._entry(
-                messages, tools, system, pinned, ledger, tighten, state, token_ledger, session_id
-            )
-        )
+        args = (messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+        with cache_lifetime.clock(now):
+            return await flow.arun(self._entry(*args, session_id))
 
     def _observed(
         self, ledger: SideEffectLedger | None, token_ledger: TokenLedger | None = None
@@ -651,6 +666,7 @@ class Assembler:
                 reason="must be an integer >= 0",
             )
         job = _Job(start=start, messages=messages, system=system, tools=tools, tighten=tighten)
+        job.now = cache_lifetime.current()
         if state is not None and not isinstance(state, AssemblyState):
             raise ConfigError(
                 f"state must be a ringbound.AssemblyState, got {type(state).__name__}",
@@ -802,8 +818,18 @@ class Assembler:
                     # A compaction that could not get under the trigger is reused as long as
                     # the request is no larger than it made it. A rendering over the budget
                     # is planned again with the stages: that is a new cut, not the replay.
+                    # With the cache expired, a compaction due anyway runs now: the request
+                    # writes its whole prefix again in any case (``ringbound.cache_lifetime``).
+                    job.expired = (
+                        cfg.compact_on_cache_expiry
+                        and replayed is not None
+                        and replayed.report.tokens_after
+                        > math.floor(cfg.compact_target_ratio * budget)
+                        and cache_lifetime.expired(state.assembled_at, job.now, self.provider, cfg)
+                    )
                     if (
                         replayed is not None
+                        and not job.expired
                         and replayed.report.stages == first.report.stages
                         and (fits or replayed.report.tokens_after <= max(trigger, state.floor))
                     ):
@@ -817,7 +843,7 @@ class Assembler:
             first = native.plan(self._core_for(budget), self._cache, budget, recorded=recorded)
         start = budget
         job.core_for = self._core_for
-        if first.report.tokens_after > trigger or first.report.canonical_dropped:
+        if first.report.tokens_after > trigger or first.report.canonical_dropped or job.expired:
             job.compacted = True
             target = max(
                 1, min(math.floor(cfg.compact_target_ratio * cfg.budget), budget - job.tail)
@@ -942,7 +968,29 @@ class Assembler:
             floor=planned.tokens_after
             if job.compacted
             else (job.state_in.floor if job.state_in is not None else 0),
+            tokens=planned.tokens_after,
+            assembled_at=job.now,
         )
+
+    def _marker_size(
+        self, planned: _core.PlanReport, tools: Any, reused: AssemblyState | None
+    ) -> cache_markers.Sizer:
+        """The tokens of the prefix a cache marker would end: the whole request (the last
+        message), the previous request (the stable cut), the tools and the caller's system
+        (counted only when asked)."""
+
+        def size(why: str, part: tuple[str, Any]) -> int:
+            if why == "last":
+                return planned.tokens_after
+            if why == "stable_cut":
+                return reused.tokens if reused is not None else 0
+            kind, value = part
+            messages, system = (value, None) if kind == "messages" else ([], value)
+            return count_tokens(
+                messages, self.provider, self.config.encoding, tools or None, system=system
+            )
+
+        return size
 
     def _finish(self, job: _Job) -> tuple[AssemblyResult, tracing.Payload, list[LedgerEntry]]:
         """The result: the plan rendered, the summary note written into its place; and the
@@ -985,13 +1033,14 @@ class Assembler:
             state=job.state_status,
         )
         tools = job.tools if not report.tools_dropped else None
-        state = cache_key = None
+        state = cache_key = options = None
         if job.session is not None:
             assert job.native is not None
             reused = job.state_in if job.state_status == "reused" else None
-            out, system_out, cache_key, report = cache_markers.apply(
-                self.provider, self.config.cache_markers, job.native.canonical.messages,
+            out, system_out, cache_key, options, report = cache_markers.apply(
+                self.provider, self.config, job.native.canonical.messages,
                 out, system_out, tools, report, stable=reused.sent if reused else None,
+                size=self._marker_size(planned, tools, reused),
             )  # fmt: skip
             state = dataclasses.replace(self._state_out(job, planned), sent=len(out))
         result = AssemblyResult(
@@ -1001,6 +1050,7 @@ class Assembler:
             system=system_out,
             state=state,
             cache_key=cache_key,
+            cache_options=options,
         )
         added = [LedgerEntry(*e) for e in planned.ledger_added]
         return result, job.payload or (lambda: dump_messages(job.messages)), added
@@ -1158,6 +1208,10 @@ class _Job:
     note: str | None = None
     #: The span of the state's summary when a compaction sends that note again.
     kept_summary: tuple[int, int] | None = None
+    #: When this assembly ran (``assemble(..., now=...)``), and whether the provider's cache
+    #: had expired since the state's request, so a due compaction runs now.
+    now: float = 0.0
+    expired: bool = False
     #: Tokens a compaction leaves free for the next tool return (``TokenLedger``).
     tail: int = 0
     #: Core configs by budget for planning again: a cache-stable compaction's are the
@@ -1208,5 +1262,3 @@ def _pin_error(p: Any, n: int) -> ConfigError:
         key="pinned",
         reason=f"must be integers in [0, {n})",
     )
-    # An int subclass as its plain value: its own __eq__/__hash__ are not ours to call.
-    plain = []

@@ -40,6 +40,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "on_store_error": ("fail_closed", "stateless"),
     "cache_markers": ("auto", "caller_only", "off"),
 }
+#: ``prompt_cache_mode`` values besides null: OpenAI's ``prompt_cache_options.mode``.
+PROMPT_CACHE_MODES = ("implicit", "explicit")
 _BACKENDS = ("tiktoken", "bpe_openai")
 #: The largest integer any key takes: far beyond any real window or request (a trillion
 #: tokens), and small enough that the core's 64-bit arithmetic never overflows on it.
@@ -140,6 +142,22 @@ class AssemblyConfig:
     #: stable (``auto``: Anthropic ``cache_control``, Bedrock ``cachePoint``, OpenAI
     #: ``res.cache_key``), keeps only the caller's (``caller_only``), or neither (``off``).
     cache_markers: str = "auto"
+    #: OpenAI explicit prompt caching (GPT-5.6 and later): with ``cache_markers: auto``,
+    #: ``prompt_cache_breakpoint`` at the stable cut and ``prompt_cache_options`` with this
+    #: mode (``implicit``: OpenAI adds its own breakpoint; ``explicit``: only the marked
+    #: ones); null sends neither (earlier models refuse them).
+    prompt_cache_mode: str | None = None
+    #: No cache marker of ringbound's goes where the prefix is shorter than this: the
+    #: provider does not cache it and the marker is wasted. Null: the model's minimum from
+    #: the models table (``for_model``), else 1,024.
+    min_cache_tokens: int | None = None
+    #: With a state: when the provider's cache has expired since the last request, a
+    #: compaction that is due anyway (the request above the low-water mark) runs now, when
+    #: it writes nothing the request would not write anyway (``ringbound.cache_lifetime``).
+    compact_on_cache_expiry: bool = False
+    #: Seconds the provider's cache keeps a prefix after its last use; null: the provider's
+    #: (``ringbound.cache_lifetime.LIFETIMES``; OpenAI with ``prompt_cache_mode``: 30 minutes).
+    cache_lifetime_seconds: int | None = None
     #: Without a state (a gateway's safety net): the share of the budget an assembly fills.
     emergency_ratio: float = 1.0
     #: When the session store fails (``assemble(..., session_id=...)``): raise StoreError
@@ -190,14 +208,25 @@ class AssemblyConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= INT_MAX:
                 raise _error(name, f"must be an integer in [{low}, 2**40], got {shown(value)}")
-        for name in ("summary_target_tokens", "summarizer_input_limit"):
+        for name, low in (
+            ("summary_target_tokens", 16),
+            ("summarizer_input_limit", 16),
+            ("min_cache_tokens", 0),
+            ("cache_lifetime_seconds", 1),
+        ):
             value = getattr(self, name)
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or not 16 <= value <= INT_MAX
+                isinstance(value, bool) or not isinstance(value, int) or not low <= value <= INT_MAX
             ):
                 raise _error(
-                    name, f"must be an integer in [16, 2**40] (or null), got {shown(value)}"
+                    name, f"must be an integer in [{low}, 2**40] (or null), got {shown(value)}"
                 )
+        mode = self.prompt_cache_mode
+        if mode is not None and (not isinstance(mode, str) or mode not in PROMPT_CACHE_MODES):
+            raise _error(
+                "prompt_cache_mode",
+                f"must be one of {', '.join(PROMPT_CACHE_MODES)} (or null); got {shown(mode)}",
+            )
         for pattern in self.redact_patterns:
             try:
                 re.compile(pattern)
@@ -215,7 +244,7 @@ class AssemblyConfig:
                 f"must not be above compact_trigger_ratio ({self.compact_target_ratio} > "
                 f"{self.compact_trigger_ratio})",
             )
-        for name in ("cache_stable", "summary_raw_units"):
+        for name in ("cache_stable", "summary_raw_units", "compact_on_cache_expiry"):
             if not isinstance(getattr(self, name), bool):
                 raise _error(name, f"must be true or false, got {shown(getattr(self, name))}")
         ratio = self.summarize_trigger_ratio
@@ -321,6 +350,7 @@ class AssemblyConfig:
             output_reserve_tokens=reserve,
             encoding=info.encoding,
             token_ratio=info.token_ratio,
+            min_cache_tokens=info.min_cache_tokens,
         )
         if isinstance(reserve, int) and not isinstance(reserve, bool):
             values["model_input_limit"] = info.input_limit(reserve)

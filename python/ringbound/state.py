@@ -64,6 +64,13 @@ class AssemblyState:
         sent: How many messages the request this assembly returned holds: on a turn that
             reuses the cut they are the next request's first ones (where a cache marker
             goes, see ``ringbound.cache_markers``).
+        tokens: The tokens of the request this assembly returned: on a reused turn, the
+            size of the prefix the next request repeats (a cache marker below the model's
+            minimum cacheable prefix would be wasted).
+        assembled_at: When it was assembled, in seconds since the epoch (``assemble(...,
+            now=...)``, else the wall clock): the provider's cache lifetime runs from there
+            (``ringbound.cache_lifetime``). None in states written before it was recorded.
+            Not compared: the same cut assembled later is the same state.
     """
 
     provider: str
@@ -79,11 +86,13 @@ class AssemblyState:
     compactions: int = 0
     floor: int = 0
     sent: int = 0
+    tokens: int = 0
+    assembled_at: float | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         # A state crosses process boundaries (a store, a client's cookie): every index is
         # checked here, so a corrupt one is a StaleStateError, never an overflow in the core.
-        for key in ("messages", "budget", "compactions", "floor", "sent"):
+        for key in ("messages", "budget", "compactions", "floor", "sent", "tokens"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT_MAX:
                 raise _corrupt(f"{key} must be an integer in [0, 2**40], got {value!r}")
@@ -106,6 +115,13 @@ class AssemblyState:
             and span[0] <= span[1]
         ):
             raise _corrupt("the summary span is malformed or out of range")
+        at = self.assembled_at
+        if at is not None and (
+            isinstance(at, bool)
+            or not isinstance(at, (int, float))
+            or not 0 <= at <= _INT_MAX  # NaN fails both comparisons
+        ):
+            raise _corrupt(f"assembled_at must be seconds in [0, 2**40] or null, got {at!r}")
 
     def to_bytes(self) -> bytes:
         """The state as versioned JSON."""
@@ -126,6 +142,8 @@ class AssemblyState:
                 "compactions": self.compactions,
                 "floor": self.floor,
                 "sent": self.sent,
+                "tokens": self.tokens,
+                "assembled_at": self.assembled_at,
             }
         )
 
@@ -162,6 +180,8 @@ class AssemblyState:
                 # States written before floors were recorded have none: 0, the trigger alone.
                 floor=_typed(d, "floor", int) if "floor" in d else 0,
                 sent=_typed(d, "sent", int) if "sent" in d else 0,
+                tokens=_typed(d, "tokens", int) if "tokens" in d else 0,
+                assembled_at=_seconds(d.get("assembled_at")),
             )
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise _corrupt(f"a field is missing or malformed ({type(e).__name__}: {e})") from None
@@ -189,6 +209,14 @@ def _typed_str(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {type(value).__name__}")
     return value
+
+
+def _seconds(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"assembled_at must be a number, got {type(value).__name__}")
+    return float(value)
 
 
 def _index(value: Any, size: int) -> bool:
