@@ -318,25 +318,25 @@ def resolve(
     info = find(name) if isinstance(name, str) else None
     if info is not None:
         return info
+    what = f"{where} {name!r} is not in the models table" if name else f"{where} names no model"
     if _strict if strict is None else strict:
         raise ConfigError(
-            f"{where} {name!r} is not in the models table, and unknown models are refused "
-            "(strict); add it with ringbound.models.register / load_yaml, or pass "
-            "model_input_limit and output_reserve_tokens yourself (see docs/models.md)",
+            f"{what}, and unknown models are refused (strict); add it with "
+            "ringbound.models.register / load_yaml, or pass model_input_limit and "
+            "output_reserve_tokens yourself (see docs/models.md)",
             key="model",
             reason="unknown model",
         )
-    if name not in _warned:
+    if what not in _warned:
         if len(_warned) >= _MAX_WARNED:
             _warned.clear()
-        _warned.add(name)
+        _warned.add(what)
         logger.warning(
-            "ringbound: %s %r is not in the models table; the request is sized by the "
-            "config's model_input_limit and output_reserve_tokens, not by the model's "
-            "window (add it with ringbound.models.register, or refuse unknown models with "
+            "ringbound: %s; the request is sized by the config's model_input_limit and "
+            "output_reserve_tokens, not by the model's window (add it with "
+            "ringbound.models.register, or refuse unknown models with "
             "RINGBOUND_STRICT_MODELS=1)",
-            where,
-            name,
+            what,
         )
     if sink is None:
         from .observability.metrics import get_default_sink

@@ -100,16 +100,18 @@ def fit_target(
     request: Callable[[AssemblyResult], tuple[list[dict[str, Any]], Sequence[Any] | None]],
     target: Target,
     cfg: AssemblyConfig,
+    planned_as: str = "openai_chat",
 ) -> AssemblyResult:
     """``assemble(notches)`` tightened one notch at a time until the request it makes, as
     ``request(result)`` gives it in the chat shape, fits the budget as ``target`` counts it.
+    A plan made for the target's own format (``planned_as``) is counted as the target already.
 
     Raises:
         BudgetExceededError: No tighter plan exists (from ``assemble``).
     """
     notches = 0
     res = assemble(notches)
-    if target.provider == "openai_chat":
+    if target.provider == planned_as:
         return res  # the plan's own count is the target's
     while target.count(*request(res), cfg) > cfg.budget:
         notches += 1
@@ -122,11 +124,12 @@ async def afit_target(
     request: Callable[[AssemblyResult], tuple[list[dict[str, Any]], Sequence[Any] | None]],
     target: Target,
     cfg: AssemblyConfig,
+    planned_as: str = "openai_chat",
 ) -> AssemblyResult:
     """``fit_target`` for an async ``assemble``."""
     notches = 0
     res = await assemble(notches)
-    if target.provider == "openai_chat":
+    if target.provider == planned_as:
         return res
     while target.count(*request(res), cfg) > cfg.budget:
         notches += 1

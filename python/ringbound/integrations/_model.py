@@ -13,7 +13,16 @@ from .. import models
 from ..config import AssemblyConfig
 from ..errors import ConfigError
 
-__all__ = ["FAMILY_PROVIDER", "ModelFacts", "Sized", "positive", "provider_family", "sized"]
+__all__ = [
+    "FAMILY_PROVIDER",
+    "ROUTE_PROVIDER",
+    "ModelFacts",
+    "Sized",
+    "positive",
+    "provider_family",
+    "route_provider",
+    "sized",
+]
 
 #: The wire format each family of the models table speaks when nothing says otherwise.
 FAMILY_PROVIDER = {
@@ -69,6 +78,35 @@ class Sized:
     known: bool
 
 
+#: LiteLLM's provider names (``litellm_provider``, the route's first segment) and the wire
+#: format the upstream receives; Vertex AI serves Claude and Gemini, told apart by the name.
+ROUTE_PROVIDER = {
+    "openai": "openai_chat",
+    "azure": "openai_chat",
+    "azure_ai": "openai_chat",
+    "text-completion-openai": "openai_chat",
+    "anthropic": "anthropic",
+    "gemini": "gemini",
+    "vertex_ai": "gemini",
+    "vertex_ai_beta": "gemini",
+    "bedrock": "bedrock_converse",
+    "bedrock_converse": "bedrock_converse",
+}
+
+
+def route_provider(route: Any, name: Any = "") -> str | None:
+    """The wire format of a LiteLLM provider name (or of a route such as
+    ``anthropic/claude-sonnet-4-5``, by its first segment), or None when unknown."""
+    if not isinstance(route, str):
+        return None
+    head = route.split("/", 1)[0].lower() if "/" in route or not name else route.lower()
+    provider = ROUTE_PROVIDER.get(head)
+    text = f"{route} {name}".lower()
+    if provider == "gemini" and "claude" in text:
+        return "anthropic"  # Claude on Vertex AI takes Anthropic's messages
+    return provider
+
+
 def positive(value: Any) -> int | None:
     """``value`` when it is a positive int (not a bool), else None: frameworks leave limits
     unset as None, 0 or a missing key."""
@@ -120,10 +158,7 @@ def sized(
     window_known = "model_input_limit" in given or facts.input_limit is not None
     if info is None and not window_known:
         # Neither the framework nor the table knows the window: say so (or refuse).
-        models.resolve(
-            facts.name, where=f"{facts.where} (named {facts.name!r})" if facts.name else
-            f"{facts.where}, which names no model,", provider=wire, sink=sink,
-        )  # fmt: skip
+        models.resolve(facts.name, where=facts.where, provider=wire, sink=sink)
     values = base.to_dict()
     reserve = facts.output_reserve
     if "output_reserve_tokens" in given and not request_wins:
