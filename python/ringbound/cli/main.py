@@ -251,6 +251,7 @@ def _simulate(args: argparse.Namespace) -> int:
         per_turn=args.per_turn,
         json_out=args.json,
         fidelity=args.fidelity,
+        plot=args.plot,
     )
 
 
@@ -432,6 +433,11 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--summarize", action="store_true", help="with the extractive summarizer")
     m.add_argument("--per-turn", action="store_true", help="a row per turn as well")
     m.add_argument("--json", action="store_true", help="everything as JSON")
+    m.add_argument(
+        "--plot",
+        metavar="PATH",
+        help="also draw it per turn into PATH.png or PATH.svg (needs matplotlib)",
+    )
     m.add_argument(
         "--fidelity",
         action="store_true",

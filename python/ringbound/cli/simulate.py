@@ -772,6 +772,7 @@ def cli_main(
     per_turn: bool = False,
     json_out: bool = False,
     out: TextIO | None = None,
+    plot: str | Path | None = None,
     fidelity: bool = False,
 ) -> int:
     """``ringbound simulate SESSION.json``: prints the comparison table (and the per-turn
@@ -793,6 +794,8 @@ def cli_main(
         per_turn: Also print one row per turn.
         json_out: Print JSON instead of tables.
         out: Where to print (stdout).
+        plot: Also draw the replay per turn into this ``.png`` or ``.svg``
+            (``ringbound.cli.simulate_plot``; needs matplotlib).
         fidelity: Report instead how many of the facts each tool call uses the assembled
             history before it still holds (``ringbound.cli.fidelity``); returns 0.
 
@@ -800,6 +803,13 @@ def cli_main(
         RingboundError: The session or the options cannot be read.
     """
     out = out or sys.stdout
+    if plot is not None and Path(plot).suffix.lower() not in (".png", ".svg"):
+        # Said before the replay runs, not after.
+        raise ConfigError(
+            f"--plot writes .png or .svg, not {Path(plot).name!r}",
+            key="plot",
+            reason="must end in .png or .svg",
+        )
     if budget is not None and limit is not None:
         raise ConfigError("give --budget or --limit, not both", key="budget")
     session = load_session(path)
@@ -854,6 +864,11 @@ def cli_main(
         if per_turn:
             out.write(sim.per_turn_table() + "\n\n")
         out.write(sim.table() + "\n")
+    if plot is not None:
+        from .simulate_plot import plot_simulation
+
+        plot_simulation(sim, plot, cfg.compact_trigger_ratio)
+        print(f"plot written to {plot}", file=sys.stderr)
     w = sim.way(STATEFUL)
     if w.error:
         return 2
