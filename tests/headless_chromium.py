@@ -109,8 +109,18 @@ class Chromium:
     def visit(self, path: Path, script: str | None = None) -> tuple[Visit, Any]:
         """Opens ``path``, waits for its load event, evaluates ``script`` (its value is
         returned) and takes a full-page screenshot."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self._port}/json/list") as r:
-            page = next(t for t in json.load(r) if t["type"] == "page")
+        # A tab of its own, so no event of an earlier page is counted against this one.
+        base = f"http://127.0.0.1:{self._port}/json"
+        with urllib.request.urlopen(
+            urllib.request.Request(f"{base}/new?about:blank", method="PUT")
+        ) as r:
+            page = json.load(r)
+        try:
+            return self._visit(page, path, script)
+        finally:
+            urllib.request.urlopen(f"{base}/close/{page['id']}").close()
+
+    def _visit(self, page: dict[str, Any], path: Path, script: str | None) -> tuple[Visit, Any]:
         visit = Visit()
         with connect(page["webSocketDebuggerUrl"], max_size=64 * 2**20) as ws:
 
