@@ -6,6 +6,7 @@ at least 0.5."""
 from __future__ import annotations
 
 import io
+import itertools
 from importlib import resources
 from typing import Any
 
@@ -181,3 +182,93 @@ def test_the_command_refuses_a_conversion_it_cannot_make() -> None:
     with pytest.raises(rb.ConfigError) as e:
         cli_main(str(BUNDLED), provider="gemini", out=io.StringIO())
     assert e.value.key == "provider"
+
+
+# Cache lifetime --------------------------------------------------------------------------------
+
+
+def test_an_entry_lives_its_lifetime_from_its_last_use() -> None:
+    """Anthropic: the cache "has a minimum 5-minute lifetime" and "is refreshed for no
+    additional cost each time the cached content is used"; OpenAI's prefix is served only when
+    the previous request came within its lifetime."""
+    marked = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": text(1500), "cache_control": EPHEMERAL}],
+        }
+    ]
+    tokens = count(marked, None, None)
+    cache = PromptCache("anthropic", "anthropic", count, lifetime=300)
+    assert cache.serve(marked, None, None, 0, now=0) == (0, tokens)
+    # Each read within five minutes of the last use refreshes it: 20 minutes of hits.
+    for now in (250, 500, 750, 1000, 1250):
+        assert cache.serve(marked, None, None, 0, now=now) == (tokens, 0)
+    # Five minutes without a use: gone, written again.
+    assert cache.serve(marked, None, None, 0, now=1550) == (0, tokens)
+    openai = PromptCache("openai", "openai_chat", count, lifetime=600)
+    assert openai.serve([], None, None, 2048, now=0) == (2048, 0)
+    assert openai.serve([], None, None, 2048, now=599) == (2048, 0)
+    assert openai.serve([], None, None, 2048, now=1200) == (0, 0)
+
+
+def test_the_models_minimum_prefix_applies() -> None:
+    marked = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": text(500), "cache_control": EPHEMERAL}],
+        }
+    ]
+    tokens = count(marked, None, None)
+    assert 1024 < tokens < 4096
+    haiku = PromptCache("anthropic", "anthropic", count, min_tokens=4096)
+    assert haiku.serve(marked, None, None, 0) == (0, 0)
+    assert haiku.serve(marked, None, None, 0) == (0, 0)
+    sonnet = PromptCache("anthropic", "anthropic", count, min_tokens=1024)
+    assert sonnet.serve(marked, None, None, 0) == (0, tokens)
+
+
+def test_think_times_are_seeded_and_deterministic() -> None:
+    from ringbound.cli.simulate import think_times
+
+    times = think_times(50, 90.0, seed=3)
+    assert times == think_times(50, 90.0, seed=3) != think_times(50, 90.0, seed=4)
+    assert times[0] == 0 and all(b > a for a, b in itertools.pairwise(times))
+    assert 40 < times[-1] / 49 < 200  # about the mean apart
+
+
+def test_a_timed_replay_expires_the_cache_and_compacts_when_it_has() -> None:
+    """A replay with think times: no way reads the cache after a pause longer than the
+    lifetime; the timed way compacts on such a turn where the stateful way reused its cut,
+    and costs less than it."""
+    from ringbound.cli.simulate import TIMED
+
+    msgs, system = adapter("anthropic").from_canonical(agent_session(80))
+    session = Session(msgs, None, True, system=system)
+    sim = simulate(
+        session, config(6_000), provider="anthropic", cache="anthropic", think_time=240, seed=2
+    )
+    assert sim.lifetime == 300 and "cache lifetime 300 s" in sim.table()
+    stateful, timed = sim.way(STATEFUL), sim.way(TIMED)
+    for way in (stateful, timed, sim.way(STATELESS)):
+        for prev, t in itertools.pairwise(way.turns):
+            assert t.at is not None and prev.at is not None
+            if t.at - prev.at >= 300:
+                assert t.cached_tokens == 0
+    early = [
+        n
+        for n, (s, t) in enumerate(zip(stateful.turns, timed.turns, strict=True))
+        if s.state == "reused" and t.state == "compacted"
+    ]
+    assert early
+    assert timed.cost(sim.price_factor, sim.write_factor) < stateful.cost(
+        sim.price_factor, sim.write_factor
+    )
+    with pytest.raises(rb.ConfigError):
+        simulate(session, config(6_000), provider="anthropic", think_time=0)
+
+
+def test_the_command_takes_a_think_time() -> None:
+    out = io.StringIO()
+    path = str(BUNDLED)
+    assert cli_main(path, provider="anthropic", think_time=60.0, seed=1, out=out) == 0
+    assert "ringbound timed" in out.getvalue() and "seed 1" in out.getvalue()

@@ -6,10 +6,15 @@
   every marked prefix of at least 1,024 tokens (the smallest Claude caches), paying
   ``WRITE_FACTOR`` for the written tokens beyond the read ones. A request without markers (the
   stateless and ``trim_messages`` ways) is marked as a careful caller would: on the system and
-  on the last message (``ringbound.cache_markers.place``). Cache lifetime is not modeled: the
-  turns are taken to follow each other within it.
+  on the last message (``ringbound.cache_markers.place``).
 - ``openai``: automatic prefix caching of the prefix shared with the previous request, from
   1,024 tokens on, in steps of 128.
+
+With a ``lifetime`` (``simulate(think_time=...)``), an entry is gone once that many seconds
+have passed since the request that last wrote or read it (Anthropic: "refreshed for no
+additional cost each time the cached content is used"); OpenAI's prefix is served only when
+the previous request came within it. ``min_tokens``: the smallest prefix cached (the model's
+minimum cacheable length).
 """
 
 from __future__ import annotations
@@ -54,19 +59,36 @@ def _dump(obj: Any) -> bytes:
 class PromptCache:
     """What a provider's cache serves of each request of one replay."""
 
-    def __init__(self, rules: str, provider: str, count: Counter) -> None:
+    def __init__(
+        self,
+        rules: str,
+        provider: str,
+        count: Counter,
+        *,
+        lifetime: float | None = None,
+        min_tokens: int = MIN_TOKENS,
+    ) -> None:
         self.rules, self.provider, self.count = rules, provider, count
-        self.entries: set[bytes] = set()
+        self.lifetime, self.min_tokens = lifetime, min_tokens
+        #: Each entry's key, and when it was last written or read.
+        self.entries: dict[bytes, float] = {}
+        self.last: float | None = None
 
     @property
     def write_factor(self) -> float:
         return WRITE_FACTOR if self.rules in MARKED else 1.0
 
-    def serve(self, messages: list[Any], tools: Any, system: Any, shared: int) -> tuple[int, int]:
-        """``(read, written)`` tokens of the request; ``shared``: the tokens of its prefix
-        equal to the previous request's."""
+    def serve(
+        self, messages: list[Any], tools: Any, system: Any, shared: int, now: float = 0.0
+    ) -> tuple[int, int]:
+        """``(read, written)`` tokens of the request sent at ``now``; ``shared``: the tokens
+        of its prefix equal to the previous request's."""
+        last, self.last = self.last, now
         if self.rules == "openai":
-            return (0 if shared < MIN_TOKENS else shared - (shared - MIN_TOKENS) % STEP), 0
+            if self._gone(last, now):
+                return 0, 0
+            least = self.min_tokens
+            return (0 if shared < least else shared - (shared - least) % STEP), 0
         if not self._has_markers(messages, tools, system):
             messages, system, _ = place(self.provider, list(messages), system, tools, None)
         bedrock = self.rules == "bedrock_converse"
@@ -84,12 +106,16 @@ class PromptCache:
         read = written = 0
         for k in marked:
             tokens = self.count(list(messages[: max(0, k - 1)]), tools, system if k >= 1 else None)
-            if keys[k] in self.entries:
+            if keys[k] in self.entries and not self._gone(self.entries[keys[k]], now):
                 read = max(read, tokens)
-            elif tokens >= MIN_TOKENS:
-                self.entries.add(keys[k])
+                self.entries[keys[k]] = now
+            elif tokens >= self.min_tokens:
+                self.entries[keys[k]] = now
                 written = max(written, tokens)
         return read, max(0, written - read)
+
+    def _gone(self, used: float | None, now: float) -> bool:
+        return self.lifetime is not None and used is not None and now - used >= self.lifetime
 
     def _has_markers(self, messages: list[Any], tools: Any, system: Any) -> bool:
         bedrock = self.rules == "bedrock_converse"

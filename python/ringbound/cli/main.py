@@ -252,6 +252,8 @@ def _simulate(args: argparse.Namespace) -> int:
         json_out=args.json,
         fidelity=args.fidelity,
         plot=args.plot,
+        think_time=args.think_time,
+        seed=args.seed,
     )
 
 
@@ -433,6 +435,14 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--summarize", action="store_true", help="with the extractive summarizer")
     m.add_argument("--per-turn", action="store_true", help="a row per turn as well")
     m.add_argument("--json", action="store_true", help="everything as JSON")
+    m.add_argument(
+        "--think-time",
+        type=float,
+        metavar="SECONDS",
+        help="mean seconds between turns: the provider's cache expires after its lifetime, "
+        "and a 'ringbound timed' way compacts once it has (compact_on_cache_expiry)",
+    )
+    m.add_argument("--seed", type=int, default=0, help="seed of the think times (0)")
     m.add_argument(
         "--plot",
         metavar="PATH",

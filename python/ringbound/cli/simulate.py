@@ -19,7 +19,8 @@ import orjson
 
 from ..adapted import read_canonical
 from ..assembler import Assembler
-from ..cache_markers import unmarked
+from ..cache_lifetime import lifetime
+from ..cache_markers import DEFAULT_MIN_TOKENS, unmarked
 from ..config import AssemblyConfig
 from ..counting import count_tokens, validate
 from ..errors import ConfigError, RingboundError
@@ -32,6 +33,7 @@ from .session import Session, load_session
 __all__ = [
     "STATEFUL",
     "STATELESS",
+    "TIMED",
     "TRIM",
     "Simulation",
     "Turn",
@@ -39,11 +41,14 @@ __all__ = [
     "agent_session",
     "cli_main",
     "simulate",
+    "think_times",
     "turn_ends",
 ]
 
 STATEFUL = "ringbound stateful"
 STATELESS = "ringbound stateless"
+#: Cache-stable with ``compact_on_cache_expiry``: only with ``think_time``.
+TIMED = "ringbound timed"
 TRIM = "trim_messages"
 
 #: LangChain's recommended settings for chat histories (as in benches/langchain_baseline.py):
@@ -94,6 +99,7 @@ class Turn:
         valid: Whether the request passes ``ringbound.validate``.
         written_tokens: Under Anthropic's or Bedrock's rules: the tokens written to the
             cache (priced at ``write_factor``).
+        at: When the request was sent, in seconds from the first (``think_time``), or None.
     """
 
     turn: int
@@ -109,6 +115,7 @@ class Turn:
     within_budget: bool = True
     valid: bool = True
     written_tokens: int = 0
+    at: float | None = None
 
     @property
     def cached_fraction(self) -> float:
@@ -204,6 +211,11 @@ class Simulation:
     cache: str | None = None
     #: Price of a token written to the cache (1.25 under Anthropic's and Bedrock's rules).
     write_factor: float = 1.0
+    #: The mean seconds between turns (``think_times``) and its seed, and the provider's
+    #: cache lifetime the replay applied; None: turns follow each other within it.
+    think_time: float | None = None
+    seed: int = 0
+    lifetime: float | None = None
 
     def way(self, name: str) -> Way:
         return next(w for w in self.ways if w.name == name)
@@ -231,6 +243,7 @@ class Simulation:
                     "compactions": w.compactions,
                     "summarizer_calls": w.summarizer_calls,
                     "effective_cost": cost,
+                    "cost_per_turn": cost / len(w.turns) if w.turns else None,
                     "cost_vs_stateless": cost / anchor if anchor else None,
                     "empty": w.empty,
                     "broken": w.broken,
@@ -252,6 +265,9 @@ class Simulation:
             "trim_counter": self.trim_counter,
             "cache": self.cache,
             "write_factor": self.write_factor,
+            "think_time": self.think_time,
+            "seed": self.seed,
+            "lifetime": self.lifetime,
             "ways": self.summary(),
             "skipped": {w.name: w.skipped for w in self.ways if w.skipped is not None},
         }
@@ -282,6 +298,19 @@ class Simulation:
         if self.unreplayed:
             lines.append(
                 f"(the last {self.unreplayed} message(s), a call without its results, not replayed)"
+            )
+        if self.think_time is not None:
+            last = max((t.at or 0.0 for w in self.ways for t in w.turns), default=0.0)
+            life = "no lifetime known" if self.lifetime is None else f"{self.lifetime:g} s"
+            lines.append(
+                f"turns {self.think_time:g} s apart on average (seed {self.seed}, "
+                f"{last / 60:.0f} minutes in all); cache lifetime {life}; "
+                + ", ".join(
+                    f"{r['way']} {r['cost_per_turn']:,.0f}"
+                    for r in self.summary()
+                    if r["cost_per_turn"] is not None
+                )
+                + " per turn"
             )
         head = (
             f"{'way':<19} {'1st cut':>7} {'cached>':>7} {'util>':>5} {'util':>5} "
@@ -411,18 +440,33 @@ def _mapping(m: Any) -> dict[str, Any]:
 class _Meter:
     """Counts a request and the tokens it shares with the previous one."""
 
-    def __init__(self, provider: str, budget: int, encoding: str, cache: str | None = None) -> None:
+    def __init__(
+        self,
+        provider: str,
+        budget: int,
+        encoding: str,
+        cache: str | None = None,
+        lifetime: float | None = None,
+        min_tokens: int = DEFAULT_MIN_TOKENS,
+    ) -> None:
         self.provider = provider
         self.budget = budget
         self.encoding = encoding
         self.previous: list[bytes] | None = None
-        self.cache = None if cache is None else PromptCache(cache, provider, self.count)
+        self.lifetime, self.at = lifetime, None
+        self.cache = (
+            None
+            if cache is None
+            else PromptCache(cache, provider, self.count, lifetime=lifetime, min_tokens=min_tokens)
+        )
 
     def count(self, messages: list[Any], tools: Any, system: Any) -> int:
         return count_tokens(messages, self.provider, self.encoding, tools or None, system=system)
 
-    def measure(self, messages: list[Any], tools: Any, system: Any) -> dict[str, Any]:
-        """The fields of a ``Turn`` that describe its request."""
+    def measure(
+        self, messages: list[Any], tools: Any, system: Any, at: float | None = None
+    ) -> dict[str, Any]:
+        """The fields of a ``Turn`` that describe its request (sent at ``at``)."""
         # The order a provider reads a request in: tools, system, then the messages; cache
         # markers are no content (they move to the newest message each turn).
         items = [_dump(unmarked(tools)), _dump(unmarked(system))]
@@ -447,8 +491,11 @@ class _Meter:
                 ),
             )
         written = 0
+        last, self.at = self.at, at
         if self.cache is not None:
-            cached, written = self.cache.serve(messages, tools, system, cached)
+            cached, written = self.cache.serve(messages, tools, system, cached, at or 0.0)
+        elif self.lifetime is not None and None not in (last, at) and at - last >= self.lifetime:
+            cached = 0  # the cache expired since the previous request
         return {
             "tokens": tokens,
             "written_tokens": written,
@@ -460,6 +507,7 @@ class _Meter:
             "kept_previous": prev is not None and run == len(prev),
             "within_budget": tokens <= self.budget,
             "valid": not validate(messages, self.provider, system=system),
+            "at": at,
         }
 
 
@@ -477,18 +525,20 @@ def _ringbound_way(
     session: Session,
     provider: str,
     cache: str | None = None,
+    times: list[float] | None = None,
 ) -> Way:
-    meter = _Meter(provider, asm.config.budget, asm.config.encoding, cache)
+    meter = _meter(provider, asm.config, cache, times)
     stateful = asm.config.cache_stable
     state = None
     turns: list[Turn] = []
     for n, end in enumerate(ends, 1):
         history = session.messages[:end]
+        at = times[n - 1] if times else None
         try:
-            res = asm.assemble(history, session.tools, system=session.system, state=state)
+            res = asm.assemble(history, session.tools, system=session.system, state=state, now=at)
         except RingboundError as e:
             return Way(name, tuple(turns), error=f"turn {n}: {type(e).__name__}: {e}")
-        measured = meter.measure(res.messages, res.tools, res.system)
+        measured = meter.measure(res.messages, res.tools, res.system, at)
         r = res.report
         if stateful:
             before = state.compactions if state is not None else 0
@@ -509,6 +559,38 @@ def _ringbound_way(
     return Way(name, tuple(turns))
 
 
+def _meter(
+    provider: str, config: AssemblyConfig, cache: str | None, times: list[float] | None
+) -> _Meter:
+    """A meter with the provider's cache lifetime when the turns are timed."""
+    least = config.min_cache_tokens
+    return _Meter(
+        provider,
+        config.budget,
+        config.encoding,
+        cache,
+        lifetime(provider, config) if times else None,
+        DEFAULT_MIN_TOKENS if least is None else least,
+    )
+
+
+def think_times(turns: int, mean: float, seed: int = 0) -> list[float]:
+    """When each turn's request is sent, in seconds from the first: the pauses between turns
+    drawn from an exponential distribution of mean ``mean`` (a model call and its tools, or
+    a person reading), seeded, so a replay is the same every time.
+
+    Example:
+        >>> think_times(3, 60.0, seed=1) == think_times(3, 60.0, seed=1)
+        True
+    """
+    rng = random.Random(seed)
+    at, out = 0.0, []
+    for n in range(turns):
+        at += rng.expovariate(1 / mean) if n else 0.0
+        out.append(round(at, 3))
+    return out
+
+
 def _trim_way(
     ends: list[int],
     session: Session,
@@ -516,6 +598,8 @@ def _trim_way(
     budget: int,
     encoding: str,
     cache: str | None = None,
+    config: AssemblyConfig | None = None,
+    times: list[float] | None = None,
 ) -> tuple[Way, str]:
     """LangChain's ``trim_messages`` at the same budget, its counter in ringbound's accounting
     (OpenAI framing, the config's encoding), so a budget means the same tokens on both
@@ -555,7 +639,7 @@ def _trim_way(
 
     tools_tokens = count_tokens([], encoding=encoding, tools=session.tools or None) - framing
     limit = budget - tools_tokens
-    meter = _Meter(provider, budget, encoding, cache)
+    meter = _meter(provider, config or AssemblyConfig(), cache, times)
     turns: list[Turn] = []
     for n, end in enumerate(ends, 1):
         try:
@@ -563,7 +647,7 @@ def _trim_way(
         except ValueError as e:
             return Way(TRIM, tuple(turns), error=f"turn {n}: {type(e).__name__}: {e}"), ""
         request = [openai_of(m) for m in kept]
-        measured = meter.measure(request, session.tools, None)
+        measured = meter.measure(request, session.tools, None, times[n - 1] if times else None)
         turns.append(
             Turn(turn=n, history=end, compacted=n > 1 and not measured["kept_previous"], **measured)
         )
@@ -581,6 +665,8 @@ def simulate(
     name: str = "session",
     langchain: bool = True,
     cache: str | None = None,
+    think_time: float | None = None,
+    seed: int = 0,
 ) -> Simulation:
     """Replays ``session`` one ring per turn and assembles each turn three ways at
     ``config.budget``: ringbound with the previous turn's state (``cache_stable``), ringbound
@@ -599,6 +685,12 @@ def simulate(
         cache: Replay under a provider's caching rules (``ringbound.cli.cache_rules``:
             ``anthropic``, ``bedrock_converse``, ``openai``); None: the prefix shared with the
             previous request is the cached part.
+        think_time: Mean seconds between turns (``think_times``): each request is sent at
+            its time (``assemble(..., now=...)``) and the provider's cache expires after its
+            lifetime (``ringbound.cache_lifetime``); a fourth way, ``ringbound timed``,
+            compacts when the cache has expired (``compact_on_cache_expiry``). None: the
+            turns follow each other within the lifetime.
+        seed: The seed of the think times.
 
     Example:
         >>> import ringbound as rb
@@ -625,19 +717,37 @@ def simulate(
             key="cache",
             reason=f"must be {rules_for(provider) or 'openai'} for {provider}",
         )
+    if think_time is not None and (
+        isinstance(think_time, bool)
+        or not isinstance(think_time, (int, float))
+        or not 0 < think_time <= 86_400
+    ):
+        raise ConfigError(
+            f"think_time must be a number of seconds in (0, 86400], got {think_time!r}",
+            key="think_time",
+            reason="must be in (0, 86400]",
+        )
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"seed must be an integer, got {seed!r}", key="seed")
     ends, unreplayed = turn_ends(session.messages, provider, system=session.system)
+    times = think_times(len(ends), float(think_time), seed) if think_time else None
     history = session.messages[: ends[-1]] if ends else []
     total = count_tokens(
         history, provider, config.encoding, session.tools or None, system=session.system
     )
     ways = []
-    for way, stateful in ((STATEFUL, True), (STATELESS, False)):
-        cfg = dataclasses.replace(config, cache_stable=stateful)
+    kinds = [(STATEFUL, True, False), (STATELESS, False, False)]
+    if times:
+        kinds.insert(1, (TIMED, True, True))
+    for way, stateful, timed in kinds:
+        cfg = dataclasses.replace(config, cache_stable=stateful, compact_on_cache_expiry=timed)
         asm = Assembler(cfg, provider=provider, summarizer=summarizer)
-        ways.append(_ringbound_way(way, asm, ends, session, provider, cache))
+        ways.append(_ringbound_way(way, asm, ends, session, provider, cache, times))
     counter = ""
     if langchain:
-        trim, counter = _trim_way(ends, session, provider, config.budget, config.encoding, cache)
+        trim, counter = _trim_way(
+            ends, session, provider, config.budget, config.encoding, cache, config, times
+        )
         ways.append(trim)
     else:
         ways.append(Way(TRIM, skipped="left out"))
@@ -652,6 +762,9 @@ def simulate(
         trim_counter=counter,
         cache=cache,
         write_factor=PromptCache(cache, provider, count_tokens).write_factor if cache else 1.0,
+        think_time=None if think_time is None else float(think_time),
+        seed=seed,
+        lifetime=lifetime(provider, config) if times else None,
     )
 
 
@@ -772,6 +885,8 @@ def cli_main(
     per_turn: bool = False,
     json_out: bool = False,
     out: TextIO | None = None,
+    think_time: float | None = None,
+    seed: int = 0,
     plot: str | Path | None = None,
     fidelity: bool = False,
 ) -> int:
@@ -794,6 +909,9 @@ def cli_main(
         per_turn: Also print one row per turn.
         json_out: Print JSON instead of tables.
         out: Where to print (stdout).
+        think_time: Mean seconds between turns: the provider's cache lifetime applies, and
+            a ``ringbound timed`` way compacts once it has passed (see ``simulate``).
+        seed: The seed of the think times.
         plot: Also draw the replay per turn into this ``.png`` or ``.svg``
             (``ringbound.cli.simulate_plot``; needs matplotlib).
         fidelity: Report instead how many of the facts each tool call uses the assembled
@@ -856,6 +974,8 @@ def cli_main(
         price_factor=price_factor,
         name=Path(path).name,
         cache=cache,
+        think_time=think_time,
+        seed=seed,
     )
     if json_out:
         body = sim.to_dict(per_turn=per_turn)
