@@ -103,14 +103,14 @@ def assemble(
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
     pinned = {i for i, m in enumerate(messages) if m["role"] in INSTRUCTION}
     pinned |= set(users[:1]) | set(users[len(users) - recent_user_turns :])
-    rings = [u for u in all_units if u[0] == "ring"]
-    suffix_start = all_units[-1][1]
-    if rings and recent_tool_rings:
-        suffix_start = min(suffix_start, rings[max(0, len(rings) - recent_tool_rings)][1])
+    # The latest rings are protected where they stand, as are the last unit and the pinned.
+    rings = [k for k, u in enumerate(all_units) if u[0] == "ring"]
+    recent = set(rings[max(0, len(rings) - recent_tool_rings) :] if recent_tool_rings else [])
+    recent.add(len(all_units) - 1)
     middle = [
         k
         for k, (_, start, end) in enumerate(all_units)
-        if start < suffix_start and not pinned.intersection(range(start, end))
+        if k not in recent and not pinned.intersection(range(start, end))
     ]
 
     def unit_tokens(k: int) -> int:

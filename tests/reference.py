@@ -530,7 +530,7 @@ class Ledger:
 
 @dataclass
 class Layout:
-    """The request split into units, what is protected and where the suffix starts."""
+    """The request split into units, what is protected and which units the suffix holds."""
 
     work: Work
     notes: list[int]
@@ -538,7 +538,8 @@ class Layout:
     summaries: list[int]
     units: list[Unit]
     protected: list[bool]
-    suffix_start: int
+    #: Per unit: in the protected suffix (one of the latest rings, or the last unit).
+    recent: list[bool]
     prefix_end: int
     first_user: int | None
     #: Positions of the user messages (a ring's turn is how many stand before it).
@@ -554,13 +555,11 @@ class Layout:
         return next(k for k, u in enumerate(self.units) if u.start <= w < u.end)
 
 
-def suffix_start(all_units: list[Unit], recent_tool_rings: int) -> int:
-    """Start of the last ``recent_tool_rings``-th ring, or of the last unit if earlier."""
-    last = all_units[-1].start if all_units else 0
-    rings = [u for u in all_units if u.kind == "ring"]
-    if recent_tool_rings == 0 or not rings:
-        return last
-    return min(last, rings[max(0, len(rings) - recent_tool_rings)].start)
+def recent_units(all_units: list[Unit], recent_tool_rings: int) -> list[bool]:
+    """The last ``recent_tool_rings`` rings where they stand, and the last unit."""
+    rings = [k for k, u in enumerate(all_units) if u.kind == "ring"]
+    chosen = set(rings[max(0, len(rings) - recent_tool_rings) :] if recent_tool_rings else [])
+    return [k in chosen or k == len(all_units) - 1 for k in range(len(all_units))]
 
 
 def layout(work: Work, cfg: rb.AssemblyConfig, pinned: Iterable[int]) -> Layout:
@@ -587,19 +586,20 @@ def layout(work: Work, cfg: rb.AssemblyConfig, pinned: Iterable[int]) -> Layout:
     all_units = units(msgs)
     ledger = Ledger(entries, role, cfg.encoding)
     lay = Layout(
-        work, notes, summaries, all_units, [], 0, prefix_end, first_user, users, ledger, pin
+        work, notes, summaries, all_units, [], [], prefix_end, first_user, users, ledger, pin
     )
-    lay.suffix_start, lay.protected = protection(lay, cfg.recent_tool_rings, cfg.recent_user_turns)
+    lay.recent, lay.protected = protection(lay, cfg.recent_tool_rings, cfg.recent_user_turns)
     return lay
 
 
-def protection(lay: Layout, rings: int, turns: int) -> tuple[int, list[bool]]:
-    """Where the suffix starts with ``rings`` recent rings, and per unit whether it is protected
-    with that suffix and the last ``turns`` user messages pinned."""
-    start = suffix_start(lay.units, rings)
+def protection(lay: Layout, rings: int, turns: int) -> tuple[list[bool], list[bool]]:
+    """Per unit, whether it is in the suffix with ``rings`` recent rings, and whether it is
+    protected with that suffix and the last ``turns`` user messages pinned."""
+    recent = recent_units(lay.units, rings)
     pin = lay.pin | set(lay.users[max(0, len(lay.users) - turns) :])
-    return start, [
-        u.start >= start or any(w in pin for w in range(u.start, u.end)) for u in lay.units
+    return recent, [
+        r or any(w in pin for w in range(u.start, u.end))
+        for u, r in zip(lay.units, recent, strict=True)
     ]
 
 
@@ -915,14 +915,16 @@ def walk(
             w.least = min(w.least, total())
         return count, restored
 
-    rings, turns = cfg.recent_tool_rings, cfg.recent_user_turns
-    start, protected = lay.suffix_start, list(lay.protected)
+    rings = min(cfg.recent_tool_rings, sum(1 for u in lay.units if u.kind == "ring"))
+    turns = min(cfg.recent_user_turns, len(lay.users))
+    recent, protected = list(lay.recent), list(lay.protected)
 
     def truncate_protected() -> tuple[int, int]:
         results = [
             m
-            for m in range(start, len(lay.work.msgs))
-            if lay.work.msgs[m]["role"] == "tool"
+            for m in range(len(lay.work.msgs))
+            if recent[lay.unit_of(m)]
+            and lay.work.msgs[m]["role"] == "tool"
             and lay.work.source[m] is not None
             and m not in lay.notes
             and m not in lay.pin
@@ -952,9 +954,9 @@ def walk(
         return count, 0
 
     def shrink_recent() -> tuple[int, int]:
-        nonlocal rings, turns, start, protected
-        ring_floor = min(cfg.min_recent_tool_rings, cfg.recent_tool_rings)
-        turn_floor = min(cfg.min_recent_user_turns, cfg.recent_user_turns)
+        nonlocal rings, turns, recent, protected
+        ring_floor = min(cfg.min_recent_tool_rings, rings)
+        turn_floor = min(cfg.min_recent_user_turns, turns)
         count = restored = 0
         while total() > budget:
             r, t = rings - ring_floor, turns - turn_floor
@@ -964,7 +966,7 @@ def walk(
                 rings -= 1
             else:
                 turns -= 1
-            start, now = protection(lay, rings, turns)
+            recent, now = protection(lay, rings, turns)
             released = [
                 k for k in range(len(now)) if protected[k] and not now[k] and k not in w.dropped
             ]
@@ -1037,11 +1039,11 @@ def buckets(lay: Layout, w: Walk) -> dict[str, int]:
     """Tokens per bucket of what the walk kept."""
     b = {"prefix": 0, "middle": 0, "suffix": 0, "tools": w.tools, "insertions": w.ledger.tokens}
     b["framing"] = FRAMING
-    for k, u in enumerate(lay.units):
+    for k in range(len(lay.units)):
         if k in w.dropped:
             continue
         where = "prefix" if lay.protected[k] else "middle"
-        b["suffix" if u.start >= lay.suffix_start else where] += w.unit_now[k]
+        b["suffix" if lay.recent[k] else where] += w.unit_now[k]
     return b
 
 

@@ -17,8 +17,8 @@ pub(super) struct Buckets {
     /// Working index of the first message after the leading instructions.
     pub prefix_end: usize,
     pub first_user: Option<usize>,
-    /// Working index where the protected suffix starts.
-    pub suffix_start: usize,
+    /// Per unit: in the protected suffix (one of the latest rings, or the current turn).
+    pub recent: Vec<bool>,
     /// Positions of the user messages (a ledger entry's turn).
     pub users: Vec<usize>,
     /// The working index of each of the caller's messages.
@@ -76,14 +76,13 @@ impl Buckets {
             .filter(|&w| work.msgs[w].role == Role::User)
             .collect();
         let all_units = unit_split(work, layout);
-        let suffix_start = suffix_start(&all_units, cfg.recent_tool_rings);
         let mut b = Buckets {
             all_units,
             unit_of: vec![0usize; len],
             protected: Vec::new(),
             prefix_end,
             first_user,
-            suffix_start,
+            recent: Vec::new(),
             users,
             original_to_work,
             pinned: pin,
@@ -93,7 +92,7 @@ impl Buckets {
         for (k, u) in b.all_units.iter().enumerate() {
             b.unit_of[u.start..u.end].fill(k);
         }
-        b.protected = b.protection(cfg.recent_tool_rings, cfg.recent_user_turns).1;
+        (b.recent, b.protected) = b.protection(cfg.recent_tool_rings, cfg.recent_user_turns);
         let all_units = &b.all_units;
         let protected = &b.protected;
         let middle: Vec<usize> = (0..all_units.len()).filter(|&k| !protected[k]).collect();
@@ -118,10 +117,10 @@ impl Buckets {
         self.held.contains(&k)
     }
 
-    /// The protection with `rings` recent tool rings and `turns` recent user turns: where the
-    /// suffix starts, and per unit whether it is protected.
-    pub fn protection(&self, rings: usize, turns: usize) -> (usize, Vec<bool>) {
-        let start = suffix_start(&self.all_units, rings);
+    /// The protection with `rings` recent tool rings and `turns` recent user turns: per unit,
+    /// whether it is in the protected suffix, and whether it is protected at all.
+    pub fn protection(&self, rings: usize, turns: usize) -> (Vec<bool>, Vec<bool>) {
+        let recent = recent_units(&self.all_units, rings);
         let mut latest = vec![false; self.unit_of.len()];
         for &w in &self.users[self.users.len().saturating_sub(turns)..] {
             latest[w] = true;
@@ -129,9 +128,10 @@ impl Buckets {
         let protected = self
             .all_units
             .iter()
-            .map(|u| u.start >= start || (u.start..u.end).any(|w| self.pinned[w] || latest[w]))
+            .zip(&recent)
+            .map(|(u, &r)| r || (u.start..u.end).any(|w| self.pinned[w] || latest[w]))
             .collect();
-        (start, protected)
+        (recent, protected)
     }
 
     /// Units `stage` may drop, oldest first (none for the cheap stages).
@@ -222,16 +222,22 @@ fn short_error_ring(u: &Unit, work: &Work<'_, '_>, cfg: &PlanConfig) -> bool {
         && results().map(|w| work.tokens(w)).sum::<u64>() <= cfg.short_error_result_tokens
 }
 
-/// Start of the protected suffix: the earliest of the last `recent_tool_rings` rings and the
-/// last unit (the current turn is never dropped).
-fn suffix_start(all_units: &[Unit], recent_tool_rings: usize) -> usize {
-    let last = all_units.last().map_or(0, |u| u.start);
-    let rings: Vec<&Unit> = all_units
-        .iter()
-        .filter(|u| u.kind == UnitKind::Ring)
-        .collect();
-    if recent_tool_rings == 0 || rings.is_empty() {
-        return last;
+/// The protected suffix, per unit: the last `recent_tool_rings` rings where they stand and the
+/// last unit (the current turn is never dropped). The plain turns between those rings are not
+/// part of it: one early ring would otherwise protect every later turn of a long chat, and a
+/// session of one ring and many plain turns could not be trimmed at all. The latest user turns
+/// are protected where they stand too (`recent_user_turns`).
+fn recent_units(all_units: &[Unit], recent_tool_rings: usize) -> Vec<bool> {
+    let mut recent = vec![false; all_units.len()];
+    if let Some(last) = recent.last_mut() {
+        *last = true;
     }
-    last.min(rings[rings.len().saturating_sub(recent_tool_rings)].start)
+    let rings = (0..all_units.len())
+        .rev()
+        .filter(|&k| all_units[k].kind == UnitKind::Ring)
+        .take(recent_tool_rings);
+    for k in rings {
+        recent[k] = true;
+    }
+    recent
 }

@@ -7,24 +7,34 @@ use super::cheap::{least_cap, planned_cut};
 use super::stages::{Outcome, Scope, Tally};
 use super::{Planning, Stage, Valuation};
 use crate::rewrite::RewriteKind;
+use crate::units::UnitKind;
 use crate::view::Role;
 
 /// The protection in force while the stages run.
 pub(super) struct Recent {
     rings: usize,
     turns: usize,
-    suffix_start: usize,
+    /// Per unit: in the protected suffix.
+    suffix: Vec<bool>,
     protected: Vec<bool>,
 }
 
 impl Planning<'_, '_, '_> {
-    /// The protection the caller configured.
+    /// The protection the caller configured, its counts capped at the rings and user turns
+    /// the request has: a count above them protects nothing more, and `shrink_recent` steps
+    /// down one at a time, so an uncapped count of 10^12 would step for hours.
     pub fn recent(&self) -> Recent {
+        let b = self.buckets;
+        let rings = b
+            .all_units
+            .iter()
+            .filter(|u| u.kind == UnitKind::Ring)
+            .count();
         Recent {
-            rings: self.cfg.recent_tool_rings,
-            turns: self.cfg.recent_user_turns,
-            suffix_start: self.buckets.suffix_start,
-            protected: self.buckets.protected.clone(),
+            rings: self.cfg.recent_tool_rings.min(rings),
+            turns: self.cfg.recent_user_turns.min(b.users.len()),
+            suffix: b.recent.clone(),
+            protected: b.protected.clone(),
         }
     }
 
@@ -34,9 +44,10 @@ impl Planning<'_, '_, '_> {
     /// `min_result_tokens`. A result the caller pinned is kept as it is.
     pub fn truncate_protected(&self, budget: u64, recent: &Recent, out: &mut Outcome) -> Tally {
         let (work, cfg, b) = (self.work, self.cfg, self.buckets);
-        let results: Vec<usize> = (recent.suffix_start..work.msgs.len())
+        let results: Vec<usize> = (0..work.msgs.len())
             .filter(|&w| {
-                work.msgs[w].role == Role::Tool
+                recent.suffix[b.unit_of[w]]
+                    && work.msgs[w].role == Role::Tool
                     && work.original(w).is_some()
                     && !self.notes.skipped[w]
                     && !b.is_pinned(w)
@@ -90,8 +101,8 @@ impl Planning<'_, '_, '_> {
         out: &mut Outcome,
     ) -> Tally {
         let cfg = self.cfg;
-        let ring_floor = cfg.min_recent_tool_rings.min(cfg.recent_tool_rings);
-        let turn_floor = cfg.min_recent_user_turns.min(cfg.recent_user_turns);
+        let ring_floor = cfg.min_recent_tool_rings.min(recent.rings);
+        let turn_floor = cfg.min_recent_user_turns.min(recent.turns);
         let mut tally = Tally::default();
         while self.now(out) > budget {
             let above = (recent.rings - ring_floor, recent.turns - turn_floor);
@@ -100,11 +111,11 @@ impl Planning<'_, '_, '_> {
                 (r, t) if r >= t => recent.rings -= 1,
                 _ => recent.turns -= 1,
             }
-            let (start, protected) = self.buckets.protection(recent.rings, recent.turns);
+            let (suffix, protected) = self.buckets.protection(recent.rings, recent.turns);
             let released: Vec<usize> = (0..protected.len())
                 .filter(|&k| recent.protected[k] && !protected[k] && !out.dropped[k])
                 .collect();
-            recent.suffix_start = start;
+            recent.suffix = suffix;
             recent.protected = protected;
             for &stage in cfg.stages.iter().filter(|s| !s.degrades()) {
                 if self.now(out) <= budget {

@@ -111,12 +111,12 @@ impl Planning<'_, '_, '_> {
             framing: self.framing,
             ..BucketTokens::default()
         };
-        for (k, u) in b.all_units.iter().enumerate() {
+        for k in 0..b.all_units.len() {
             if dropped[k] {
                 continue;
             }
             let t = unit_now[k];
-            if u.start >= b.suffix_start {
+            if b.recent[k] {
                 buckets.suffix += t;
             } else if b.protected[k] {
                 buckets.prefix += t;

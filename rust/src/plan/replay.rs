@@ -58,8 +58,9 @@ pub(super) fn replay(
         .stages
         .contains(&Stage::TruncateProtectedResults)
         .then(|| {
-            (b.suffix_start..len).rev().find(|&w| {
-                work.msgs[w].role == Role::Tool
+            (0..len).rev().find(|&w| {
+                b.recent[b.unit_of[w]]
+                    && work.msgs[w].role == Role::Tool
                     && work.original(w).is_some()
                     && !p.notes.skipped[w]
                     && !b.is_pinned(w)

@@ -115,6 +115,40 @@ fn protected_part_that_does_not_fit_fails_closed() {
 }
 
 #[test]
+fn the_latest_ring_is_protected_where_it_stands_not_the_chat_after_it() {
+    // system, goal, one early ring, then a long plain chat: the chat is the middle.
+    let mut msgs = session(1);
+    msgs.truncate(4);
+    for k in 0..20 {
+        msgs.push(Message::text(Role::User, &format!("question {k}")));
+        msgs.push(Message::text(Role::Assistant, &"a long answer ".repeat(30)));
+    }
+    let req = request(msgs);
+    let full = plan(&req, &cfg(100_000), &[], None).unwrap().tokens_after;
+    let p = plan(&req, &cfg(full / 3), &[], None).unwrap();
+    let kept = kept(&p);
+    let last = req.len() - 1;
+    assert!([0, 1, 2, 3, last - 1, last]
+        .iter()
+        .all(|w| kept.contains(w)));
+    assert!(!p.dropped_turns.is_empty());
+    assert!(p.dropped_rings.is_empty());
+}
+
+#[test]
+fn a_recent_count_far_above_the_session_degrades_in_one_step() {
+    let req = request(session(3));
+    let mut c = cfg(60);
+    c.recent_tool_rings = 1 << 40;
+    c.recent_user_turns = 1 << 40;
+    c.min_recent_tool_rings = 0;
+    c.min_recent_user_turns = 0;
+    let started = std::time::Instant::now();
+    let _ = plan(&req, &c, &[], None);
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+}
+
+#[test]
 fn short_error_rings_are_dropped_last() {
     let mut msgs = vec![
         Message::text(Role::System, "rules"),
