@@ -478,6 +478,95 @@ def test_blocks_before_a_compaction_block_in_its_message_are_not_counted() -> No
     assert count(ahead) == count(msgs)
 
 
+def _long_compacted(turns: int = 120) -> list[dict[str, Any]]:
+    """The issue's session: ``turns`` tool rings, then a compaction block opening an assistant
+    message that also carries text and a ``tool_use``, then more rings after it."""
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "Audit every log."}]
+    for k in range(turns // 2):
+        msgs += ring(f"toolu_{k:03d}")
+    msgs.append(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "compaction", "content": "Summary: logs 0-59 read, nothing wrong."},
+                text("Carrying on."),
+                use("toolu_c"),
+            ],
+        }
+    )
+    msgs.append({"role": "user", "content": [result("toolu_c", "data " * 60)]})
+    for k in range(turns // 2, turns // 2 + 6):
+        msgs += ring(f"toolu_{k:03d}")
+    return msgs
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.9, 0.5, 0.3])
+def test_the_latest_compaction_block_survives_any_budget(fraction: float) -> None:
+    """Trimming used to drop the block's ring like any other, and with it the only record of
+    everything before it, silently."""
+    msgs = _long_compacted()
+    at = next(i for i, m in enumerate(msgs) if blocks(m)[0].get("type") == "compaction")
+    full = count(msgs)
+    asm = rb.Assembler(config(int(full * fraction), recent_tool_rings=2), provider="anthropic")
+    if fraction < 0.4:
+        # Below the block's ring and the recent rings, the answer is a refusal, not a loss.
+        with pytest.raises(rb.BudgetExceededError):
+            asm.assemble(msgs)
+        return
+    out = asm.assemble(msgs)
+    assert out.messages[0] is msgs[at], "the request opens with the block's message, verbatim"
+    assert out.messages[1] is msgs[at + 1], "its tool_use keeps its result: the ring is whole"
+    assert sum(1 for m in out.messages if m is msgs[at]) == 1
+    assert rb.validate(out.messages, provider="anthropic") == []
+    assert out.report.tokens_after <= out.report.budget
+    assert not any(s <= at < e for s, e in [*out.report.dropped_rings, *out.report.dropped_turns])
+    if fraction < 1.0:
+        assert out.report.dropped_rings, "the rings after the block are what goes"
+
+
+@st.composite
+def compacted_cases(draw: st.DrawFn) -> tuple[Case, int]:
+    """A generated case with a compaction block opening one or two of its assistant messages:
+    the latest one's message index."""
+    case = draw(cases())
+    msgs = copy.deepcopy(case.messages)
+    assistants = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
+    if not assistants:
+        msgs.append({"role": "assistant", "content": [text("ok")]})
+        assistants = [len(msgs) - 1]
+    chosen = sorted(draw(st.lists(st.sampled_from(assistants), min_size=1, max_size=2)))
+    for n, i in enumerate(chosen):
+        block = {"type": "compaction", "content": f"summary {n}: " + "what happened " * 20}
+        msgs[i] = {**msgs[i], "content": [block, *blocks(msgs[i])]}
+    pinned = tuple(p for p in case.pinned if p < len(msgs))
+    return replace(case, messages=msgs, pinned=pinned), chosen[-1]
+
+
+@properties
+@given(compacted_cases())
+def test_the_latest_compaction_block_is_kept_once_verbatim(drawn: tuple[Case, int]) -> None:
+    case, at = drawn
+    res = _run(case)
+    if isinstance(res, rb.BudgetExceededError):
+        assert res.tokens > res.budget
+        return
+    assert sum(1 for m in res.messages if m is case.messages[at]) == 1, "kept once, verbatim"
+    assert res.messages[0] is case.messages[at], "nothing the API ignores is sent"
+    assert rb.validate(res.messages, provider="anthropic", system=res.system) == []
+    assert res.tokens_after <= res.budget
+    # Counted as sent: what precedes the block is not counted either.
+    tools = None if res.tools_dropped else case.tools
+    policy = case.policy
+    sent = count(
+        res.messages,
+        system=res.system,
+        tools=tools,
+        encoding=policy["encoding"],
+        token_ratio=policy["token_ratio"],
+    )
+    assert res.tokens_after >= sent
+
+
 # --- whitespace-only text --------------------------------------------------------------------
 
 

@@ -89,19 +89,21 @@ pub struct Start {
 
 /// The first block the API reads: the latest `compaction` block, else the first block.
 pub fn start(messages: &[Arc<AnthropicMessage>]) -> Start {
-    for (i, m) in messages.iter().enumerate().rev() {
-        if let Some(b) = m
+    latest_compaction(messages).unwrap_or_default()
+}
+
+/// Where the latest `compaction` block stands, if any.
+pub fn latest_compaction(messages: &[Arc<AnthropicMessage>]) -> Option<Start> {
+    messages.iter().enumerate().rev().find_map(|(i, m)| {
+        let b = m
             .blocks
             .iter()
-            .rposition(|b| matches!(b, Block::Compaction { .. }))
-        {
-            return Start {
-                message: i,
-                block: b,
-            };
-        }
-    }
-    Start::default()
+            .rposition(|b| matches!(b, Block::Compaction { .. }))?;
+        Some(Start {
+            message: i,
+            block: b,
+        })
+    })
 }
 
 /// The blocks of message `i` the API reads, given where it starts.
@@ -336,6 +338,15 @@ impl Provider for Anthropic {
 
     fn canonical(&self, items: &[Arc<AnthropicMessage>]) -> Canonical {
         canonical::canonical(items)
+    }
+
+    /// The message holding the latest `compaction` block: its summary is the only record of
+    /// everything before it, so no budget drops it (a `tool_use` beside it keeps its ring).
+    fn pinned(&self, items: &[Arc<AnthropicMessage>]) -> Vec<usize> {
+        latest_compaction(items)
+            .map(|s| s.message)
+            .into_iter()
+            .collect()
     }
 }
 

@@ -186,6 +186,12 @@ fn nothing_before_the_latest_compaction_is_checked_or_counted() {
         ["the summary", "after"]
     );
     assert_eq!(canonical.layout.groups, [6, 7, 8, 9]);
+    // The block's message is pinned: its summary is the only record of what came before.
+    assert_eq!(Anthropic.pinned(&items), [6]);
+    assert_eq!(
+        Anthropic.pinned(&read(&[user("go"), said("hi")])),
+        [] as [usize; 0]
+    );
 
     // Pairing resumes at the compaction block: a result whose call it dropped is an orphan,
     // and block indices keep counting from the message's first block.
