@@ -6,7 +6,7 @@ leave ``docs/`` point to the repository. Then ``mkdocs build --strict`` runs on
 ``docs/mkdocs.yml``, so a broken link or reference fails the build.
 
     pip install -e '.[docs]'
-    python docs/site.py [--out DIR] [--bench-json RUN.json | --run-benches]
+    python docs/build_site.py [--out DIR] [--bench-json RUN.json | --run-benches]
 
 Without ``--bench-json`` the plots come from ``docs/bench/benchmarks.json``, the committed run;
 ``--run-benches`` makes a short run first (about half a minute).
