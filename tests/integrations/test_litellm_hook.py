@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import importlib.util
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,9 @@ def test_each_route_is_assembled_under_the_models_config_and_keeps_the_rest(
     assert out is not None and out is not data
     assert data == before  # the proxy's body is left as it came
     system = data.get(route.system) if route.system else None
-    expected = rb.Assembler(placed(SMALL, route.provider), provider=route.provider).assemble(
+    # The body's own max_tokens (max_output_tokens) is the output reserve, whatever the config.
+    reserved = dataclasses.replace(SMALL, output_reserve_tokens=256)
+    expected = rb.Assembler(placed(reserved, route.provider), provider=route.provider).assemble(
         data[route.history], tools=data["tools"], system=system
     )
     assert out[route.history] == expected.messages

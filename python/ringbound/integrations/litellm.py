@@ -1,12 +1,16 @@
 """ringbound in front of every model of a LiteLLM proxy: ``RingboundHook`` is a LiteLLM
 ``CustomLogger`` whose pre-call hook assembles the request body of the chat, Anthropic messages
-and Responses routes to the model's budget before the proxy sends it upstream.
+and Responses routes to the model's budget before the proxy sends it upstream. With no config,
+each model is sized from what the proxy knows of it: the deployment's ``model_info``, LiteLLM's
+model map (``get_model_info``), then ringbound's models table; the upstream provider from the
+route (``anthropic/...``); the output reserve from the body's ``max_tokens``.
 
 Needs the ``litellm`` extra (``pip install 'ringbound[litellm]'``)."""
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +23,8 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
         "ringbound.integrations.litellm needs the LiteLLM proxy: pip install 'ringbound[litellm]'"
     ) from e
 
-from ..assembler import Assembler
+from ..assembler import Assembler, AssemblyResult
+from ..body import output_reserve
 from ..config import AssemblyConfig
 from ..errors import (
     BudgetExceededError,
@@ -30,6 +35,9 @@ from ..errors import (
     SummaryError,
 )
 from ..observability.metrics import MetricsSink
+from ..providers import adapter
+from ._base import Target, afit_target
+from ._model import ModelFacts, positive, route_provider, sized
 
 __all__ = [
     "PLACEMENTS",
@@ -39,6 +47,7 @@ __all__ = [
     "Route",
     "http_status",
     "placed",
+    "upstream_facts",
 ]
 
 #: What picks the config of a request from its ``model``: None leaves the request as it is.
@@ -93,6 +102,8 @@ _TOOL_FIELDS = ("tool_choice", "parallel_tool_calls")
 _SERVER_HISTORY = ("previous_response_id", "conversation")
 #: Assemblers kept at once; past it the oldest goes (a ``ConfigSource`` may build configs).
 _MAX_ASSEMBLERS = 64
+#: Stands for "no config given": every model is sized from what the proxy knows of it.
+_DERIVE = object()
 
 
 def http_status(error: RingboundError) -> int:
@@ -145,6 +156,8 @@ def _source(config: Any, default: AssemblyConfig | None) -> ConfigSource:
             key="default",
             reason="must be an AssemblyConfig",
         )
+    if config is None:
+        return lambda _model: None
     if isinstance(config, AssemblyConfig):
         return lambda _model: config
     if isinstance(config, Mapping):
@@ -191,18 +204,30 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
     ``instructions``) under the config of the body's ``model``, and hands the proxy a new body:
     the assembled history, the system carrying the ledger note where the provider keeps it
     there, and every other field as it came. The proxy's own body and the messages in it are
-    never modified. Requests with no config for their model, other call types, a Responses
-    ``input`` that is a string, and Responses bodies continuing server-side history
-    (``previous_response_id``, ``conversation``) pass through untouched.
+    never modified. Other call types, a Responses ``input`` that is a string, and Responses
+    bodies continuing server-side history (``previous_response_id``, ``conversation``) pass
+    through untouched.
+
+    Each model is sized from what the proxy knows of it: its deployments' ``model_info``
+    (``max_input_tokens``, ``max_output_tokens``), LiteLLM's model map for the deployment's
+    model (``litellm.get_model_info``), then ringbound's models table; the upstream provider
+    from the deployment's route (a Claude model behind the chat route is counted as
+    Anthropic counts it); the output reserve from the body's ``max_tokens``
+    (``max_completion_tokens``, ``max_output_tokens``) on every route. A config field set to
+    anything but its default wins over the model's, except the reserve: the body's own wins,
+    as in ``Assembler.assemble_body``. A model nothing knows is logged and counted
+    (``ringbound.models.resolve``) and passed through untouched, or answered 500 under
+    ``ringbound.models.set_strict(True)``.
 
     A ringbound error becomes an ``HTTPException`` the proxy answers as an OpenAI-shaped error
     (status from ``http_status``; ``provider_specific_fields.ringbound`` holds the error class
     and its fields). Each assembly reports to the metrics sink.
 
     Args:
-        config: The config of every model (an ``AssemblyConfig``), a mapping of the proxy's
-            ``model_name`` to its config, or a callable ``model -> AssemblyConfig | None``
-            (a models table).
+        config: None (the default) to size every model from the proxy's knowledge; an
+            ``AssemblyConfig`` for every model (its default fields still sized from the
+            model); a mapping of the proxy's ``model_name`` to its config; or a callable
+            ``model -> AssemblyConfig | None`` (a models table).
         default: The config of models the mapping or callable has none for; None leaves their
             requests untouched.
         summarizer: The summarizer of every assembly (sync or async), as for ``Assembler``.
@@ -222,7 +247,7 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
 
     def __init__(
         self,
-        config: AssemblyConfig | Mapping[str, AssemblyConfig] | ConfigSource,
+        config: AssemblyConfig | Mapping[str, AssemblyConfig] | ConfigSource | None = None,
         *,
         default: AssemblyConfig | None = None,
         summarizer: Any = None,
@@ -231,38 +256,64 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self._derive = config is None
         self._source = _source(config, default)
         self._summarizer = summarizer
         self._sink = sink
         self._cache = cache
-        # Built once per (config, provider): building checks the config and compiles it for
-        # the core. Keyed by the config's identity, which the entry keeps alive.
-        self._assemblers: dict[tuple[int, str], tuple[AssemblyConfig, Assembler]] = {}
+        # Built once per (config, model, route, reserve): building sizes the config, checks it
+        # and compiles it for the core. Keyed by the config's identity, which the entry keeps
+        # alive.
+        self._assemblers: dict[tuple[Any, ...], tuple[Any, Assembler, Target | None]] = {}
+        # What the proxy knows of each (model, reserve), read once: the router and LiteLLM's
+        # model map are not read again on every request.
+        self._facts: dict[tuple[Any, int | None], ModelFacts] = {}
         # Fail at start-up, not on the first request, for a summarizer, sink or cache that
         # Assembler refuses.
         Assembler(AssemblyConfig(), summarizer=summarizer, sink=sink, cache=cache)
 
     def config_for(self, model: Any) -> AssemblyConfig | None:
-        """The config requests for ``model`` are assembled under, or None to leave them be."""
+        """The config given for ``model`` (before sizing it from the model), or None: with
+        no config at all every model is sized from the proxy's knowledge of it."""
         return self._source(model) if isinstance(model, str) else None
 
-    def assembler(self, config: AssemblyConfig, provider: str) -> Assembler:
-        """The Assembler for ``config`` on ``provider``'s wire format (built once)."""
-        key = (id(config), provider)
+    def assembler(
+        self, config: AssemblyConfig, provider: str, facts: ModelFacts | None = None
+    ) -> Assembler:
+        """The Assembler for ``config`` on ``provider``'s wire format (built once); with
+        ``facts``, the config is first sized for that model."""
+        return self._entry(config, provider, facts)[0]
+
+    def _entry(
+        self, config: AssemblyConfig | None, provider: str, facts: ModelFacts | None
+    ) -> tuple[Assembler, Target | None]:
+        key = (id(config), provider, facts)
         entry = self._assemblers.get(key)
         if entry is None or entry[0] is not config:
             if len(self._assemblers) >= _MAX_ASSEMBLERS:
                 del self._assemblers[next(iter(self._assemblers))]
+            cfg, target = _sized(config, provider, facts, self._sink)
             asm = Assembler(
-                placed(config, provider),
+                placed(cfg, provider),
                 provider=provider,
                 summarizer=self._summarizer,
                 sink=self._sink,
                 cache=self._cache,
             )
-            entry = (config, asm)
+            entry = (config, asm, target)
             self._assemblers[key] = entry
-        return entry[1]
+        return entry[1], entry[2]
+
+    def facts_for(self, model: Any, reserve: tuple[str, int] | None) -> ModelFacts:
+        """``upstream_facts`` of ``model`` with the body's ``reserve``, read once."""
+        key = (model if isinstance(model, str) else None, None if reserve is None else reserve[1])
+        facts = self._facts.get(key)
+        if facts is None:
+            if len(self._facts) >= _MAX_ASSEMBLERS * 4:
+                self._facts.clear()
+            facts = upstream_facts(*key)
+            self._facts[key] = facts
+        return facts
 
     async def async_pre_call_hook(
         self,
@@ -288,14 +339,18 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
         ):
             return None
         try:
-            config = self.config_for(data.get("model"))
-            if config is None:
+            model = data.get("model")
+            config = self.config_for(model)
+            if config is None and not self._derive:
                 return None
+            facts = self.facts_for(model, output_reserve(data))
+            if config is None and not _knows(facts):
+                _sized(None, route.provider, facts, self._sink)  # warns and counts, or refuses
+                return None
+            asm, target = self._entry(config, route.provider, facts)
             tools = data.get("tools")
             system = data.get(route.system) if route.system else None
-            res = await self.assembler(config, route.provider).assemble_async(
-                history, tools=tools, system=system
-            )
+            res = await _assemble(asm, target, history, tools, system)
         except RingboundError as e:
             raise HTTPException(status_code=http_status(e), detail=_detail(e)) from e
         body = dict(data)
@@ -306,3 +361,117 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
             for key in ("tools", *_TOOL_FIELDS):
                 body.pop(key, None)
         return body
+
+
+def upstream_facts(model: Any, reserve: int | None = None) -> ModelFacts:
+    """What the proxy knows of the model a body names: its deployments (the running proxy's
+    router; the smallest window when several serve the name), else LiteLLM's model map for the
+    name itself; ``reserve`` is the body's own output reserve."""
+    name = model if isinstance(model, str) else None
+    best: ModelFacts | None = None
+    for params, info in _deployments(name):
+        upstream = params.get("model") if isinstance(params.get("model"), str) else name
+        mapped = _model_map(upstream)
+        window = positive(info.get("max_input_tokens")) or positive(mapped.get("max_input_tokens"))
+        facts = ModelFacts(
+            name=info.get("base_model") if isinstance(info.get("base_model"), str) else upstream,
+            provider=route_provider(mapped.get("litellm_provider") or upstream, upstream or ""),
+            input_limit=window,
+            max_output_tokens=positive(info.get("max_output_tokens"))
+            or positive(mapped.get("max_output_tokens")),
+            output_reserve=reserve,
+            where=f"the proxy's model {name!r} ({upstream})",
+        )
+        if best is None or (window or 0) < (best.input_limit or 1 << 62):
+            best = facts
+    if best is not None:
+        return best
+    mapped = _model_map(name)
+    return ModelFacts(
+        name=name,
+        provider=route_provider(mapped.get("litellm_provider") or name, name or ""),
+        input_limit=positive(mapped.get("max_input_tokens")),
+        max_output_tokens=positive(mapped.get("max_output_tokens")),
+        output_reserve=reserve,
+        where="the body's model",
+    )
+
+
+def _deployments(name: str | None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The (litellm_params, model_info) of each deployment serving ``name`` in the running
+    proxy; none outside a proxy (its server module is then not loaded, and not imported)."""
+    server = sys.modules.get("litellm.proxy.proxy_server")
+    router = getattr(server, "llm_router", None)
+    if router is None or name is None:
+        return []
+    try:
+        found = router.get_model_list(model_name=name) or []
+    except Exception:  # the router's own lookup; a failure means "nothing known"
+        return []
+    out = []
+    for d in found:
+        params, info = d.get("litellm_params"), d.get("model_info")
+        out.append(
+            (params if isinstance(params, dict) else {}, info if isinstance(info, dict) else {})
+        )
+    return out
+
+
+def _model_map(name: Any) -> dict[str, Any]:
+    """LiteLLM's model map entry for ``name`` (empty when LiteLLM does not know it)."""
+    if not isinstance(name, str) or not name:
+        return {}
+    import litellm
+
+    if "/" not in name and name not in litellm.model_cost:
+        return {}  # not mapped, and no route to guess it by (LiteLLM would print a notice)
+    try:
+        info = litellm.get_model_info(name)
+    except Exception:  # LiteLLM raises its own errors for unmapped names
+        return {}
+    return dict(info) if isinstance(info, Mapping) else {}
+
+
+def _knows(facts: ModelFacts) -> bool:
+    """Whether the proxy or the models table knows the window of ``facts``' model."""
+    from ..models import find
+
+    return facts.input_limit is not None or (
+        facts.name is not None and find(facts.name) is not None
+    )
+
+
+def _sized(
+    config: AssemblyConfig | None, route: str, facts: ModelFacts | None, sink: Any
+) -> tuple[AssemblyConfig, Target | None]:
+    """The config for ``facts``' model on ``route``, and the target to count the planned chat
+    request as when the upstream speaks another format than the route (else None)."""
+    if facts is None:
+        return (config if config is not None else AssemblyConfig()), None
+    size = sized(config, facts, provider=facts.provider or route, request_wins=True, sink=sink)
+    cfg, upstream = size.config, size.provider
+    if upstream == route:
+        return cfg, None
+    if route == "openai_chat":
+        target = Target(upstream)
+        if cfg.token_ratio is None:
+            cfg = dataclasses.replace(cfg, token_ratio=target.token_ratio)
+        return cfg, target
+    if cfg.token_ratio is None and route == "openai_responses" and upstream != "openai_chat":
+        # Planned as Responses input for a model that counts more per token: its ratio.
+        cfg = dataclasses.replace(cfg, token_ratio=adapter(upstream).default_token_ratio)
+    return cfg, None
+
+
+async def _assemble(
+    asm: Assembler, target: Target | None, history: Any, tools: Any, system: Any
+) -> AssemblyResult:
+    """The assembly, tightened until the chat request fits as the upstream counts it."""
+    if target is None:
+        return await asm.assemble_async(history, tools=tools, system=system)
+    return await afit_target(
+        lambda n: asm.assemble_async(history, tools=tools, system=system, tighten=n),
+        lambda res: (res.messages, res.tools),
+        target,
+        asm.config,
+    )
