@@ -5,8 +5,11 @@ no traceback)."""
 from __future__ import annotations
 
 import json
+import re
+import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +85,7 @@ def test_assemble_bare_list_writes_a_bare_list(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     # With -o, nothing goes to stdout; the report goes to stderr.
     assert proc.stdout == ""
-    assert "tokens   " in proc.stderr and f"(budget {total // 2})" in proc.stderr
+    assert "tokens   " in proc.stderr and f"saved, budget {total // 2})" in proc.stderr
     assert "stage    drop_rings" in proc.stderr
     written = json.loads(out.read_text())
     assert isinstance(written, list)
@@ -194,7 +197,6 @@ def test_assemble_repair_flag(tmp_path: Path) -> None:
         pytest.param(
             ("--budget", 10), ("BudgetExceededError", "budget is 10"), id="budget-too-small"
         ),
-        pytest.param(("--budget", 0), ("ConfigError", "model_input_limit"), id="budget-zero"),
         pytest.param(
             ("--limit", 5000, "--reserve", 8192),
             ("ConfigError", "leaves no budget"),
@@ -220,7 +222,12 @@ def test_assemble_config_errors(tmp_path: Path) -> None:
     src = write(tmp_path / "session.json", session())
     bad = tmp_path / "bad.yaml"
     bad.write_text("context_assembly:\n  recent_tool_ringz: 2\n", encoding="utf-8")
-    assert_clean_error(run("assemble", src, "--config", bad), "ConfigError", "recent_tool_ringz")
+    assert_clean_error(
+        run("assemble", src, "--config", bad),
+        "ConfigError",
+        "recent_tool_ringz",
+        "did you mean recent_tool_rings?",
+    )
     assert_clean_error(
         run("assemble", src, "--config", tmp_path / "absent.yaml"), "ConfigError", "absent.yaml"
     )
@@ -286,9 +293,31 @@ def test_demo() -> None:
     assert proc.stderr == ""
 
 
-@pytest.mark.parametrize("command", ["assemble", "validate", "count"])
+@pytest.mark.parametrize("command", ["assemble", "validate", "count", "simulate"])
 def test_missing_file(tmp_path: Path, command: str) -> None:
-    assert_clean_error(run(command, tmp_path / "absent.json"), "absent.json")
+    """A file that cannot be read is a file error naming the path and the system's reason,
+    not a malformed message."""
+    absent = tmp_path / "absent.json"
+    proc = run(command, absent)
+    assert_clean_error(proc)
+    assert proc.stderr == f"error: {absent}: No such file or directory\n"
+    proc = run(command, tmp_path)  # a directory
+    assert_clean_error(proc)
+    assert proc.stderr == f"error: {tmp_path}: Is a directory\n"
+
+
+def test_unwritable_output_and_bench_file_errors(tmp_path: Path) -> None:
+    src = write(tmp_path / "s.json", session(2))
+    out = tmp_path / "no-such-dir" / "out.json"
+    proc = run("assemble", src, "-o", out)
+    assert_clean_error(proc)
+    assert proc.stderr.endswith(f"error: {out}: No such file or directory\n"), proc.stderr
+    proc = run("bench", tmp_path / "absent.json", src, "--repeat", 1, "--progress", "never")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{tmp_path / 'absent.json'}: FileNotFoundError: No such file or directory" in (
+        proc.stderr
+    )
+    assert "s.json" in proc.stdout  # the readable file still ran
 
 
 @pytest.mark.parametrize(
@@ -512,3 +541,332 @@ def test_a_models_entry_is_sized_for_the_bodys_reserve(tmp_path: Path) -> None:
     assert json.loads(proc.stdout)["budget"] == expected
     gateway = rb.Assembler.for_models(provider="openai_chat").assemble_body(src.read_bytes())
     assert gateway.report.budget == expected
+
+
+# Exact figures --------------------------------------------------------------------------------
+
+
+def tokens_line(stderr: str) -> str:
+    return next(line for line in stderr.splitlines() if line.startswith("tokens   "))
+
+
+def test_assemble_prints_the_exact_count_not_a_bound(tmp_path: Path) -> None:
+    """A budget far under the session makes the library's tokens_before an upper bound (the
+    rings it certainly drops are sized from their bytes); the command prints the exact
+    count, the same as ``count``'s, and what was saved."""
+    messages = session(60)
+    exact = rb.count_tokens(messages)
+    cfg = rb.AssemblyConfig(model_input_limit=1500, output_reserve_tokens=0, safety_margin_tokens=0)
+    library = rb.Assembler(cfg).assemble(messages).report
+    assert not library.tokens_before_exact and library.tokens_before > exact  # the case
+    src = write(tmp_path / "s.json", messages)
+    proc = run("assemble", src, "--budget", 1500, "-o", tmp_path / "out.json")
+    assert proc.returncode == 0, proc.stderr
+    after = library.tokens_after
+    assert tokens_line(proc.stderr) == (
+        f"tokens   {exact} -> {after} ({exact - after} saved, budget 1500)"
+    )
+    assert "at most" not in proc.stderr
+    # Each stage's own saving is a bound here: the stage is listed with its units only.
+    stages = [line for line in proc.stderr.splitlines() if line.startswith("stage    ")]
+    assert "stage    drop_rings: " in proc.stderr
+    assert not [line for line in stages if "saved" in line], stages
+    assert int(run("count", src).stdout) == exact
+    report = json.loads(run("assemble", src, "--budget", 1500, "--json").stdout)
+    assert report["tokens_before_counted"] == exact
+    assert report["tokens_before"] == library.tokens_before  # the library's own, as given
+
+
+def test_assemble_prints_stage_savings_when_they_are_exact(tmp_path: Path) -> None:
+    messages = session(10)
+    total = rb.count_tokens(messages)
+    src = write(tmp_path / "s.json", messages)
+    proc = run("assemble", src, "--budget", total - 100, "--json")
+    report = json.loads(proc.stdout)
+    assert report["tokens_before_exact"] and report["tokens_before"] == total
+    proc = run("assemble", src, "--budget", total - 100, "-o", tmp_path / "o.json")
+    (stage,) = report["stages"]
+    assert (
+        f"stage    {stage['stage']}: {stage['units']} unit(s), {stage['tokens_saved']} tokens saved"
+    ) in proc.stderr
+
+
+def test_summarize_never_prints_a_negative_saving(tmp_path: Path) -> None:
+    messages = session(30)
+    exact = rb.count_tokens(messages)
+    src = write(tmp_path / "s.json", messages)
+    proc = run("assemble", src, "--budget", 1500, "--summarize", "-o", tmp_path / "o.json")
+    assert proc.returncode == 0, proc.stderr
+    assert not re.search(r"-\d", proc.stderr), proc.stderr
+    note = json.loads(run("assemble", src, "--budget", 1500, "--summarize", "--json").stdout)
+    tokens = note["summary"]["tokens"]
+    assert f"stage    summarize: {note['summary']['units']} unit(s), {tokens} tokens added" in (
+        proc.stderr
+    )
+    after = note["tokens_after"]
+    assert tokens_line(proc.stderr).startswith(
+        f"tokens   {exact} -> {after} ({exact - after} saved"
+    )
+
+
+@pytest.mark.parametrize(
+    "provider", ["openai_chat", "openai_responses", "anthropic", "gemini", "bedrock_converse"]
+)
+def test_count_is_what_the_assembly_counts(tmp_path: Path, provider: str) -> None:
+    """``count`` of a request body, tools included (Bedrock keeps them in toolConfig), is
+    the assembly's exact tokens_before."""
+    from test_body import provider_body
+
+    if provider == "openai_chat":
+        doc: Any = body(session(20), model="m-1", tools=TOOLS)
+    else:
+        doc, *_ = provider_body(provider, turns=20)
+    src = write(tmp_path / "b.json", doc)
+    cfg = rb.AssemblyConfig(model_input_limit=2**40, output_reserve_tokens=0)
+    report = rb.Assembler(cfg, provider=provider).assemble_body(src.read_bytes()).report
+    assert report.tokens_before_exact
+    proc = run("count", src, "--provider", provider)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) == report.tokens_before
+
+
+# count and validate: --json, --model, and what the count was made with ------------------------
+
+
+def test_count_names_its_provider_and_encoding(tmp_path: Path) -> None:
+    messages = session(4)
+    src = write(tmp_path / "s.json", messages)
+    proc = run("count", src)
+    assert proc.stdout == f"{rb.count_tokens(messages)}\n"  # the bare number, for scripts
+    assert proc.stderr == "tokens of openai_chat with o200k_base, token ratio 1.0\n"
+    proc = run("count", src, "--json")
+    assert json.loads(proc.stdout) == {
+        "tokens": rb.count_tokens(messages),
+        "provider": "openai_chat",
+        "encoding": "o200k_base",
+        "token_ratio": 1.0,
+        "model": None,
+    }
+    assert proc.stderr == ""
+
+
+def test_count_model_sizes_the_count_as_assemble_does(tmp_path: Path) -> None:
+    messages, system = rb.providers.adapter("anthropic").from_canonical(session(6))
+    src = write(tmp_path / "a.json", {"messages": messages, "system": system})
+    entry = rb.models.lookup("claude-sonnet-4-5")
+    expected = rb.count_tokens(
+        messages,
+        "anthropic",
+        entry.encoding,
+        system=system,
+        token_ratio=entry.token_ratio,
+    )
+    assert expected != rb.count_tokens(messages, "anthropic", system=system, token_ratio=1.0)
+    doc = json.loads(run("count", src, "--model", "claude-sonnet-4-5", "--json").stdout)
+    assert doc["tokens"] == expected and doc["model"] == "claude-sonnet-4-5"
+    assert doc["provider"] == "anthropic"
+    default = rb.providers.adapter("anthropic").default_token_ratio
+    assert doc["token_ratio"] == (entry.token_ratio or default)
+    proc = run("count", src, "--model", "claude-sonnet-4-5")
+    assert int(proc.stdout) == expected
+    assert "model claude-sonnet-4-5" in proc.stderr and "anthropic" in proc.stderr
+    # The body's own model counts it when the table knows it, as it sizes assemble.
+    src = write(tmp_path / "b.json", {"model": "claude-sonnet-4-5", **json.loads(src.read_text())})
+    assert json.loads(run("count", src, "--json").stdout)["tokens"] == expected
+    # --encoding overrides the model's.
+    doc = json.loads(run("count", src, "--encoding", "cl100k_base", "--json").stdout)
+    assert doc["encoding"] == "cl100k_base"
+    assert_clean_error(run("count", src, "--model", "no-such-model"), "ConfigError", "models table")
+
+
+def test_validate_json_and_model(tmp_path: Path) -> None:
+    messages = session(3)
+    del messages[5]
+    src = write(tmp_path / "s.json", messages)
+    proc = run("validate", src, "--json", "--model", "gpt-4o")
+    assert proc.returncode == 1
+    doc = json.loads(proc.stdout)
+    assert doc["valid"] is False and doc["provider"] == "openai_chat" and doc["model"] == "gpt-4o"
+    assert [(i["index"], i["kind"], i["call_id"]) for i in doc["issues"]] == [
+        (4, "missing_result", "call_1")
+    ]
+    proc = run("validate", write(tmp_path / "ok.json", session(2)), "--json")
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout) == {
+        "valid": True,
+        "provider": "openai_chat",
+        "model": None,
+        "issues": [],
+    }
+    assert_clean_error(run("validate", src, "--model", "no-such-model"), "models table")
+
+
+# Errors name what the user typed ---------------------------------------------------------------
+
+
+def assert_usage_error(proc: subprocess.CompletedProcess[str], *texts: str) -> None:
+    assert proc.returncode == 2, proc
+    assert "usage: ringbound" in proc.stderr and "Traceback" not in proc.stderr
+    for text in texts:
+        assert text in proc.stderr, proc.stderr
+
+
+HUGE = "99999999999999999999999"
+
+
+def test_budget_errors_name_the_flag_and_the_value_typed(tmp_path: Path) -> None:
+    """A body's max_tokens is added to --budget to make the limit: an error about that limit
+    named a number nobody typed."""
+    src = write(tmp_path / "b.json", body(session(3), max_tokens=1000))
+    proc = run("assemble", src, "--budget", HUGE)
+    assert_usage_error(proc, "argument --budget", f"got {HUGE}")
+    assert "100000000000000000000999" not in proc.stderr
+    proc = run("assemble", src, "--budget", 0)
+    assert_usage_error(proc, "argument --budget", "got 0")
+    assert "leaves no budget" not in proc.stderr
+    proc = run("assemble", src, "--budget", 2**40)
+    assert_clean_error(
+        proc, "ConfigError", f"--budget {2**40} plus the body's max_tokens 1000 is over 2**40"
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "flag"),
+    [
+        *[
+            pytest.param("assemble", (flag, value), flag, id=f"assemble{flag}={value}")
+            for flag in ("--budget", "--limit", "--reserve", "--margin")
+            for value in (HUGE, "-5", "1e999", "nan", "inf")
+        ],
+        *[
+            pytest.param("simulate", (flag, value), flag, id=f"simulate{flag}={value}")
+            for flag in ("--budget", "--limit")
+            for value in (HUGE, "0", "-5", "nan")
+        ],
+        *[
+            pytest.param("bench", (flag, value), flag, id=f"bench{flag}={value}")
+            for flag, value in (("--repeat", HUGE), ("--repeat", "0"), ("--budget", HUGE))
+        ],
+        pytest.param("assemble", ("--budget", "\udcff"), "--budget", id="budget-surrogate"),
+    ],
+)
+def test_hostile_numbers_are_usage_errors(
+    tmp_path: Path, command: str, args: tuple[str, ...], flag: str
+) -> None:
+    src = write(tmp_path / "s.json", session(3))
+    proc = run(command, src, *args)
+    assert_usage_error(proc, f"argument {flag}")
+
+
+@pytest.mark.parametrize(
+    ("args", "text"),
+    [
+        pytest.param(
+            ("simulate", "{src}", "--price-factor", "nan"), "price_factor", id="price-nan"
+        ),
+        pytest.param(
+            ("simulate", "{src}", "--price-factor", "1e999"), "price_factor", id="price-inf"
+        ),
+        pytest.param(
+            ("simulate", "{src}", "--price-factor", HUGE), "price_factor", id="price-huge"
+        ),
+        pytest.param(("calibrate", "{usage}", "--coverage", "nan"), "coverage", id="coverage-nan"),
+        pytest.param(("calibrate", "{usage}", "--coverage", "-1"), "coverage", id="coverage-neg"),
+        pytest.param(("calibrate", "{usage}", "--coverage", "inf"), "coverage", id="coverage-inf"),
+        pytest.param(("assemble", "{src}", "--session", HUGE), "--session", id="session-huge"),
+        pytest.param(("count", "{many}", "--session", HUGE), "out of range", id="index-huge"),
+        pytest.param(("count", "{many}", "--session", "-1"), "out of range", id="index-negative"),
+        pytest.param(("assemble", "{src}", "--model", "\udcff"), "models table", id="model-sur"),
+        pytest.param(("count", "{src}", "--model", "gpt\udcff"), "models table", id="count-model"),
+        pytest.param(
+            ("validate", "{many}", "--session", 0, "--key", "\udcff"), "key", id="key-sur"
+        ),
+        pytest.param(
+            ("assemble", "{src}", "--side-effect-tools", "x\udcffy"),
+            "side_effect_tools",
+            id="tools-surrogate",
+        ),
+        pytest.param(("assemble", "{src}", "--config", "{bad_yaml}"), "cannot read", id="yaml-sur"),
+    ],
+)
+def test_hostile_values_are_typed_errors(tmp_path: Path, args: tuple[Any, ...], text: str) -> None:
+    files = {
+        "src": write(tmp_path / "s.json", session(3)),
+        "many": write(tmp_path / "many.json", [{"id": 1, "traj": session(2), "x": []}]),
+        "usage": Path(__file__).parent / "data" / "usage_sample.jsonl",
+        "bad_yaml": tmp_path / "bad.yaml",
+    }
+    files["bad_yaml"].write_bytes(b"context_assembly:\n  encoding: \xed\xa0\x80\n")
+    proc = run(*(str(a).format(**files) if isinstance(a, str) else a for a in args))
+    assert_clean_error(proc, text)
+
+
+@pytest.mark.parametrize("command", ["assemble", "validate", "count"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b'[{"role": "user", "content": "a\\ud800b"}]', id="escaped-high"),
+        pytest.param(b'[{"role": "user", "content": "a\\udc00b"}]', id="escaped-low"),
+        pytest.param(b'[{"role": "user", "content": "a\xed\xa0\x80b"}]', id="encoded"),
+        pytest.param(b'{"messages": [{"role": "user", "content": "\xff"}]}', id="not-utf8"),
+    ],
+)
+def test_lone_surrogates_on_stdin_are_typed_errors(command: str, data: bytes) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ringbound", command, "-"],
+        input=data,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2, proc
+    stderr = proc.stderr.decode()
+    assert stderr.startswith("error: InvalidMessageError: standard input is not valid JSON")
+    assert "Traceback" not in stderr
+
+
+# Input is read bounded -------------------------------------------------------------------------
+
+#: The address space the child gets: plenty for the interpreter, the extension and one
+#: request of max_request_bytes, far less than an unbounded read of /dev/zero takes.
+MEMORY_CAP = 1 << 30
+
+
+def _capped() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+@pytest.mark.parametrize("command", ["assemble", "validate", "count"])
+@pytest.mark.parametrize("source", ["stdin", "file"])
+def test_an_endless_input_is_refused_at_the_limit(command: str, source: str) -> None:
+    """/dev/zero is refused once max_request_bytes + 1 bytes are read, with the error and
+    exit of a body over that limit, quickly and within a memory cap; an unbounded read
+    runs out of memory (MemoryError) or of time."""
+    argv = [sys.executable, "-m", "ringbound", command, "-" if source == "stdin" else "/dev/zero"]
+    start = time.monotonic()
+    with open("/dev/zero", "rb") as zero:
+        proc = subprocess.run(
+            argv,
+            stdin=zero if source == "stdin" else subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=_capped,
+            check=False,
+        )
+    elapsed = time.monotonic() - start
+    name = "standard input" if source == "stdin" else "/dev/zero"
+    assert_clean_error(proc, "InvalidBodyError", f"{name} is over max_request_bytes = 67108864")
+    assert elapsed < 30, elapsed
+
+
+def test_the_read_limit_is_the_configs(tmp_path: Path) -> None:
+    src = write(tmp_path / "s.json", session(3))
+    small = tmp_path / "small.yaml"
+    small.write_text("context_assembly:\n  max_request_bytes: 100\n", encoding="utf-8")
+    assert_clean_error(
+        run("assemble", src, "--config", small),
+        "InvalidBodyError",
+        "is over max_request_bytes = 100",
+    )
+    assert run("assemble", src, "--json").returncode == 0

@@ -4,6 +4,7 @@ config is built, so a typo or an out-of-range value fails at start-up, not on a 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
@@ -376,7 +377,11 @@ class AssemblyConfig:
             if key in REMOVED_KEYS:
                 raise _error(key, REMOVED_KEYS[key])
             if key not in known:
-                raise _error(key, f"is not a configuration key (known: {', '.join(sorted(known))})")
+                # A typo gets the closest key first: the whole list is forty names long.
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                known_keys = ", ".join(sorted(known))
+                raise _error(key, f"is not a configuration key ({hint}known: {known_keys})")
             plain[key] = value
         return cls(**plain)
 
@@ -397,7 +402,7 @@ class AssemblyConfig:
         try:
             with open(path, encoding="utf-8") as f:
                 doc = yaml.safe_load(f)
-        except (OSError, yaml.YAMLError) as e:
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
             raise ConfigError(f"cannot read {path}: {e}", key="context_assembly") from e
         if not isinstance(doc, dict) or "context_assembly" not in doc:
             raise ConfigError(

@@ -164,8 +164,11 @@ def bench_sessions(
         for i, path in enumerate(paths):
             try:
                 results.append(_bench_one(asm, path, repeat, bar))
-            except RingboundError as e:
-                failures.append(f"{path}: {type(e).__name__}: {e}")
+            except (RingboundError, OSError) as e:
+                # A file that cannot be read is named by its path and its reason, as the
+                # command line names it.
+                why = e.strerror if isinstance(e, OSError) else e
+                failures.append(f"{path}: {type(e).__name__}: {why}")
                 bar.advance(Path(path).name, (i + 1) * (repeat + 1) - bar.done)
     finally:
         bar.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import orjson
@@ -16,15 +16,15 @@ from .. import models
 from .._core import __version__
 from ..assembler import Assembler
 from ..body import no_budget, output_reserve
-from ..config import AssemblyConfig
+from ..config import INT_MAX, AssemblyConfig
 from ..counting import count_tokens, validate
-from ..errors import RingboundError
-from ..providers import PROVIDERS
+from ..errors import ConfigError, RingboundError
+from ..providers import PROVIDERS, adapter
 from ..report import AssemblyReport
 from ..summary import summarizers
 from .bench import bench_sessions, format_table
 from .demo import run_demo
-from .session import Session, load_session
+from .session import MAX_BYTES, Session, load_session
 
 __all__ = ["main"]
 
@@ -34,11 +34,7 @@ def _config(args: argparse.Namespace, session: Session | None = None) -> Assembl
     the body's own ``model`` when the models table knows it), then the size flags. A body's
     own output reserve (``max_tokens`` and each provider's spelling) wins over ``--reserve``,
     as in ``assemble_body``: the provider reserves what the body asks for."""
-    model = getattr(args, "model", None)
-    if model is None and session is not None and not args.config:
-        body_model = session.body.get("model")
-        if isinstance(body_model, str) and models.find(body_model) is not None:
-            model = body_model
+    model = _model(args, session)
     asked = output_reserve(session.body) if session is not None else None
     if model is not None:
         cfg = AssemblyConfig.for_model(model)
@@ -79,6 +75,17 @@ def _config(args: argparse.Namespace, session: Session | None = None) -> Assembl
     return AssemblyConfig.from_dict(values)
 
 
+def _model(args: argparse.Namespace, session: Session | None) -> str | None:
+    """The model that sizes the request: ``--model``, else the body's own ``model`` when the
+    models table knows it (and no ``--config`` sizes it instead)."""
+    model = getattr(args, "model", None)
+    if model is None and session is not None and not getattr(args, "config", None):
+        body_model = session.body.get("model")
+        if isinstance(body_model, str) and models.find(body_model) is not None:
+            model = body_model
+    return model
+
+
 def _body_reserve(
     values: dict[str, Any], asked: tuple[str, int], flag: int | None, budget: int | None
 ) -> None:
@@ -93,6 +100,13 @@ def _body_reserve(
             file=sys.stderr,
         )
     if budget is not None:
+        if budget + count > INT_MAX:
+            # Named as typed: the limit it would make is a number the user never gave.
+            reason = (
+                f"--budget {budget} plus the body's {field} {count} is over 2**40, the "
+                "largest model_input_limit"
+            )
+            raise ConfigError(reason, key="model_input_limit", reason=reason)
         values["model_input_limit"] = budget + count
     values["output_reserve_tokens"] = count
     limit, margin = values["model_input_limit"], values["safety_margin_tokens"]
@@ -108,7 +122,11 @@ def _sized(cfg: AssemblyConfig) -> dict[str, object]:
 
 
 def _load(args: argparse.Namespace) -> Session:
-    return load_session(args.session, index=args.session_index, key=args.key)
+    """The session, read no further than ``max_request_bytes`` (``--config``'s, else the
+    default) as ``assemble_body`` would take it."""
+    config = getattr(args, "config", None)
+    limit = AssemblyConfig.from_yaml(config).max_request_bytes if config else MAX_BYTES
+    return load_session(args.session, index=args.session_index, key=args.key, limit=limit)
 
 
 def _assemble(args: argparse.Namespace) -> int:
@@ -132,29 +150,76 @@ def _assemble(args: argparse.Namespace) -> int:
     elif out is not None:
         with open(out, "wb") as f:
             f.write(body + b"\n")
+    before = _exact_before(report, session, provider, cfg)
     if args.json:
-        sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        doc = {**report.to_dict(), "tokens_before_counted": before}
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
         sys.stdout.write("\n")
     else:
-        _print_report(report, provider, cfg, sys.stderr)
+        _print_report(report, before, provider, cfg, sys.stderr)
     return 0
 
 
-def _print_report(r: AssemblyReport, provider: str, cfg: AssemblyConfig, to: TextIO) -> None:
-    bound = "" if r.tokens_before_exact else "at most "
+def _exact_before(r: AssemblyReport, session: Session, provider: str, cfg: AssemblyConfig) -> int:
+    """The input's exact token count. The report's ``tokens_before`` is one when
+    ``tokens_before_exact`` says so; otherwise (units the plan certainly dropped were sized
+    from their bytes) the input is counted again as the assembly counts it: the command line
+    is not a hot path, and an upper bound is not a figure to print."""
+    if r.tokens_before_exact:
+        return r.tokens_before
+    return _counted(session, provider, cfg)
+
+
+def _counted(session: Session, provider: str, cfg: AssemblyConfig) -> int:
+    """Tokens of the session as an assembly with ``cfg`` counts them: its encoding, backend
+    and token ratio (a learned ``auto`` ratio starts from the provider's default, as a new
+    Assembler's does)."""
+    return count_tokens(
+        session.messages,
+        provider,
+        cfg.encoding,
+        session.tools,
+        tokenizer_backend=cfg.tokenizer_backend,
+        system=session.system,
+        token_ratio=_ratio(provider, cfg),
+    )
+
+
+def _ratio(provider: str, cfg: AssemblyConfig) -> float:
+    """The token ratio an Assembler of ``cfg`` scales counts by: the config's, else the
+    provider's default (OpenAI's is 1.0)."""
+    if isinstance(cfg.token_ratio, (int, float)):
+        return float(cfg.token_ratio)
+    return 1.0 if provider == "openai_chat" else float(adapter(provider).default_token_ratio)
+
+
+def _print_report(
+    r: AssemblyReport, before: int, provider: str, cfg: AssemblyConfig, to: TextIO
+) -> None:
+    """The report for a person: exact figures only. A stage's own saving is printed when the
+    report's figures are exact; when they are upper bounds (``tokens_before_exact`` False)
+    only the total, counted exactly, is, and each stage's units."""
     print(f"provider {provider}", file=to)
     print(
         f"budget   {cfg.budget} = limit {cfg.model_input_limit} - reserve "
         f"{cfg.output_reserve_tokens} - margin {cfg.safety_margin_tokens}",
         file=to,
     )
-    print(f"tokens   {bound}{r.tokens_before} -> {r.tokens_after} (budget {r.budget})", file=to)
+    print(
+        f"tokens   {before} -> {r.tokens_after} ({_saved(before - r.tokens_after)}, "
+        f"budget {r.budget})",
+        file=to,
+    )
     print(f"messages {r.messages_before} -> {r.messages_after}", file=to)
     for s in r.stages:
-        # A lazily counted request's tokens_before, and so the stages' savings, are upper
-        # bounds: printed as such.
-        saved = f"{bound}{s.tokens_saved}"
-        print(f"stage    {s.stage}: {s.units} unit(s), {saved} tokens saved", file=to)
+        line = f"stage    {s.stage}: {s.units} unit(s)"
+        if s.stage == "summarize":
+            # The note costs tokens (its saving is negative): what it stands for was
+            # dropped by the drop stages.
+            line += f", {_saved(s.tokens_saved, ' tokens')} (the summary note)"
+        elif r.tokens_before_exact:
+            line += f", {_saved(s.tokens_saved, ' tokens')}"
+        print(line, file=to)
     if r.repairs:
         calls = ", ".join(r.repairs)
         print(f"repaired {len(r.repairs)} call(s) without result: {calls}", file=to)
@@ -170,6 +235,12 @@ def _print_report(r: AssemblyReport, provider: str, cfg: AssemblyConfig, to: Tex
     print(f"time     {r.elapsed_s * 1000:.2f} ms", file=to)
 
 
+def _saved(tokens: int, noun: str = "") -> str:
+    """A change in tokens in words: a request that grew (a summary note larger than what it
+    replaced) is said to have grown, never to have saved a negative number."""
+    return f"{abs(tokens)}{noun} {'saved' if tokens >= 0 else 'added'}"
+
+
 def _provider(args: argparse.Namespace, session: Session) -> str:
     """The provider asked for, else the one the body's format shows."""
     return args.provider or session.detected_provider()
@@ -178,7 +249,22 @@ def _provider(args: argparse.Namespace, session: Session) -> str:
 def _validate(args: argparse.Namespace) -> int:
     session = _load(args)
     provider = _provider(args, session)
+    model = _model(args, session)
+    if model is not None:
+        models.lookup(model)  # an unknown --model is a ConfigError, as in assemble
     issues = validate(session.messages, provider=provider, system=session.system)
+    if args.json:
+        doc = {
+            "valid": not issues,
+            "provider": provider,
+            "model": model,
+            "issues": [
+                {"index": i.index, "kind": i.kind, "call_id": i.call_id, "message": i.message}
+                for i in issues
+            ],
+        }
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 1 if issues else 0
     for i in issues:
         print(f"messages[{i.index}] {i.kind}: {i.message}")
     if not issues:
@@ -187,13 +273,30 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _count(args: argparse.Namespace) -> int:
+    """The session's tokens as ``assemble`` counts them for the same flags: the bare number
+    on standard output (for scripts), what it was counted with on standard error; or both as
+    one JSON object with ``--json``."""
     session = _load(args)
     provider = _provider(args, session)
-    print(
-        count_tokens(
-            session.messages, provider, args.encoding, session.tools, system=session.system
-        )
-    )
+    model = _model(args, session)
+    cfg = AssemblyConfig.for_model(model) if model is not None else AssemblyConfig()
+    if args.encoding is not None:
+        cfg = AssemblyConfig.from_dict({**cfg.to_dict(), "encoding": args.encoding})
+    tokens = _counted(session, provider, cfg)
+    ratio = _ratio(provider, cfg)
+    if args.json:
+        doc = {
+            "tokens": tokens,
+            "provider": provider,
+            "encoding": cfg.encoding,
+            "token_ratio": ratio,
+            "model": model,
+        }
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    print(tokens)
+    sized = "" if model is None else f", model {model}"
+    print(f"tokens of {provider} with {cfg.encoding}, token ratio {ratio}{sized}", file=sys.stderr)
     return 0
 
 
@@ -210,11 +313,32 @@ def _bench(args: argparse.Namespace) -> int:
     return 2 if failures else 0
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+#: The most warm runs ``bench --repeat`` takes: far beyond any useful measurement, and a
+#: typo of a huge number stops at once instead of running for ever.
+MAX_REPEAT = 1_000_000
+
+
+def _bounded(low: int, high: int, what: str) -> Callable[[str], int]:
+    """An argparse type for a whole number in [low, high]; its error names the value as
+    typed (argparse adds the flag), never a figure derived from it."""
+
+    def parse(text: str) -> int:
+        value = int(text)  # argparse words a ValueError as "invalid int value: 'text'"
+        if not low <= value <= high:
+            shown = "2**40" if high == INT_MAX else str(high)
+            raise argparse.ArgumentTypeError(
+                f"must be at least {low} and at most {shown} ({what}), got {text}"
+            )
+        return value
+
+    parse.__name__ = "int"
+    return parse
+
+
+_positive = _bounded(1, MAX_REPEAT, "runs")
+#: A budget or a limit in tokens; a reserve or a margin, which may be 0.
+_tokens = _bounded(1, INT_MAX, "tokens")
+_spare = _bounded(0, INT_MAX, "tokens")
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -287,10 +411,10 @@ def _session_args(p: argparse.ArgumentParser) -> None:
 def _size_args(p: argparse.ArgumentParser, *, budget_help: str) -> None:
     p.add_argument("--config", help="YAML file with a context_assembly: block")
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--budget", type=int, help=budget_help)
+    size.add_argument("--budget", type=_tokens, help=budget_help)
     size.add_argument(
         "--limit",
-        type=int,
+        type=_tokens,
         help="the model's input limit (model_input_limit); the reserve and margin are taken "
         "from it",
     )
@@ -324,11 +448,11 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--model", help="size the request for this model (see docs/models.md)")
     a.add_argument(
         "--reserve",
-        type=int,
+        type=_spare,
         help="output_reserve_tokens: left free for the answer, when the body names no "
         "max_tokens of its own (the body's wins)",
     )
-    a.add_argument("--margin", type=int, help="safety_margin_tokens: absorbs estimation error")
+    a.add_argument("--margin", type=_spare, help="safety_margin_tokens: absorbs estimation error")
     a.add_argument(
         "--side-effect-tools",
         action="append",
@@ -355,15 +479,31 @@ def _parser() -> argparse.ArgumentParser:
         description="Check tool-call pairing by the provider's rules; exit 1 when broken.",
     )
     _session_args(v)
+    v.add_argument(
+        "--model", help="the model the request is for (checked against the models table)"
+    )
+    v.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout")
     v.set_defaults(run=_validate)
 
     c = sub.add_parser(
         "count",
         help="count the tokens of a session",
-        description="Count the tokens of a session as ringbound does for the budget.",
+        description="Count the tokens of a session as ringbound does for the budget: the "
+        "number alone on standard output, what it was counted with (provider, encoding, "
+        "token ratio, model) on standard error; or both as JSON with --json.",
     )
     _session_args(c)
-    c.add_argument("--encoding", default="o200k_base", choices=("o200k_base", "cl100k_base"))
+    c.add_argument(
+        "--model",
+        help="count as for this model: its encoding and token ratio (see docs/models.md); "
+        "default: the body's model when the models table knows it",
+    )
+    c.add_argument(
+        "--encoding",
+        choices=("o200k_base", "cl100k_base"),
+        help="the BPE to count with (default: the model's, else o200k_base)",
+    )
+    c.add_argument("--json", action="store_true", help="print the count as JSON on stdout")
     c.set_defaults(run=_count)
 
     b = sub.add_parser(
@@ -427,8 +567,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     m.add_argument("session", help="JSON: a list of messages or {messages, tools}")
     size = m.add_mutually_exclusive_group()
-    size.add_argument("--budget", type=int, help="the whole budget (default: half the session)")
-    size.add_argument("--limit", type=int, help="model_input_limit (reserve and margin apply)")
+    size.add_argument("--budget", type=_tokens, help="the whole budget (default: half the session)")
+    size.add_argument("--limit", type=_tokens, help="model_input_limit (reserve and margin apply)")
     m.add_argument("--config", help="YAML file with a context_assembly: block")
     m.add_argument("--provider", choices=PROVIDERS, help="wire format; default: detected")
     m.add_argument("--price-factor", type=float, default=0.1, help="price of a cached token (0.1)")
@@ -482,6 +622,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except OSError as e:
+        # A file that cannot be read or written (missing, a directory, no permission): the
+        # path and the system's reason, as Unix tools say it, and the exit of any error.
+        where = e.filename if e.filename is not None else "?"
+        print(f"error: {where}: {e.strerror or e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

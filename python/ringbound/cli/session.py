@@ -13,12 +13,15 @@ from typing import Any
 import orjson
 
 from ..body import both_spellings
+from ..config import AssemblyConfig
 from ..detect import detect_provider, provider_candidates
-from ..errors import InvalidMessageError
+from ..errors import InvalidBodyError, InvalidMessageError
 
 __all__ = ["Session", "load_session"]
 
 
+#: The most bytes a session file or standard input may hold: ``max_request_bytes``'s default.
+MAX_BYTES = AssemblyConfig().max_request_bytes
 #: Where each provider's request body keeps its messages and its top-level system.
 _MESSAGE_KEYS = ("messages", "input", "contents")
 _SYSTEM_KEYS = ("system", "instructions", "systemInstruction", "system_instruction")
@@ -62,17 +65,25 @@ class Session:
         return detect_provider(body)
 
 
-def load_session(path: str | Path, *, index: int | None = None, key: str | None = None) -> Session:
+def load_session(
+    path: str | Path,
+    *,
+    index: int | None = None,
+    key: str | None = None,
+    limit: int = MAX_BYTES,
+) -> Session:
     """Loads a session file (``-``: standard input); InvalidMessageError when it holds no
-    session.
+    session, InvalidBodyError when it is over ``limit`` bytes, OSError when it cannot be read.
 
     Args:
         path: The file.
         index: For a file holding a list of sessions, which one (0-based).
         key: For such a file, the key of each element that holds the session (``traj`` for
             tau-bench); found by itself when the elements have one list-valued key.
+        limit: The most bytes read (``max_request_bytes``): a larger input is refused
+            before it is read whole.
     """
-    data, doc = _read(path)
+    data, doc = _read(path, limit)
     whole = True
     if _is_session_list(doc):
         doc, whole = _pick(path, doc, index, key), False
@@ -89,7 +100,7 @@ def load_session(path: str | Path, *, index: int | None = None, key: str | None 
             if all(k in doc for k in _GEMINI_SYSTEM):
                 raise both_spellings(*_GEMINI_SYSTEM)
             system_key = next((k for k in _SYSTEM_KEYS if k in doc), None)
-            tools = doc.get("tools")
+            tools = _tools(doc)
             return Session(
                 messages=doc[found],
                 tools=tools if isinstance(tools, list) else None,
@@ -107,17 +118,37 @@ def load_session(path: str | Path, *, index: int | None = None, key: str | None 
     )
 
 
-def _read(path: str | Path) -> tuple[bytes, Any]:
-    """The file's bytes and its parsed document."""
+def _read(path: str | Path, limit: int) -> tuple[bytes, Any]:
+    """The file's bytes and its parsed document. At most ``limit`` + 1 bytes are read, so a
+    file or a stream larger than the limit (``/dev/zero`` on standard input) is refused at
+    once, as ``assemble_body`` refuses such a body, instead of being read whole. A file that
+    cannot be read raises its OSError, which the command line reports with the path."""
     name = "standard input" if str(path) == "-" else str(path)
-    try:
-        data = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
-    except OSError as e:
-        raise InvalidMessageError(f"cannot read {name}: {e.strerror}", index=None) from e
+    if str(path) == "-":
+        try:
+            data = sys.stdin.buffer.read(limit + 1)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, name) from e
+    else:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    if len(data) > limit:
+        reason = f"{name} is over max_request_bytes = {limit} bytes"
+        raise InvalidBodyError(f"{reason}; nothing past that was read", reason=reason)
     try:
         return data, orjson.loads(data)
     except orjson.JSONDecodeError as e:
         raise InvalidMessageError(f"{name} is not valid JSON: {e}", index=None) from e
+
+
+def _tools(doc: dict[str, Any]) -> Any:
+    """The body's tools: top-level ``tools``, or Bedrock Converse's ``toolConfig.tools``
+    (counted as the assembly counts them)."""
+    tools = doc.get("tools")
+    config = doc.get("toolConfig")
+    if tools is None and isinstance(config, dict):
+        tools = config.get("tools")
+    return tools
 
 
 def _is_session_list(doc: Any) -> bool:
