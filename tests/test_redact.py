@@ -272,3 +272,235 @@ def test_redacted_value_reads_hostile_objects_as_stored() -> None:
     assert part["k"] != "sk-" + "a" * 40 and counts
     assert part["[int]"] == 1
     assert part["o"] == "[_Unreadable]"
+
+
+# --- issue 36, finding 9: secrets behind JSON escapes, in rendered results, in cut keys ---
+
+_AWS = "AKIAQ7K2LMPA9RSKD4YW"
+
+
+@pytest.mark.parametrize(
+    "escape", ["\\n", "\\t", "\\r", "\\b", "\\f", '\\"', "\\/", "\\\\", "\\u00e9", "\\u0041"]
+)
+@pytest.mark.parametrize(
+    "secret",
+    [
+        _AWS,
+        "sk-abcdefghijklmnopqrstuvwx",
+        "sk-ant-abcdefghijklmnopqrstuvwx",
+        "Bearer 9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+        "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+        "github_pat_16C7e42F292c6912E7710c838347Ae178B4a",
+        SECRETS["jwt"],
+    ],
+)
+def test_a_json_escape_before_a_secret_separates_it_from_the_word_before(
+    escape: str, secret: str
+) -> None:
+    out, counts = Redactor().redact(f"env{escape}{secret}{escape}more")
+    assert counts and not _survivors(secret.removeprefix("Bearer "), out)
+
+
+def test_the_issue_example_is_redacted() -> None:
+    assert Redactor().redact("x\\nAKIAQ7K2LMPA9RSKD4YW") == (
+        "x\\n[REDACTED:aws_access_key]",
+        {"aws_access_key": 1},
+    )
+
+
+def test_an_escaped_tab_after_bearer_and_escaped_quotes_around_a_secret_name() -> None:
+    out, counts = Redactor().redact(
+        'Authorization: Bearer\\t9f8e7d6c5b4a3928 {\\"SecretAccessKey\\": '
+        '\\"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\\"}'
+    )
+    assert counts == {"bearer_token": 1, "aws_secret_key": 1}
+    assert "9f8e7d6c" not in out and "wJalrXUtnFEMI" not in out
+
+
+@pytest.mark.parametrize("indent", ["", "  ", "\t"])
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\\n", "\\r\\n"])
+def test_a_cut_private_key_is_redacted_through_indented_or_escaped_lines(
+    indent: str, newline: str
+) -> None:
+    lines = PRIVATE_KEY.splitlines()[:-1]  # cut before its END line
+    text = "tool read: " + (newline + indent).join(lines) + "\n\nuser: next step"
+    out, counts = Redactor().redact(text)
+    assert counts == {"private_key": 1}
+    assert all(line not in out for line in lines[1:])
+    # The next message is not eaten with the key.
+    assert out.endswith("\n\nuser: next step")
+
+
+# Filler around a planted secret: letters too, since an escape is what separates them.
+_AROUND = st.text(alphabet="abcdefxyzABCXYZ0123456789 .,:;-_", max_size=20)
+# Characters that JSON writes as an escape (or, with ensure_ascii, as \u00XX) or as is.
+_SEPARATORS = st.sampled_from(["\n", "\t", "\r", "\b", "\f", '"', "\\", "/", "é", " ", "\n  "])
+_SESSION_SECRETS = st.sampled_from(
+    [
+        ("aws_access_key", _AWS),
+        ("openai_key", "sk-Zq7abcdefghijklmnopqrstu"),
+        ("anthropic_key", "sk-ant-Zq7abcdefghijklmnopqrstu"),
+        ("bearer_token", "Bearer Zq7f8e7d6c5b4a3928"),
+        ("github_token", "ghs_Zq7e42F292c6912E7710c838"),
+        ("jwt", SECRETS["jwt"]),
+        ("private_key", PRIVATE_KEY),
+        ("private_key", PRIVATE_KEY.rsplit("\n", 1)[0]),  # cut before its END line
+        ("url_credentials", "https://deploy:Zq7hunter2hunter2@ci.example.com"),
+    ]
+)
+#: How the tool's output reaches the history: as text, as a JSON string the tool printed
+#: (ASCII-only or not), that string encoded once more, or (Gemini, Bedrock) as the structured
+#: result ringbound renders to JSON text itself.
+_SHAPES = st.sampled_from(["text", "json", "json_ascii", "json_twice", "structured"])
+_SUMMARY_PROVIDERS = [
+    "openai_chat",
+    "openai_responses",
+    "anthropic",
+    "gemini",
+    "bedrock_converse",
+]
+
+
+def _secret_pieces(kind: str, secret: str) -> list[str]:
+    """The parts of a planted secret that must not reach the summarizer."""
+    if kind == "private_key":
+        return [line for line in secret.splitlines() if "-----" not in line]
+    if kind == "bearer_token":
+        return [secret.removeprefix("Bearer ")]
+    if kind == "url_credentials":
+        return ["Zq7hunter2hunter2"]
+    return [secret]
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _summary_session(provider: str, result: object, shape: str) -> tuple[list, object]:
+    """A long session whose oldest tool result is ``result``, in ``provider``'s format."""
+    import json
+
+    from ringbound.providers import adapter
+
+    chat: list[dict] = [{"role": "user", "content": "Read the logs and fix the deploy."}]
+    for i in range(24):
+        chat += [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "read_log", "arguments": json.dumps({"day": i})},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"day {i}: " + "line " * 60},
+        ]
+    chat.append({"role": "user", "content": "What next?"})
+    marker = "day 0: " + "line " * 60
+    if provider == "openai_chat":
+        chat[2]["content"] = result
+        return chat, None
+    native, system = adapter(provider).from_canonical(chat)
+
+    def put(value: object) -> object:
+        if isinstance(value, dict):
+            if (
+                shape == "structured"
+                and provider == "bedrock_converse"
+                and value == {"text": marker}
+            ):
+                return {"json": result}
+            return {k: put(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [put(v) for v in value]
+        if value == marker:
+            return result
+        return value
+
+    return put(native), system
+
+
+@pytest.mark.parametrize("provider", _SUMMARY_PROVIDERS)
+@given(
+    before=_AROUND,
+    after=_AROUND,
+    left=_SEPARATORS,
+    right=_SEPARATORS,
+    planted=_SESSION_SECRETS,
+    shape=_SHAPES,
+)
+def test_a_planted_secret_never_reaches_the_summarizer(
+    provider: str,
+    before: str,
+    after: str,
+    left: str,
+    right: str,
+    planted: tuple[str, str],
+    shape: str,
+) -> None:
+    import json
+
+    import ringbound as rb
+
+    kind, secret = planted
+    output = f"env {before}{left}{secret}{right}{after} done"
+    result: object = {
+        "text": output,
+        "json": json.dumps({"output": output}, ensure_ascii=False),
+        "json_ascii": json.dumps({"output": output}),
+        "json_twice": json.dumps(json.dumps({"output": output})),
+        # Gemini renders {"output": ...} itself; Bedrock gets a json block.
+        "structured": {"output": output},
+    }[shape]
+    if shape == "structured" and provider not in ("gemini", "bedrock_converse"):
+        result = json.dumps({"output": output})
+    if shape != "structured" and provider == "gemini":
+        result = result  # Gemini's response object holds it under "output" either way
+    messages, system = _summary_session(provider, result, shape)
+    seen: list[rb.SummaryRequest] = []
+
+    def summarizer(request: rb.SummaryRequest) -> str:
+        seen.append(request)
+        return "The agent read the logs."
+
+    cfg = rb.AssemblyConfig(
+        model_input_limit=3000, output_reserve_tokens=500, safety_margin_tokens=100
+    )
+    res = rb.Assembler(cfg, provider=provider, summarizer=summarizer).assemble(
+        messages, system=system
+    )
+    assert seen, "the ring holding the secret was summarized"
+    request = seen[0]
+    texts = [request.text, *_strings(request.units)]
+    for piece in _secret_pieces(kind, secret):
+        assert not any(piece in t for t in texts), (piece, shape, left, right)
+    assert res.report.summary is not None and res.report.summary.redactions.get(kind, 0) >= 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\\nsk-" * 1_000_000,
+        "\\u00e9eyJ" * 500_000,
+        "\\nBearer " * 500_000,
+        "\\nAKIA" * 800_000,
+        "\\tghp_" * 800_000,
+        "-----BEGIN PRIVATE KEY-----" + "\\nQUJD" * 1_000_000,
+        "-----BEGIN PRIVATE KEY-----\n" + "  tool x" * 500_000,
+        "-----BEGIN PRIVATE KEY-----\n" * 100_000 + "tool " * 500_000,
+    ],
+    ids=["sk", "eyJ", "bearer", "akia", "ghp", "pem-escaped", "pem-tool-line", "pem-many"],
+)
+def test_adversarial_escapes_stay_linear(text: str) -> None:
+    start = time.perf_counter()
+    Redactor().redact(text)
+    assert time.perf_counter() - start < 2.0

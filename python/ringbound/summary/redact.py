@@ -42,50 +42,79 @@ KINDS = (
     "custom",
 )
 
+
+def _starts_word(width: int, word: str) -> str:
+    """A lookbehind, placed right after the ``width`` characters a secret opens with, that
+    holds when the character before them is not a ``word`` character, or is the letter that
+    ends a JSON escape (``\\n``, ``\\t``, ``\\b``, ``\\f``, ``\\r``, ``\\u00e9``): text rendered
+    as JSON, or a tool result that is itself a JSON string, keeps a line break as ``\\n``, and
+    the secret on the next line must not read as glued to an ``n``. Placed after the opening
+    literal, so the scan jumps from one literal to the next instead of testing every
+    position."""
+    skip = "." * width
+    return rf"(?:(?<![{word}]{skip})|(?<=\\[nrtbf]{skip})|(?<=\\u[0-9A-Fa-f]{{4}}{skip}))"
+
+
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # ``(?!ant-)``: an Anthropic key also starts with ``sk-`` and must be named as one. A
     # key with a typed prefix (``sk-proj-``, ``sk-ant-api03-``) is distinctive enough to be
-    # found glued to the word before it (``APIKEYsk-proj-...``); a bare ``sk-`` is not. The
-    # literal ``sk-`` comes first so the scan jumps from one to the next; the lookbehinds
-    # then look at the character before it.
+    # found glued to the word before it (``APIKEYsk-proj-...``); a bare ``sk-`` is not.
     (
         "openai_key",
         re.compile(
-            rf"sk-(?:(?!ant-)(?<![A-Za-z0-9]sk-)|(?=(?:proj|svcacct|admin)-))[{_B64}]{{20,}}"
+            rf"sk-(?:(?!ant-){_starts_word(3, 'A-Za-z0-9')}|(?=(?:proj|svcacct|admin)-))"
+            rf"[{_B64}]{{20,}}"
         ),
     ),
     (
         "anthropic_key",
         re.compile(
-            rf"sk-ant-(?:(?<![A-Za-z0-9]sk-ant-)|(?=(?:api|admin|oat|sid)\d\d-))[{_B64}]{{20,}}"
+            rf"sk-ant-(?:{_starts_word(7, 'A-Za-z0-9')}|(?=(?:api|admin|oat|sid)\d\d-))"
+            rf"[{_B64}]{{20,}}"
         ),
     ),
-    ("aws_access_key", re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")),
+    (
+        "aws_access_key",
+        re.compile(rf"(?:AKIA|ASIA){_starts_word(4, 'A-Za-z0-9')}[A-Z0-9]{{16}}(?![A-Za-z0-9])"),
+    ),
     # A secret access key is 40 characters of base64 with nothing distinctive in it: it is
-    # found by the name it is given in config files, env files, JSON and CLI output.
+    # found by the name it is given in config files, env files, JSON (escaped in a JSON
+    # string too: ``\\"SecretAccessKey\\": \\"...``) and CLI output.
     (
         "aws_secret_key",
         re.compile(
-            r"(?i)((?:aws_?)?secret_?access_?key[\"']?[ \t]*[:=][ \t]*[\"']?)"
+            r"(?i)((?:aws_?)?secret_?access_?key(?:\\?[\"'])?[ \t]*[:=][ \t]*(?:\\?[\"'])?)"
             r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])"
         ),
     ),
     # The word stays so the text keeps reading "Authorization: Bearer [REDACTED:...]"; eight
     # characters at least so prose ("the bearer of ...") is left alone.
-    ("bearer_token", re.compile(r"(?i)(\bbearer[ \t]+)[A-Za-z0-9\-._~+/]{8,}=*")),
+    (
+        "bearer_token",
+        re.compile(
+            rf"(?i)(bearer{_starts_word(6, 'A-Za-z0-9_')}(?:[ \t]|\\t)+)"
+            r"[A-Za-z0-9\-._~+/]{8,}=*"
+        ),
+    ),
     (
         "github_token",
-        re.compile(r"(?<![A-Za-z0-9_])(?:gh[opsur]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+        re.compile(
+            rf"gh[opsur]_{_starts_word(4, 'A-Za-z0-9_')}[A-Za-z0-9]{{20,}}"
+            rf"|github_pat_{_starts_word(11, 'A-Za-z0-9_')}[A-Za-z0-9_]{{20,}}"
+        ),
     ),
     (
         "jwt",
-        re.compile(rf"(?<![{_B64}])eyJ[{_B64}]{{5,}}\.[{_B64}]{{5,}}\.[{_B64}]{{5,}}"),
+        re.compile(rf"eyJ{_starts_word(3, _B64)}[{_B64}]{{5,}}\.[{_B64}]{{5,}}\.[{_B64}]{{5,}}"),
     ),
     # ``scheme://user:password@host``: the password goes, the user and host stay readable.
+    # The scheme starts after any character that cannot be in one (an accented letter too:
+    # ``\b`` would read ``éhttps`` as one word).
     (
         "url_credentials",
         re.compile(
-            r"(\b[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s:/@]{1,200}:)(?!\[REDACTED:)"
+            r"((?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s:/@]{1,200}:)"
+            r"(?!\[REDACTED:)"
             r"[^\s@/]{1,200}(?=@)"
         ),
     ),
@@ -98,8 +127,15 @@ _NEEDS: dict[str, tuple[str, ...]] = {
 }
 #: Kinds whose pattern keeps its first group (the words around the secret).
 _KEEPS_PREFIX = frozenset({"bearer_token", "aws_secret_key", "url_credentials"})
-#: The body of a PEM block after its header: lines of base64 (and blank lines).
-_PEM_BODY = re.compile(r"(?:\r?\n[A-Za-z0-9+/=]*)*")
+#: Where a cut PEM block (no END line follows) ends: the text's end, or in
+#: ``SummaryRequest.text`` its message's end. Its lines (base64, indented as ``.text``
+#: indents a message's further lines, or broken by JSON's ``\\n`` inside one line) run up to
+#: a line that opens ``.text``'s next message (``user: ``, ``tool read: ``, ``### unit 2``)
+#: or with a character no key line opens with. One search from a literal newline: linear.
+_CUT_PEM_END = re.compile(
+    r"\n(?=(?:user|assistant|system|developer|unknown)(?::| →)|tool [^\n]*:"
+    r"|[^A-Za-z0-9+/= \t\r\n])"
+)
 
 
 def _replacement(kind: str) -> str:
@@ -230,12 +266,13 @@ def redacted_entry(entry: LedgerEntry, redactor: Redactor) -> LedgerEntry:
 
 def _redact_private_keys(text: str) -> tuple[str, int]:
     """Replaces each BEGIN ... END PRIVATE KEY block, and a block cut before its END line
-    (tool output truncated mid-key) from its header through its base64 body.
+    (tool output truncated mid-key) from its header to the end of the text, or of its
+    message in ``SummaryRequest.text`` (``_CUT_PEM_END``).
 
     A scan for headers and, from each one, for the next footer: one regex with ``.*?``
     between them would rescan the rest of the text for every header when footers are
-    missing. Once no footer follows, no later header has one either: each of them loses its
-    body, which the body pattern finds in one pass.
+    missing. Once no footer follows, no later header has one either: each of them runs to the
+    end ``_CUT_PEM_END`` finds, and the headers it swallows are not searched again.
     """
     if "PRIVATE KEY-----" not in text:
         return text, 0
@@ -247,8 +284,8 @@ def _redact_private_keys(text: str) -> tuple[str, int]:
         end = _END.search(text, begin.end()) if footers else None
         if end is None:
             footers = False
-            stop = _PEM_BODY.match(text, begin.end())
-            stop_at = stop.end() if stop is not None else begin.end()
+            stop = _CUT_PEM_END.search(text, begin.end())
+            stop_at = stop.start() if stop is not None else len(text)
             # Keep the line break that ends the body, so the text after it reads as before.
             while stop_at > begin.end() and text[stop_at - 1] in "\r\n":
                 stop_at -= 1
