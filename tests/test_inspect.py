@@ -5,8 +5,10 @@ report's, under a second warm), and the command's JSON and bad input."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
+import sys
 import time
 from importlib import resources
 from pathlib import Path
@@ -187,6 +189,40 @@ def test_swe_gym_and_swe_agent_sessions_map_to_their_reports(corpus: Path) -> No
         assert any(runs)
         for got in filter(None, runs):
             assert_matches_report(*got, exact=True)
+
+
+def claude_code_conversation(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """A Claude Code log as the Anthropic request it rebuilds, read as the Anthropic tests
+    read it (``tests/providers/test_anthropic.py``, which imports its siblings)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "providers"))
+    spec = importlib.util.spec_from_file_location(
+        "anthropic_corpus", Path(__file__).parent / "providers" / "test_anthropic.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look themselves up
+    spec.loader.exec_module(module)
+    messages, _ = module._conversation(module._events(path))
+    return messages
+
+
+def test_claude_code_sessions_map_to_their_reports(
+    corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    system = "You are Claude Code, Anthropic's official CLI for Claude."
+    mapped_runs = 0
+    for name in ("representative_messages", "todowrite_examples"):
+        path = corpus / "claude-code" / f"{name}.jsonl"
+        messages = claude_code_conversation(path, monkeypatch)
+        total = rb.count_tokens(messages, "anthropic", system=system)
+        for fraction in (0.5, 0.75, 1.0):
+            cfg = config(int(total * fraction))
+            got = mapped(messages, cfg, provider="anthropic", system=system)
+            if got is not None:
+                assert_matches_report(*got, exact=False)
+                assert got[0].units[0].kind == "system"
+                mapped_runs += 1
+    assert mapped_runs >= 4
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
