@@ -356,15 +356,13 @@ class _Fates:
     def __init__(self, report: AssemblyReport) -> None:
         self.report = report
         self.dropped = [*report.dropped_rings, *report.dropped_turns]
-        self.rewrites = {w.index: w for w in report.rewrites}
+        self.rewrites = [w for w in report.rewrites if w.kind in _REWRITE_MARK]
 
     def of(self, u: _Span, bucket: str, stages: list[str]) -> tuple[str, str | None, int]:
         """``(mark, stage, tokens_saved)`` of a unit."""
         if u.kind != "system" and any(s <= u.start and u.end <= e for s, e in self.dropped):
             return self._dropped(u, stages)
-        rewrites = [
-            w for i, w in self.rewrites.items() if u.start <= i < u.end and w.kind in _REWRITE_MARK
-        ]
+        rewrites = [w for w in self.rewrites if u.start <= w.index < u.end]
         if not rewrites or u.kind == "system":
             return "kept", None, 0
         saved = sum(w.tokens_saved for w in rewrites)
