@@ -277,6 +277,23 @@ def test_cut_results_are_marked_with_their_stage(budget: int, bucket: str, stage
     assert all(u.stage == stage and 0 < u.tokens < u.tokens_before for u in cut)
 
 
+def test_older_duplicate_reads_are_marked_stubbed() -> None:
+    call = {"type": "function", "function": {"name": "read_file", "arguments": '{"p": "a.py"}'}}
+    messages: list[Any] = [{"role": "user", "content": "go"}]
+    for i in range(6):
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [{**call, "id": f"c{i}"}]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": "line of code " * 600},
+        ]
+    got = mapped(messages, config(3000, recent_tool_rings=1))
+    assert got is not None
+    m, report = got
+    assert_matches_report(m, report, exact=True)
+    stubbed = [u for u in m.units if u.mark == "stubbed"]
+    assert len(stubbed) == 5 and all(u.stage == "dedupe_superseded_reads" for u in stubbed)
+    assert all(0 < u.tokens < u.tokens_before for u in stubbed)
+
+
 def test_shrink_recent_is_read_back_from_the_report(corpus: Path) -> None:
     shrunk = 0
     for s in tau_bench(corpus)[:60]:
