@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import orjson
 
 from . import _core, items_body
+from .body_members import TOO_DEEP, shallow_members
 from .config import AssemblyConfig
 from .detect import detect_provider
-from .errors import ConfigError, InvalidBodyError
+from .errors import ConfigError, InvalidBodyError, InvalidMessageError
 from .observability import tracing
 from .raw_items import RawItems, dumps_with_items, items_json, raw_items
 from .report import AssemblyReport
@@ -291,7 +292,13 @@ def assemble(
                 return _DictPath(
                     head.target, parsed, head.shape, asm.provider, head.entry, _RENDERED
                 )
-    parsed = _parse(data)
+    try:
+        parsed = _parse(data)
+    except InvalidBodyError:
+        deep = _deep_chat_body(asm, data, state, session_id) if asm._detect else None
+        if deep is None:
+            raise
+        return deep
     provider = detect_provider(parsed) if asm._detect else asm.provider
     shape = _SHAPES[provider].spelled(parsed)
     entry = _model_entry(asm, parsed.get("model"))
@@ -320,6 +327,33 @@ def assemble(
     elif why is None:
         why = "the core could not split the body's history"
     return _DictPath(target, parsed, shape, provider, entry, why)
+
+
+#: Members whose values telling the provider reads (the others only by their presence).
+_READ_BY_DETECTION = frozenset({"messages", "input", "contents", "system", "model"})
+
+
+def _deep_chat_body(asm: Assembler, data: bytes, state: Any, session_id: Any) -> BodyResult | None:
+    """A body nested too deeply for the JSON parser (a ``metadata`` 100,000 deep), assembled
+    as it is with ``provider="openai_chat"``: when its other members tell OpenAI Chat and the
+    native path may take it, the core reads it from its bytes, the deep value passed through
+    unread. None otherwise: the parser's refusal stands, as it does for a named provider
+    whose body needs parsing."""
+    members = shallow_members(data)
+    if members is None or any(members.get(k) is TOO_DEEP for k in _READ_BY_DETECTION):
+        return None
+    try:
+        provider = detect_provider(members)
+    except InvalidMessageError:
+        return None
+    if provider not in NATIVE_PROVIDERS:
+        return None
+    model, reserve = _core.body_head(data, asm.config.max_request_bytes)
+    entry = _model_entry(asm, model)
+    target = asm._variants.get(provider, entry, reserve)
+    if _native_reason(target, state, session_id) is not None:
+        return None
+    return _native(target, data, entry)
 
 
 #: Why a body the native path could have taken took the items path.
