@@ -89,6 +89,40 @@ def _proxy_config(upstream: str) -> dict[str, Any]:
     return config
 
 
+def _pythonpath() -> str:
+    """The proxy's PYTHONPATH: first the folder of the ringbound this process imported (the
+    repository's python/ with an editable install, site-packages with ``pip install .``,
+    where the repository's python/ holds no built extension and would hide the installed
+    one), then the caller's own entries (an empty one would add the working folder)."""
+    own = str(Path(rb.__file__).resolve().parent.parent)
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([own, *rest])
+
+
+def test_the_proxy_imports_the_ringbound_these_tests_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a regular install the tests import ringbound from site-packages: the proxy must
+    too, or it finds the repository's copy without its extension (``cannot import name
+    '_core' from partially initialized module``). A copy of the package stands for
+    site-packages here."""
+    site = tmp_path / "site"
+    shutil.copytree(
+        Path(rb.__file__).parent, site / "ringbound", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    monkeypatch.setattr(rb, "__file__", str(site / "ringbound" / "__init__.py"))
+    child = subprocess.run(
+        [sys.executable, "-c", "import ringbound, ringbound._core; print(ringbound.__file__)"],
+        env=dict(os.environ, PYTHONPATH=_pythonpath()),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert Path(child.stdout.strip()) == site / "ringbound" / "__init__.py"
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -120,7 +154,7 @@ def proxy(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> I
         LITELLM_LOCAL_MODEL_COST_MAP="True",
         DISABLE_ADMIN_UI="True",
         RINGBOUND_TEST_METRICS=str(metrics),
-        PYTHONPATH=os.pathsep.join([str(REPO / "python"), os.environ.get("PYTHONPATH", "")]),
+        PYTHONPATH=_pythonpath(),
     )
     cmd = [sys.executable, "-m", "litellm.proxy.proxy_cli", "--config", str(work / "config.yaml")]
     cmd += ["--host", "127.0.0.1", "--port", str(port), "--telemetry", "False"]
