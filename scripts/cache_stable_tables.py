@@ -35,7 +35,11 @@ AGENT_YAML = "agent.yaml"
 #: ``simulate --provider``: each provider's caching rules.
 PROVIDERS = ("anthropic", "bedrock_converse", "openai_chat")
 #: The rows of a simulate table: one per way.
-ROW = re.compile(r"^(ringbound stateful|ringbound stateless|trim_messages) +\d")
+ROW = re.compile(r"^(ringbound stateful|ringbound timed|ringbound stateless|trim_messages) +\d")
+#: ``simulate --think-time``: the providers whose cache lifetime the timed replays show, and
+#: the mean seconds between turns.
+TIMED = ("anthropic", "openai_chat")
+THINK = "120"
 AGENT_CODE = """import ringbound as rb
 from ringbound.cli.session import Session
 from ringbound.cli.simulate import agent_session, simulate, SIDE_EFFECT_TOOLS
@@ -138,6 +142,23 @@ def blocks(workdir: Path) -> list[str]:
                 "table",
             )
             for p in PROVIDERS
+        ],
+        [
+            Block(
+                f"ringbound simulate {AGENT} --budget 30000 --config {AGENT_YAML} --provider {p} "
+                f"--think-time {THINK}",
+                _cli(*agent_args, "--provider", p, "--think-time", THINK),
+                "table",
+            )
+            for p in TIMED
+        ],
+        [
+            Block(
+                f"ringbound simulate {TAU} --provider {p} --think-time {THINK}",
+                _cli(str(REPO / TAU), "--provider", p, "--think-time", THINK),
+                "table",
+            )
+            for p in TIMED
         ],
     ]
     out = []

@@ -272,3 +272,39 @@ def test_the_command_takes_a_think_time() -> None:
     path = str(BUNDLED)
     assert cli_main(path, provider="anthropic", think_time=60.0, seed=1, out=out) == 0
     assert "ringbound timed" in out.getvalue() and "seed 1" in out.getvalue()
+
+
+def test_gpt_5_6_caches_at_breakpoints_and_prices_writes() -> None:
+    """OpenAI, GPT-5.6 and later: "Exact matching at eligible cache breakpoints", "Cache write
+    charges: 1.25x the uncached input token rate"; "implicit is the default. OpenAI places a
+    cache breakpoint on the latest message and also uses any explicit breakpoints"."""
+
+    def chat_count(messages: list[Any], tools: Any, system: Any) -> int:
+        return rb.count_tokens(messages, tools=tools)
+
+    stable = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": text(700), "prompt_cache_breakpoint": {"mode": "explicit"}}
+        ],
+    }
+    tail = {"role": "user", "content": "and now?"}
+    explicit = PromptCache("openai_explicit", "openai_chat", chat_count, mode="explicit")
+    assert explicit.write_factor == WRITE_FACTOR
+    first = explicit.serve([stable, tail], None, None, 0)
+    assert first == (0, chat_count([stable], None, None))
+    assert (
+        explicit.serve([stable, {"role": "user", "content": "else"}], None, None, 0)[0] == first[1]
+    )
+    # Implicit mode also writes at the latest message: the next request reads all of this one.
+    implicit = PromptCache("openai_explicit", "openai_chat", chat_count, mode="implicit")
+    request = [stable, tail]
+    implicit.serve(request, None, None, 0)
+    longer = [*request, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"}]
+    assert implicit.serve(longer, None, None, 0)[0] == chat_count(request, None, None)
+    assert explicit.serve(longer, None, None, 0)[0] == first[1]
+    cfg = rb.AssemblyConfig(prompt_cache_mode="explicit")
+    from ringbound.cli.cache_rules import rules_for
+
+    assert rules_for("openai_chat", cfg) == "openai_explicit"
+    assert rules_for("openai_chat") == "openai" and rules_for("anthropic", cfg) == "anthropic"

@@ -355,3 +355,26 @@ def test_each_provider_has_its_lifetime() -> None:
         config(cache_lifetime_seconds=0)
     with pytest.raises(rb.ConfigError):
         config(compact_on_cache_expiry="yes")
+
+
+def test_an_early_compaction_that_frees_little_room_is_not_made() -> None:
+    """Above the low-water mark but with the protected part most of the request, a
+    compaction would free almost nothing: the expired cut is reused (no summary spent)."""
+    from ringbound.cli.simulate import agent_session, turn_ends
+
+    session = agent_session(40)
+    cfg = rb.AssemblyConfig(
+        model_input_limit=8_000,
+        output_reserve_tokens=0,
+        safety_margin_tokens=0,
+        cache_stable=True,
+        compact_on_cache_expiry=True,
+    )
+    asm = rb.Assembler(cfg)
+    ends, _ = turn_ends(session)
+    state = asm.assemble(session[: ends[0]], now=1_000.0).state
+    state = asm.assemble(session[: ends[1]], state=state, now=1_030.0).state
+    late = asm.assemble(session[: ends[2]], state=state, now=2_000.0)
+    assert late.report.tokens_after > cfg.compact_target_ratio * cfg.budget
+    assert late.report.state == "reused" and late.state is not None
+    assert late.state.compactions == state.compactions == 0

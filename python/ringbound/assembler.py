@@ -827,6 +827,7 @@ class Assembler:
                         > math.floor(cfg.compact_target_ratio * budget)
                         and cache_lifetime.expired(state.assembled_at, job.now, self.provider, cfg)
                     )
+                    job.reuse = replayed if job.expired else None
                     if (
                         replayed is not None
                         and not job.expired
@@ -857,6 +858,19 @@ class Assembler:
                 self._low_for,
                 self._core_for,
             )
+            reuse = job.reuse
+            if (
+                reuse is not None
+                and state is not None
+                and first.report.tokens_after > reuse.report.tokens_after - (trigger - target) // 4
+            ):
+                # An early compaction that frees too little room (the protected part is
+                # most of the request) is not worth a summary: the cut is reused.
+                job.compacted = False
+                job.state_status = "reused"
+                job.note = state.summary
+                job.native_plan = reuse
+                return job
         if self._summarizer is not None and job.compacted:
             previous = None
             if state is not None and state.summary is not None and state.summary_span:
@@ -1212,6 +1226,8 @@ class _Job:
     #: had expired since the state's request, so a due compaction runs now.
     now: float = 0.0
     expired: bool = False
+    #: The reused cut an early compaction replaces, kept in case it frees too little.
+    reuse: NativePlan | None = None
     #: Tokens a compaction leaves free for the next tool return (``TokenLedger``).
     tail: int = 0
     #: Core configs by budget for planning again: a cache-stable compaction's are the

@@ -448,6 +448,7 @@ class _Meter:
         cache: str | None = None,
         lifetime: float | None = None,
         min_tokens: int = DEFAULT_MIN_TOKENS,
+        mode: str | None = None,
     ) -> None:
         self.provider = provider
         self.budget = budget
@@ -457,7 +458,9 @@ class _Meter:
         self.cache = (
             None
             if cache is None
-            else PromptCache(cache, provider, self.count, lifetime=lifetime, min_tokens=min_tokens)
+            else PromptCache(
+                cache, provider, self.count, lifetime=lifetime, min_tokens=min_tokens, mode=mode
+            )
         )
 
     def count(self, messages: list[Any], tools: Any, system: Any) -> int:
@@ -571,6 +574,7 @@ def _meter(
         cache,
         lifetime(provider, config) if times else None,
         DEFAULT_MIN_TOKENS if least is None else least,
+        config.prompt_cache_mode,
     )
 
 
@@ -711,7 +715,11 @@ def simulate(
             key="price_factor",
             reason="must be in [0, 1]",
         )
-    if cache is not None and cache not in (rules_for(provider), "openai"):
+    if cache is not None and cache not in (
+        rules_for(provider),
+        rules_for(provider, config),
+        "openai",
+    ):
         raise ConfigError(
             f"cache rules {cache!r} do not apply to a {provider} session",
             key="cache",
@@ -939,6 +947,8 @@ def cli_main(
     else:
         provider = session.detected_provider()
     cfg = AssemblyConfig.from_yaml(config) if config else AssemblyConfig()
+    if cache is not None:
+        cache = rules_for(provider, cfg)  # GPT-5.6's breakpoints with prompt_cache_mode
     if fidelity:
         return fidelity_main(
             session,
