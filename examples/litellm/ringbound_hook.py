@@ -1,5 +1,7 @@
-"""The ringbound hook of examples/litellm/config.yaml: one config per model the proxy serves,
-keyed by the config's `model_name`."""
+"""The ringbound hook of examples/litellm/config.yaml. With no window given, each model is sized
+from what the proxy knows of it: its deployment's `model_info`, LiteLLM's model map, then
+ringbound's models table; the provider from the deployment's route (`anthropic/...`); the
+output reserve from each request's `max_tokens`."""
 
 from __future__ import annotations
 
@@ -9,20 +11,6 @@ from ringbound.integrations.litellm import RingboundHook
 # Tools whose dropped calls the ledger note keeps, so the model does not run them again.
 SIDE_EFFECTS = ["send_email", "create_ticket", "charge_card"]
 
-hook = RingboundHook(
-    {
-        "gpt-4o": rb.AssemblyConfig(
-            model_input_limit=128_000,
-            output_reserve_tokens=16_384,
-            side_effect_tools=SIDE_EFFECTS,
-        ),
-        "claude-sonnet": rb.AssemblyConfig(
-            model_input_limit=200_000,
-            output_reserve_tokens=16_000,
-            safety_margin_tokens=4_000,  # Claude is counted by estimate: a wider margin
-            side_effect_tools=SIDE_EFFECTS,
-        ),
-    },
-    # Models without an entry are sent as they are; give a default to assemble them too.
-    default=None,
-)
+# Only the policy is ours: every field left at its default (the window, the output reserve,
+# the encoding, the token ratio) comes from the model. `RingboundHook()` alone works too.
+hook = RingboundHook(rb.AssemblyConfig(side_effect_tools=SIDE_EFFECTS))

@@ -14,7 +14,9 @@ from ringbound.integrations.litellm import RingboundHook
 
 CONFIG = rb.AssemblyConfig(
     model_input_limit=3_000,
-    output_reserve_tokens=500,
+    # The test bodies' own max_tokens, which the hook takes as the reserve whatever the
+    # config says: the same here, so CONFIG alone describes what the hook applies.
+    output_reserve_tokens=256,
     safety_margin_tokens=100,
     recent_tool_rings=2,
     side_effect_tools=["send_email"],

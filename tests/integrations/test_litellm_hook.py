@@ -279,7 +279,7 @@ def test_the_hook_sends_what_the_assembler_makes_and_nothing_else_changes(
     assert data == before
 
 
-def test_the_example_hook_has_a_config_for_every_model_of_the_example_proxy() -> None:
+def test_the_example_hook_sizes_every_model_of_the_example_proxy_from_the_model() -> None:
     example = Path(__file__).resolve().parents[2] / "examples" / "litellm"
     config = yaml.safe_load((example / "config.yaml").read_text(encoding="utf-8"))
     module_name, instance = config["litellm_settings"]["callbacks"].rsplit(".", 1)
@@ -292,4 +292,7 @@ def test_the_example_hook_has_a_config_for_every_model_of_the_example_proxy() ->
     for entry in config["model_list"]:
         cfg = hook.config_for(entry["model_name"])
         assert cfg is not None and "send_email" in cfg.side_effect_tools
-    assert hook.config_for("not-in-the-proxy") is None
+        # No window is given: each model's comes from what the proxy knows of it.
+        assert cfg.model_input_limit == rb.AssemblyConfig().model_input_limit
+        facts = hook.facts_for(entry["litellm_params"]["model"], ("max_tokens", 1_000))
+        assert facts.input_limit is not None and facts.output_reserve == 1_000
