@@ -8,6 +8,10 @@ SYNTHESIZED_RESULT_TEXT: str
 LEDGER_MARKER: str
 SUMMARY_MARKER: str
 MEDIA_PLACEHOLDER: str
+#: The refusal of a Responses ``compaction_trigger`` that is not the final input item.
+TRIGGER_NOT_LAST: str
+#: The refusal of a Responses ``compaction_trigger`` that carries an ``id``.
+TRIGGER_WITH_ID: str
 
 class CoreConfig:
     def __init__(

@@ -452,6 +452,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LEDGER_MARKER", crate::ledger::MARKER)?;
     m.add("SUMMARY_MARKER", crate::summary::MARKER)?;
     m.add("MEDIA_PLACEHOLDER", crate::rewrite::MEDIA_PLACEHOLDER)?;
+    use crate::providers::openai_responses::parse::{TRIGGER_NOT_LAST, TRIGGER_WITH_ID};
+    m.add("TRIGGER_NOT_LAST", TRIGGER_NOT_LAST)?;
+    m.add("TRIGGER_WITH_ID", TRIGGER_WITH_ID)?;
     m.add_class::<CoreConfig>()?;
     m.add_class::<PyCountCache>()?;
     m.add_function(wrap_pyfunction!(hooks::_bind, m)?)?;

@@ -173,7 +173,70 @@ def test_a_compaction_trigger_is_the_final_item_and_goes_with_the_one_before() -
     with pytest.raises(rb.InvalidMessageError) as info:
         assemble([{"type": "compaction_trigger"}, *items[:-1]], config())
     assert info.value.index == 0
-    assert "final input item" in info.value.reason
+    # OpenAI's own words.
+    assert info.value.reason == "The 'compaction_trigger' item must be the final input item."
+    with pytest.raises(rb.InvalidMessageError) as info:
+        assemble([*items[:-1], {"type": "compaction_trigger", "id": "ct_1"}], config())
+    assert info.value.index == len(items) - 1
+    assert "may not carry an 'id'" in info.value.reason
+
+
+def test_two_compaction_items_of_one_response_are_kept_as_one_group() -> None:
+    """One compaction can answer with two items (gpt-5-mini does each time): both stand for
+    what came before, so neither is dropped at any budget."""
+    items = compacted_session()
+    at = next(i for i, m in enumerate(items) if m.get("type") == "compaction")
+    items.insert(at + 1, compaction("cmp_2", "gAAAAABq" + "c2Vjb25k" * 300))
+    floor = count(items[at : at + 2]) + 900
+    res = assemble(items, config(floor))
+    assert [m for m in res.messages if m.get("type") == "compaction"] == items[at : at + 2]
+    assert res.messages[:2] == items[at : at + 2] or items[at] in res.messages
+    assert all(any(m is x for m in res.messages) for x in items[at : at + 2])
+    assert res.report.tokens_after <= res.report.budget
+
+
+@st.composite
+def compacted_cases(draw: st.DrawFn) -> tuple[list[Any], gen.Case, list[int]]:
+    """A generated Responses session with one to three compaction items, some side by side,
+    between its units; the latest group's positions."""
+    chat = draw(gen.sessions(max_units=8))
+    items, _ = ADAPTER.from_canonical(chat)
+    items = with_provider_items(items, draw(gen.seeds))
+    # Between turns: before a user message, or at the end.
+    starts = [
+        i for i in range(1, len(items) + 1) if i == len(items) or items[i].get("role") == "user"
+    ]
+    chosen = sorted(draw(st.lists(st.sampled_from(starts), min_size=1, max_size=3)))
+    for n, at in enumerate(reversed(chosen)):
+        items.insert(at, compaction(f"cmp_{n}", "gAAAAABr" + "c3VtbWFyeQ==" * 40))
+    last = max(i for i, m in enumerate(items) if m.get("type") == "compaction")
+    first = last
+    while first > 0 and items[first - 1].get("type") == "compaction":
+        first -= 1
+    group = list(range(first, last + 1))
+    full = count(items)
+    budget = gen.budget_for(full, draw(gen.fractions))
+    policy = {**draw(gen.policies()), "on_pairing_error": "synthesize_error_results"}
+    return items, gen.Case(items, None, policy, budget, (), full), group
+
+
+@properties
+@given(compacted_cases())
+def test_the_latest_compaction_group_is_kept_once_verbatim(
+    data: tuple[list[Any], gen.Case, list[int]],
+) -> None:
+    items, case, group = data
+    before = copy.deepcopy(items)
+    try:
+        res = assemble(items, case.config())
+    except rb.BudgetExceededError as e:
+        assert e.tokens > e.budget
+        return
+    for i in group:
+        assert sum(1 for m in res.messages if m is items[i]) == 1, f"item {i} kept once"
+    assert ADAPTER.validate(res.messages) == []
+    assert res.report.tokens_after <= res.report.budget
+    assert items == before
 
 
 @pytest.mark.parametrize("check", ["validate", "assemble"])

@@ -455,9 +455,11 @@ def _check_list(messages: Any) -> None:
 def _parse_all_uncached(messages: Sequence[Any]) -> list[_Item]:
     _check_list(messages)
     items = [_parse(i, m) for i, m in enumerate(messages)]
-    trigger = next((it.index for it in items if it.kind == "trigger"), None)
-    if trigger is not None and trigger != len(items) - 1:
-        raise _invalid(trigger, "a compaction_trigger must be the final input item")
+    trigger = next((it for it in items if it.kind == "trigger"), None)
+    if trigger is not None and trigger.index != len(items) - 1:
+        raise _invalid(trigger.index, _core.TRIGGER_NOT_LAST)
+    if trigger is not None and trigger.item_id is not None:
+        raise _invalid(trigger.index, _core.TRIGGER_WITH_ID)
     return items
 
 

@@ -9,7 +9,7 @@
 //! docs/providers/openai_responses.md).
 
 mod canonical;
-mod parse;
+pub(crate) mod parse;
 mod rules;
 
 use super::item_cache::ItemCache;
@@ -200,6 +200,19 @@ pub fn latest_compaction(items: &[Arc<Item>]) -> Option<usize> {
     items.iter().rposition(|it| it.kind == Kind::Compaction)
 }
 
+/// The latest group of consecutive `compaction` items: one compaction can answer with more
+/// than one item (gpt-5-mini answers with two), and together they carry what came before.
+pub fn latest_compaction_group(items: &[Arc<Item>]) -> std::ops::Range<usize> {
+    let Some(last) = latest_compaction(items) else {
+        return 0..0;
+    };
+    let first = items[..last]
+        .iter()
+        .rposition(|it| it.kind != Kind::Compaction)
+        .map_or(0, |i| i + 1);
+    first..last + 1
+}
+
 /// The OpenAI Responses API.
 pub struct OpenAIResponses;
 
@@ -282,9 +295,10 @@ impl Provider for OpenAIResponses {
         canonical::issues_and_canonical(items)
     }
 
-    /// The latest `compaction` item: it carries everything before it, which may go first.
+    /// The latest `compaction` items, as one group: they carry everything before them, which
+    /// may go first.
     fn pinned(&self, items: &[Arc<Item>]) -> Vec<usize> {
-        latest_compaction(items).into_iter().collect()
+        latest_compaction_group(items).collect()
     }
 
     fn item_cache(&self) -> Option<&'static ItemCache<Item>> {

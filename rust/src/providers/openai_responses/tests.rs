@@ -277,7 +277,36 @@ fn a_compaction_trigger_is_final_and_goes_with_the_item_before() {
     );
     let (index, reason) = refusal(&[json!({"type": "compaction_trigger"}), user("go")]);
     assert_eq!(index, Some(0));
-    assert!(reason.contains("final input item"), "{reason}");
+    assert_eq!(
+        reason,
+        "The 'compaction_trigger' item must be the final input item."
+    );
+    let (index, reason) = refusal(&[
+        user("go"),
+        json!({"type": "compaction_trigger", "id": "ct_1"}),
+    ]);
+    assert_eq!(index, Some(1));
+    assert!(reason.contains("may not carry an 'id'"), "{reason}");
+}
+
+#[test]
+fn consecutive_compaction_items_are_pinned_as_one_group() {
+    let sealed = |s: &str| json!({"type": "compaction", "encrypted_content": s});
+    let items = read(&[
+        user("go"),
+        sealed("old"),
+        user("more"),
+        sealed("a"),
+        sealed("b"),
+        json!({"role": "assistant", "content": "ok"}),
+    ]);
+    assert_eq!(latest_compaction_group(&items), 3..5);
+    assert_eq!(OpenAIResponses.pinned(&items), [3, 4]);
+    assert_eq!(
+        OpenAIResponses.pinned(&read(&[user("go")])),
+        [] as [usize; 0]
+    );
+    assert_eq!(latest_compaction_group(&read(&[sealed("a")])), 0..1);
 }
 
 #[test]

@@ -543,13 +543,17 @@ pub(super) fn general(i: usize, raw: &[u8]) -> Result<Item, CoreError> {
     Ok(item)
 }
 
-/// The API compacts on a `compaction_trigger` only as the final input item.
+/// The API's refusal of a `compaction_trigger` anywhere but last, in its words.
+pub const TRIGGER_NOT_LAST: &str = "The 'compaction_trigger' item must be the final input item.";
+/// A trigger is a request, not an item the API stored: it takes no `id`.
+pub const TRIGGER_WITH_ID: &str =
+    "The 'compaction_trigger' item may not carry an 'id': it is not an item the API stored.";
+
+/// The API compacts on a `compaction_trigger` only as the final input item, one without an `id`.
 pub fn check_trigger_last(items: &[Arc<Item>]) -> Result<(), CoreError> {
     match items.iter().position(|it| it.kind == Kind::Trigger) {
-        Some(i) if i + 1 != items.len() => Err(CoreError::invalid(
-            i,
-            "a compaction_trigger must be the final input item",
-        )),
+        Some(i) if i + 1 != items.len() => Err(CoreError::invalid(i, TRIGGER_NOT_LAST)),
+        Some(i) if items[i].item_id.is_some() => Err(CoreError::invalid(i, TRIGGER_WITH_ID)),
         _ => Ok(()),
     }
 }
