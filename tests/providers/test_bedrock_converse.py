@@ -1113,3 +1113,41 @@ def test_a_text_document_counts_as_its_text() -> None:
     ]
     as_text = [{"role": "user", "content": [{"text": "q"}, {"text": text}]}]
     assert count(as_doc) == count(as_text)
+
+
+# --- an Anthropic-compacted history -------------------------------------------------------------
+
+#: Bedrock's answer to Anthropic's compaction beta (its error, quoted in issue 35).
+NO_COMPACTION = (
+    "The compact beta feature is not currently supported on the Converse and ConverseStream APIs."
+)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "compaction", "content": "Summary so far.", "signature": "c2ln"},
+        {"compaction": {"content": "Summary so far."}},
+    ],
+)
+@pytest.mark.parametrize("entry", ["validate", "count", "assemble", "assemble_body"])
+def test_a_compacted_history_is_refused_in_bedrocks_words(block: Any, entry: str) -> None:
+    messages = [
+        {"role": "user", "content": [{"text": "Go on."}]},
+        {"role": "assistant", "content": [block, {"text": "Carrying on."}]},
+        {"role": "user", "content": [{"text": "Next."}]},
+    ]
+    before = copy.deepcopy(messages)
+    with pytest.raises(rb.InvalidMessageError) as info:
+        if entry == "validate":
+            rb.validate(messages, provider="bedrock_converse")
+        elif entry == "count":
+            rb.count_tokens(messages, provider="bedrock_converse")
+        elif entry == "assemble":
+            rb.Assembler(rb.AssemblyConfig(), provider="bedrock_converse").assemble(messages)
+        else:
+            body = json.dumps({"modelId": "m", "messages": messages}).encode()
+            rb.Assembler(rb.AssemblyConfig(), provider="bedrock_converse").assemble_body(body)
+    assert info.value.index == 1
+    assert info.value.reason.endswith(NO_COMPACTION)
+    assert messages == before

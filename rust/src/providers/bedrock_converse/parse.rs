@@ -33,6 +33,18 @@ const ASSISTANT_BLOCKS: [&str; 5] = [
     "cachePoint",
 ];
 const RESULT_BLOCKS: [&str; 6] = ["text", "json", "image", "document", "video", "searchResult"];
+/// Bedrock's refusal of Anthropic's compaction, in its words: a history an Anthropic
+/// compaction summarized cannot be sent to Converse as it is.
+pub const NO_COMPACTION: &str =
+    "The compact beta feature is not currently supported on the Converse and ConverseStream APIs.";
+
+/// An Anthropic `compaction` block, in Anthropic's shape or as a Converse member.
+fn is_compaction(block: &Value) -> bool {
+    block.as_object().is_some_and(|o| {
+        o.contains_key("compaction") || o.get("type").and_then(Value::as_str) == Some("compaction")
+    })
+}
+
 /// Document formats whose bytes are text the model reads as such.
 const TEXT_FORMATS: [&str; 4] = ["txt", "md", "csv", "html"];
 /// Base64 characters per token of media with no published price here (video, audio, office
@@ -359,6 +371,11 @@ pub fn message(i: usize, raw: &[u8]) -> Result<BedrockMessage, CoreError> {
         conversation: false,
     };
     for (b, block) in content.iter().enumerate() {
+        if is_compaction(block) {
+            return Err(at.err(format!(
+                "content[{b}] is a compaction block: {NO_COMPACTION}"
+            )));
+        }
         let (kind, value) = at.member(Some(block), &format!("content[{b}]"))?;
         if !allowed.contains(&kind) {
             return Err(at.err(format!(

@@ -182,6 +182,17 @@ fn malformed_messages_name_their_index() {
         bad(json!({"role": "user", "content": []})),
         "The content field in the Message object at messages.1 is empty."
     );
+    // An Anthropic-compacted history: Bedrock refuses the feature, in its own words.
+    for block in [
+        json!({"type": "compaction", "content": "summary", "signature": "sig"}),
+        json!({"compaction": {"content": "summary"}}),
+    ] {
+        assert_eq!(
+            bad(json!({"role": "assistant", "content": [{"text": "ok"}, block]})),
+            "content[1] is a compaction block: The compact beta feature is not currently \
+             supported on the Converse and ConverseStream APIs."
+        );
+    }
     assert_eq!(
         bad(json!({"role": "user", "content": [{"text": "a", "image": null, "video": {}}]})),
         "content[0] must set exactly one block type, got ['text', 'video']"
