@@ -292,7 +292,8 @@ def _num(value: Any, pct: bool = False) -> str:
 
 def table(rows: list[Row], families: Sequence[str]) -> str:
     present = [f for f in families if rows and rows[0].of(f)]
-    head = ["strategy", "recall", "refused", "unsendable or over", "tokens / budget"]
+    head = ["strategy", "recall", "served recall", "refused", "unsendable or over"]
+    head += ["tokens / budget"]
     head += [f"recall {f} ({rows[0].stats(f)['cuts']})" for f in present]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
@@ -300,6 +301,7 @@ def table(rows: list[Row], families: Sequence[str]) -> str:
         cells = [
             r.name,
             _num(s["recall"]),
+            _num(s["held_when_served"]),
             _num(s["refused"], True),
             _num(s["unsendable_or_over"], True),
             _num(s["tokens_per_budget"]),

@@ -233,16 +233,18 @@ def identifier_stub(text: str) -> str:
     return f"[older result elided ({lines} lines); identifiers: {' '.join(kept) or 'none'}]"
 
 
-def mask_then_ringbound(stub: Callable[[str], str], recent_tool_rings: int = 3) -> Run:
+def mask_then_ringbound(stub: Callable[[str], str], **overrides: Any) -> Run:
     """Prototype of a stage before ``drop_rings``: while over budget, the oldest middle tool
     result (before the last ``recent_tool_rings`` rings) becomes ``stub(text)``, when that is
-    shorter; then ringbound's defaults assemble what is left (dropping whole units if still
-    over). The call, its result message and every plain turn stay, so pairing holds."""
+    shorter; then ringbound (``overrides`` set) assembles what is left, dropping whole units
+    if still over. The call, its result message and every plain turn stay, so pairing holds."""
+    recent = overrides.get("recent_tool_rings", rb.AssemblyConfig().recent_tool_rings)
+    assemble = ringbound(**overrides)
 
     def run(history: list[Message], tools: Tools, budget: int) -> list[Message] | None:
         total = rb.count_tokens(history, tools=tools)
         out = list(history)
-        for i in range(_recent_start(history, recent_tool_rings)):
+        for i in range(_recent_start(history, recent)):
             if total <= budget:
                 break
             m = out[i]
@@ -255,7 +257,7 @@ def mask_then_ringbound(stub: Callable[[str], str], recent_tool_rings: int = 3) 
             new = _masked(m, short)
             total += _message_tokens(new) - _message_tokens(m)
             out[i] = new
-        return ringbound()(out, tools, budget)
+        return assemble(out, tools, budget)
 
     return run
 
@@ -289,23 +291,30 @@ def referenced_rings(history: list[Message]) -> list[int]:
     return out
 
 
-def keep_referenced_rings(
-    history: list[Message], tools: Tools, budget: int
-) -> list[Message] | None:
+def keep_referenced_rings(**overrides: Any) -> Run:
     """Prototype of a drop order: rings whose results later turns refer to are dropped last.
-    Run as ringbound's defaults with those rings pinned, the oldest pin released while the
-    request does not fit."""
-    pins = referenced_rings(history)
-    cfg = rb.AssemblyConfig(
-        model_input_limit=budget, output_reserve_tokens=0, safety_margin_tokens=0
-    )
-    asm = rb.Assembler(cfg)
-    for start in range(len(pins) + 1):
-        try:
-            return asm.assemble(history, tools, pinned=pins[start:]).messages
-        except rb.BudgetExceededError:
-            continue
-    return None
+    Run as ringbound (``overrides`` set) with those rings pinned, the oldest pin released
+    while the request does not fit."""
+
+    def run(history: list[Message], tools: Tools, budget: int) -> list[Message] | None:
+        pins = referenced_rings(history)
+        cfg = rb.AssemblyConfig(
+            model_input_limit=budget, output_reserve_tokens=0, safety_margin_tokens=0, **overrides
+        )
+        asm = rb.Assembler(cfg)
+        for start in range(len(pins) + 1):
+            try:
+                return asm.assemble(history, tools, pinned=pins[start:]).messages
+            except rb.BudgetExceededError:
+                continue
+        return None
+
+    return run
+
+
+#: The config-only change that raised recall most (docs/performance.md, "Fidelity"): one
+#: protected ring, and the suffix free to shrink to nothing before a refusal.
+BEST_CONFIG = {"recent_tool_rings": 1, "min_recent_tool_rings": 0, "min_recent_user_turns": 0}
 
 
 def strategies(langchain: bool = True, litellm: bool = True) -> list[Strategy]:
@@ -342,6 +351,11 @@ def strategies(langchain: bool = True, litellm: bool = True) -> list[Strategy]:
             ringbound(max_tool_result_tokens=500, min_result_tokens=200),
             "ringbound",
         ),
+        Strategy(
+            "ringbound, best config: recent_tool_rings=1, min_recent_*=0",
+            ringbound(**BEST_CONFIG),
+            "ringbound",
+        ),
         Strategy("last-k", last_k, "baseline"),
         Strategy("observation masking, M=10 (paper)", paper_masking, "baseline"),
         Strategy("observation masking, M fitted to the budget", fitted_masking, "baseline"),
@@ -368,6 +382,16 @@ def strategies(langchain: bool = True, litellm: bool = True) -> list[Strategy]:
             mask_then_ringbound(identifier_stub),
             "prototype",
         ),
-        Strategy("prototype: keep referenced rings", keep_referenced_rings, "prototype"),
+        Strategy("prototype: keep referenced rings", keep_referenced_rings(), "prototype"),
+        Strategy(
+            "prototype: mask keeping identifiers + best config",
+            mask_then_ringbound(identifier_stub, **BEST_CONFIG),
+            "prototype",
+        ),
+        Strategy(
+            "prototype: keep referenced rings + best config",
+            keep_referenced_rings(**BEST_CONFIG),
+            "prototype",
+        ),
     ]
     return out
