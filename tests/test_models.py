@@ -3,6 +3,11 @@ as gateways spell them, and the table is extended or overridden only with valid 
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,6 +51,24 @@ def test_every_entry_sizes_a_config(name: str) -> None:
         ("models/gemini-2.5-flash", "gemini-2.5-flash"),
         ("gemini/gemini-2.5-pro", "gemini-2.5-pro"),
         ("gemini-2.5-flash-lite-preview-06-17", "gemini-2.5-flash-lite"),
+        # Aliases, as providers and proxies name the newest model of a line.
+        ("claude-sonnet", "claude-sonnet-4-5"),
+        ("anthropic/claude-opus-latest", "claude-opus-4-5"),
+        ("gpt-4o-latest", "gpt-4o"),
+        ("chatgpt-4o-latest", "gpt-4o"),
+        ("gemini/gemini-flash-latest", "gemini-2.5-flash"),
+        # LiteLLM's and the gateways' own spellings.
+        ("vertex_ai/claude-sonnet-4-5@20250929", "claude-sonnet-4-5"),
+        ("vertex_ai/gemini-2.5-pro", "gemini-2.5-pro"),
+        ("openrouter/anthropic/claude-sonnet-4.5", "claude-sonnet-4-5"),
+        ("openrouter/openai/gpt-4.1-mini", "gpt-4.1-mini"),
+        ("azure/gpt-4o-2024-11-20", "gpt-4o"),
+        (
+            "bedrock/converse/us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "anthropic.claude-sonnet-4-5",
+        ),
+        ("claude-3.7-sonnet", "claude-3-7-sonnet"),
+        ("ft:gpt-4o-mini-2024-07-18:acme::abc123", "gpt-4o-mini"),
     ],
 )
 def test_names_as_gateways_spell_them(spelled: str, entry: str) -> None:
@@ -150,3 +173,115 @@ def test_bad_tables_are_config_errors(tmp_path: Path, text: str, message: str) -
 def test_find_never_raises(name: str) -> None:
     info = models.find(name)
     assert info is None or info.name in models.names()
+
+
+def test_aliases_load_from_yaml_and_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / "models.yaml"
+    path.write_text(
+        "models:\n  - {name: acme-2, family: anthropic, context_window: 9000,"
+        " max_output_tokens: 900, aliases: [Acme-Latest]}\n",
+        encoding="utf-8",
+    )
+    try:
+        (added,) = models.load_yaml(path)
+        assert added.aliases == ("acme-latest",)
+        assert models.find("anthropic/acme-latest") == added
+    finally:
+        models._loaded().pop("acme-2")
+        models._aliases.pop("acme-latest")
+    for aliases in ("acme", [3], [""]):
+        with pytest.raises(rb.ConfigError, match="aliases"):
+            models.ModelInfo(name="x", family="openai", context_window=9, max_output_tokens=1,
+                             aliases=aliases)  # type: ignore[arg-type]  # fmt: skip
+
+
+class CountingSink:
+    def __init__(self) -> None:
+        self.unknown: list[str] = []
+
+    def observe(self, report: object, provider: str) -> None:
+        pass
+
+    def reject(self, error: object, provider: str) -> None:
+        pass
+
+    def unknown_model(self, provider: str) -> None:
+        self.unknown.append(provider)
+
+
+def test_an_unknown_model_is_logged_once_counted_every_time_or_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = CountingSink()
+    with caplog.at_level(logging.WARNING, logger="ringbound"):
+        for _ in range(3):
+            assert models.resolve("my-local-llama-9", where="the body's model",
+                                  provider="anthropic", sink=sink) is None  # fmt: skip
+    assert caplog.text.count("'my-local-llama-9' is not in the models table") == 1
+    assert sink.unknown == ["anthropic"] * 3
+    assert models.resolve("gpt-4o", where="w", sink=sink).name == "gpt-4o"
+    assert len(sink.unknown) == 3
+    with pytest.raises(rb.ConfigError) as e:
+        models.resolve("my-local-llama-9", where="the body's model", strict=True)
+    assert e.value.key == "model" and "refused" in str(e.value)
+    prometheus_client = pytest.importorskip("prometheus_client")
+    registry = prometheus_client.CollectorRegistry()
+    models.resolve("my-local-llama-9", where="w", provider="gemini",
+                   sink=rb.PrometheusSink(registry))  # fmt: skip
+    assert (
+        registry.get_sample_value("context_assemble_unknown_model_total", {"provider": "gemini"})
+        == 1.0
+    )
+
+
+def test_the_environment_turns_strictness_on() -> None:
+    code = (
+        "import ringbound as rb\n"
+        "try:\n rb.models.resolve('x-1', where='w')\n"
+        "except rb.ConfigError:\n print('refused')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, RINGBOUND_STRICT_MODELS="1"), check=True)  # fmt: skip
+    assert out.stdout.strip() == "refused"
+
+
+BODY = {"model": "my-local-llama", "max_tokens": 1000,
+        "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+
+
+def test_a_body_naming_an_unknown_model_is_said_by_the_cli_or_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 36 finding 4: the default window was used with no word."""
+    from ringbound.cli.main import main
+
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(dict(BODY, model="my-local-llama-cli")), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="ringbound"):
+        assert main(["assemble", str(path), "--json", "-o", str(tmp_path / "out.json")]) == 0
+    assert "the body's model 'my-local-llama-cli' is not in the models table" in caplog.text
+    assert main(["assemble", str(path), "--strict-model", "-o", str(tmp_path / "o.json")]) != 0
+    assert "refused" in capsys.readouterr().err
+    # Sized by --limit instead, the body's model does not matter: nothing to say.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ringbound"):
+        assert main(["assemble", str(path), "--limit", "50000", "--strict-model",
+                     "-o", str(tmp_path / "p.json")]) == 0  # fmt: skip
+    assert "not in the models table" not in caplog.text
+
+
+def test_assemble_body_for_models_says_an_unknown_model_or_refuses_it() -> None:
+    sink = CountingSink()
+    asm = rb.Assembler.for_models(provider="openai_chat", sink=sink)
+    body = json.dumps(dict(BODY, model="my-local-llama-body")).encode()
+    res = asm.assemble_body(body)
+    assert res.model is None and sink.unknown == ["openai_chat"]
+    models.set_strict(True)
+    try:
+        with pytest.raises(rb.ConfigError) as e:
+            asm.assemble_body(body)
+        assert e.value.key == "model"
+    finally:
+        models.set_strict(False)
+    known = asm.assemble_body(json.dumps(dict(BODY, model="claude-sonnet")).encode())
+    assert known.model == "claude-sonnet-4-5" and sink.unknown == ["openai_chat"]

@@ -231,12 +231,13 @@ def _bytes(body: Any) -> bytes:
 
 def _model_entry(asm: Assembler, model: Any) -> str | None:
     """The models-table name of a body's ``model`` when the assembler picks entries by model
-    (unknown names use the assembler's own config)."""
+    (unknown names use the assembler's own config, said by a warning and a metric, or refused
+    under ``ringbound.models.set_strict``)."""
     if asm._variants.overrides is None or not isinstance(model, str):
         return None
-    from .models import find
+    from .models import resolve
 
-    info = find(model)
+    info = resolve(model, where="the body's model", provider=asm.provider, sink=asm._sink)
     return None if info is None else info.name
 
 
