@@ -747,6 +747,16 @@ def test_budget_errors_name_the_flag_and_the_value_typed(tmp_path: Path) -> None
             pytest.param("bench", (flag, value), flag, id=f"bench{flag}={value}")
             for flag, value in (("--repeat", HUGE), ("--repeat", "0"), ("--budget", HUGE))
         ],
+        *[
+            pytest.param("inspect", (flag, value), flag, id=f"inspect{flag}={value}")
+            for flag, value in (
+                ("--reserve", HUGE),
+                ("--margin", "-5"),
+                ("--width", HUGE),
+                ("--width", "0"),
+                ("--budget", "0"),
+            )
+        ],
         pytest.param("assemble", ("--budget", "\udcff"), "--budget", id="budget-surrogate"),
     ],
 )

@@ -81,19 +81,9 @@ def _model(args: argparse.Namespace, session: Session | None) -> str | None:
     model = getattr(args, "model", None)
     if model is None and session is not None and not getattr(args, "config", None):
         body_model = session.body.get("model")
-        if isinstance(body_model, str) and _known(args, body_model):
+        if isinstance(body_model, str) and models.find(body_model) is not None:
             model = body_model
     return model
-
-
-def _known(args: argparse.Namespace, body_model: str) -> bool:
-    """Whether the models table knows the body's model. Unknown, and with no --limit or
-    --budget to size the request instead, it is said on standard error (the default window
-    would be used), or refused with --strict-model."""
-    if getattr(args, "limit", None) is not None or getattr(args, "budget", None) is not None:
-        return models.find(body_model) is not None
-    strict = True if getattr(args, "strict_model", False) else None
-    return models.resolve(body_model, where="the body's model", strict=strict) is not None
 
 
 def _body_reserve(
@@ -323,9 +313,10 @@ def _bench(args: argparse.Namespace) -> int:
     return 2 if failures else 0
 
 
-#: The most warm runs ``bench --repeat`` takes: far beyond any useful measurement, and a
-#: typo of a huge number stops at once instead of running for ever.
-MAX_REPEAT = 1_000_000
+#: The most a count flag (``bench --repeat``, ``inspect --width``) takes: far beyond any
+#: useful run or screen, and a typo of a huge number stops at once instead of running for
+#: ever.
+MAX_COUNT = 1_000_000
 
 
 def _bounded(low: int, high: int, what: str) -> Callable[[str], int]:
@@ -337,7 +328,7 @@ def _bounded(low: int, high: int, what: str) -> Callable[[str], int]:
         if not low <= value <= high:
             shown = "2**40" if high == INT_MAX else str(high)
             raise argparse.ArgumentTypeError(
-                f"must be at least {low} and at most {shown} ({what}), got {text}"
+                f"must be at least {low} and at most {shown}{what}, got {text}"
             )
         return value
 
@@ -345,10 +336,10 @@ def _bounded(low: int, high: int, what: str) -> Callable[[str], int]:
     return parse
 
 
-_positive = _bounded(1, MAX_REPEAT, "runs")
+_positive = _bounded(1, MAX_COUNT, "")
 #: A budget or a limit in tokens; a reserve or a margin, which may be 0.
-_tokens = _bounded(1, INT_MAX, "tokens")
-_spare = _bounded(0, INT_MAX, "tokens")
+_tokens = _bounded(1, INT_MAX, " tokens")
+_spare = _bounded(0, INT_MAX, " tokens")
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -429,12 +420,6 @@ def _size_args(p: argparse.ArgumentParser, *, budget_help: str) -> None:
         "from it",
     )
     p.add_argument("--repair", action="store_true", help="synthesize results for unanswered calls")
-    p.add_argument(
-        "--strict-model",
-        action="store_true",
-        help="refuse a body whose model the models table does not know (instead of warning "
-        "and using the default window)",
-    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -561,8 +546,8 @@ def _parser() -> argparse.ArgumentParser:
     _session_args(i)
     _size_args(i, budget_help="the whole budget in tokens (no reserve, no margin)")
     i.add_argument("--model", help="size the request for this model (see docs/models.md)")
-    i.add_argument("--reserve", type=int, help="output_reserve_tokens, when the body names none")
-    i.add_argument("--margin", type=int, help="safety_margin_tokens: absorbs estimation error")
+    i.add_argument("--reserve", type=_spare, help="output_reserve_tokens, when the body names none")
+    i.add_argument("--margin", type=_spare, help="safety_margin_tokens: absorbs estimation error")
     i.add_argument(
         "--side-effect-tools",
         action="append",
