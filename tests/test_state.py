@@ -378,3 +378,17 @@ def test_an_early_compaction_that_frees_little_room_is_not_made() -> None:
     assert late.report.tokens_after > cfg.compact_target_ratio * cfg.budget
     assert late.report.state == "reused" and late.state is not None
     assert late.state.compactions == state.compactions == 0
+
+
+def test_every_entry_point_takes_now() -> None:
+    import asyncio
+
+    asm = rb.Assembler(config())
+    msgs = [*START, *ring(0)]
+    got = asyncio.run(asm.assemble_async(msgs, now=5.0)).state
+    assert got is not None and got.assembled_at == 5.0
+    body = orjson.dumps({"model": "gpt-4o", "messages": msgs})
+    out = asm.assemble_body(body, now=6.0).state
+    assert out is not None and out.assembled_at == 6.0
+    out = asyncio.run(asm.assemble_body_async(body, state=out, now=7.5)).state
+    assert out is not None and out.assembled_at == 7.5
