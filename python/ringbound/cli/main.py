@@ -81,9 +81,19 @@ def _model(args: argparse.Namespace, session: Session | None) -> str | None:
     model = getattr(args, "model", None)
     if model is None and session is not None and not getattr(args, "config", None):
         body_model = session.body.get("model")
-        if isinstance(body_model, str) and models.find(body_model) is not None:
+        if isinstance(body_model, str) and _known(args, body_model):
             model = body_model
     return model
+
+
+def _known(args: argparse.Namespace, body_model: str) -> bool:
+    """Whether the models table knows the body's model. Unknown, and with no --limit or
+    --budget to size the request instead, it is said on standard error (the default window
+    would be used), or refused with --strict-model."""
+    if getattr(args, "limit", None) is not None or getattr(args, "budget", None) is not None:
+        return models.find(body_model) is not None
+    strict = True if getattr(args, "strict_model", False) else None
+    return models.resolve(body_model, where="the body's model", strict=strict) is not None
 
 
 def _body_reserve(
@@ -420,6 +430,12 @@ def _size_args(p: argparse.ArgumentParser, *, budget_help: str) -> None:
         "from it",
     )
     p.add_argument("--repair", action="store_true", help="synthesize results for unanswered calls")
+    p.add_argument(
+        "--strict-model",
+        action="store_true",
+        help="refuse a body whose model the models table does not know (instead of warning "
+        "and using the default window)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
