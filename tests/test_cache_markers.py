@@ -488,3 +488,24 @@ def test_no_marker_below_the_models_minimum_cacheable_prefix() -> None:
         if model == "claude-haiku-4-5":
             assert any(r.report.cache_markers == [] for r in results)
             assert any(r.report.cache_markers for r in results)
+
+
+def test_a_breakpoint_moved_back_is_sized_where_it_lands() -> None:
+    """An assistant's ``output_text`` takes no breakpoint: the newest input block before it
+    does, and the minimum prefix is checked there, not at the end of the request."""
+    items = [
+        {"role": "user", "content": "Check the logs."},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "line " * 2000}],
+        },
+    ]
+    strict = config(prompt_cache_mode="explicit", min_cache_tokens=1_000)
+    res = rb.Assembler(strict, provider="openai_responses").assemble(items, system="Be brief.")
+    assert res.report.tokens_after > 1_000 and res.report.cache_markers == []
+    loose = config(prompt_cache_mode="explicit", min_cache_tokens=5)
+    res = rb.Assembler(loose, provider="openai_responses").assemble(items, system="Be brief.")
+    assert [(m.index, m.why) for m in res.report.cache_markers] == [(0, "last")]
+    assert res.messages[0]["content"][0]["prompt_cache_breakpoint"] == {"mode": "explicit"}
+    assert items[0]["content"] == "Check the logs."

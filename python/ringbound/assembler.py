@@ -987,7 +987,7 @@ class Assembler:
         )
 
     def _marker_size(
-        self, planned: _core.PlanReport, tools: Any, reused: AssemblyState | None
+        self, planned: _core.PlanReport, tools: Any, reused: AssemblyState | None, system: Any
     ) -> cache_markers.Sizer:
         """The tokens of the prefix a cache marker would end: the whole request (the last
         message), the previous request (the stable cut), the tools and the caller's system
@@ -999,9 +999,10 @@ class Assembler:
             if why == "stable_cut":
                 return reused.tokens if reused is not None else 0
             kind, value = part
-            messages, system = (value, None) if kind == "messages" else ([], value)
+            # Messages come after the whole system (Responses' instructions, Anthropic's).
+            messages, before = (value, system) if kind == "messages" else ([], value)
             return count_tokens(
-                messages, self.provider, self.config.encoding, tools or None, system=system
+                messages, self.provider, self.config.encoding, tools or None, system=before
             )
 
         return size
@@ -1054,7 +1055,7 @@ class Assembler:
             out, system_out, cache_key, options, report = cache_markers.apply(
                 self.provider, self.config, job.native.canonical.messages,
                 out, system_out, tools, report, stable=reused.sent if reused else None,
-                size=self._marker_size(planned, tools, reused),
+                size=self._marker_size(planned, tools, reused, system_out),
             )  # fmt: skip
             state = dataclasses.replace(self._state_out(job, planned), sent=len(out))
         result = AssemblyResult(

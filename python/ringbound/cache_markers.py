@@ -254,9 +254,10 @@ def place(
     def big_enough(why: str, part: Any) -> bool:
         return min_tokens <= 0 or size is None or size(why, part) >= min_tokens
 
-    for i, why in wanted:
+    for at, why in wanted:
         if room <= 0:
             break
+        i = at
         marked = _mark_openai(provider, out[i]) if openai else _mark_message(bedrock, out[i])
         # OpenAI matches a breakpoint "without a content-block lookback limit": when the
         # block is a call or an assistant's output, the newest input block before it serves.
@@ -265,7 +266,8 @@ def place(
             marked = _mark_openai(provider, out[i])
         if i < after or any(m.where == "message" and m.index == i for m in placed):
             continue
-        if marked is not None and big_enough(why, ("messages", out[: i + 1])):
+        # Moved back, the prefix is no longer the one ``why`` names: it is counted.
+        if marked is not None and big_enough(why if i == at else "", ("messages", out[: i + 1])):
             out[i] = marked
             placed.append(CacheMarker("message", i, why))
             room -= 1
