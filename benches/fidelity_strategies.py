@@ -291,13 +291,30 @@ def referenced_rings(history: list[Message]) -> list[int]:
     return out
 
 
-def keep_referenced_rings(**overrides: Any) -> Run:
-    """Prototype of a drop order: rings whose results later turns refer to are dropped last.
-    Run as ringbound (``overrides`` set) with those rings pinned, the oldest pin released
-    while the request does not fit."""
+def citing_turns(history: list[Message]) -> list[int]:
+    """The plain assistant turns that repeat an identifier of an earlier tool result: where
+    the agent wrote down what it read."""
+    seen: set[str] = set()
+    out = []
+    for i, m in enumerate(history):
+        if m.get("role") == "tool":
+            seen.update(identifiers(_content_text(m)))
+        elif m.get("role") == "assistant" and not m.get("tool_calls"):
+            if any(ident in seen for ident in identifiers(_content_text(m))):
+                out.append(i)
+    return out
+
+
+def keep_referenced_rings(plain_turns: bool = False, **overrides: Any) -> Run:
+    """Prototype of a drop order: rings whose results later turns refer to (and, with
+    ``plain_turns``, plain turns that cite a result) are dropped last. Run as ringbound
+    (``overrides`` set) with those units pinned, the oldest pin released while the request
+    does not fit."""
 
     def run(history: list[Message], tools: Tools, budget: int) -> list[Message] | None:
         pins = referenced_rings(history)
+        if plain_turns:
+            pins = sorted(pins + citing_turns(history))
         cfg = rb.AssemblyConfig(
             model_input_limit=budget, output_reserve_tokens=0, safety_margin_tokens=0, **overrides
         )
@@ -391,6 +408,16 @@ def strategies(langchain: bool = True, litellm: bool = True) -> list[Strategy]:
         Strategy(
             "prototype: keep referenced rings + best config",
             keep_referenced_rings(**BEST_CONFIG),
+            "prototype",
+        ),
+        Strategy(
+            "prototype: keep referenced rings and citing plain turns",
+            keep_referenced_rings(plain_turns=True),
+            "prototype",
+        ),
+        Strategy(
+            "prototype: keep referenced rings and citing plain turns + best config",
+            keep_referenced_rings(plain_turns=True, **BEST_CONFIG),
             "prototype",
         ),
     ]
