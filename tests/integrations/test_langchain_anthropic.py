@@ -166,3 +166,31 @@ def test_claude_refuses_a_note_mid_history_and_accepts_every_placement_ringbound
     fitted = rb.Assembler(CFG).assemble(history).messages  # LangChain lists: leading_system
     claude(url).invoke(fitted)
     assert "[ringbound:side-effect-ledger]" in json.dumps(bodies[0]["system"])
+
+
+def test_with_no_config_the_middleware_sizes_claude_from_chatanthropic_itself(
+    api: tuple[str, list[dict[str, Any]]],
+) -> None:
+    """The real ChatAnthropic class names the provider, its profile the window and its
+    ``max_tokens`` the reserve: every body Claude receives fits that window, counted as
+    Anthropic, less the body's own ``max_tokens``."""
+    url, bodies = api
+    window = 4_000
+    model = ChatAnthropic(
+        model="claude-sonnet-4-5", api_key="test", base_url=url, max_retries=0, timeout=10,
+        max_tokens=400, profile={"max_input_tokens": window, "max_output_tokens": 64_000},
+    )  # fmt: skip
+    middleware = RingboundMiddleware()
+    agent = create_agent(model, [send_email, read_log], system_prompt=PROMPT,
+                         middleware=[middleware])  # fmt: skip
+    agent.invoke({"messages": [HumanMessage("Email Ana the report, then read the logs.")]})
+    assert middleware.last_provider == "anthropic"
+    counts = []
+    for body in bodies:
+        assert body["max_tokens"] == 400
+        tokens = rb.count_tokens(body["messages"], provider="anthropic",
+                                 system=body.get("system"), tools=body.get("tools"))  # fmt: skip
+        assert tokens <= window - body["max_tokens"], tokens
+        counts.append(tokens)
+    assert max(counts) > 0.6 * (window - 400)
+    assert middleware.last_report.dropped_rings  # it had to trim
