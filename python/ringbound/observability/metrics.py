@@ -303,6 +303,8 @@ class _Metrics:
         # The providers' series exist from the start, so dashboards see 0 rather than no
         # series; ``other`` only once something reports an unknown provider.
         self.children = {p: self.make_children(p) for p in PROVIDERS}
+        for p in PROVIDERS:
+            self.unknown_model.labels(p)
 
     def make_children(self, provider: str) -> _Children:
         return _Children(
