@@ -172,3 +172,19 @@ def test_an_unknown_model_is_logged_counted_or_refused(caplog: pytest.LogCapture
         assert e.value.key == "model"
     finally:
         models.set_strict(False)
+
+
+def test_the_hook_takes_a_model_named_as_init_chat_model_names_it() -> None:
+    history = [HumanMessage("hi")]
+    hook: Any = pre_model_hook(model="anthropic:claude-haiku-4-5")
+    assert hook({"messages": history})["llm_input_messages"] == history
+    assert (hook.provider, hook.config.model_input_limit) == ("anthropic", 200_000)
+    _, asm = RingboundMiddleware().for_model(
+        FAMILY_FAKES["anthropic"](messages=iter([]), model="claude-haiku-4-5")
+    )
+    from ringbound.integrations._langchain_model import facts
+
+    assert facts("anthropic:claude-haiku-4-5").provider == "anthropic"
+    assert facts("google_genai:gemini-2.5-pro").provider == "gemini"
+    assert facts("gpt-4o").provider is None and facts("gpt-4o").name == "gpt-4o"
+    assert asm.config.model_input_limit == 200_000

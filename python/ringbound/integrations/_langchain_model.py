@@ -37,9 +37,12 @@ _RESERVE_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
 def facts(model: Any, settings: Mapping[str, Any] | None = None) -> ModelFacts:
-    """The facts of ``model`` (a ``BaseChatModel``, or a ``RunnableBinding`` around one);
+    """The facts of ``model`` (a ``BaseChatModel``, a ``RunnableBinding`` around one, or an
+    ``init_chat_model`` name such as ``anthropic:claude-sonnet-4-5``);
     ``settings`` are the call's own model settings (``ModelRequest.model_settings``), whose
     ``max_tokens`` wins over the model's."""
+    if isinstance(model, str):
+        return _from_spec(model)
     kwargs: dict[str, Any] = {}
     while hasattr(model, "bound") and not hasattr(model, "profile"):
         kwargs = {**getattr(model, "kwargs", {}), **kwargs}  # bind(max_tokens=...) too
@@ -66,6 +69,28 @@ def facts(model: Any, settings: Mapping[str, Any] | None = None) -> ModelFacts:
         max_output_tokens=positive(profile.get("max_output_tokens")),
         output_reserve=reserve,
         where=f"the LangChain model {type(model).__name__}",
+    )
+
+
+#: ``init_chat_model``'s ``provider:model`` prefixes and the wire format each sends.
+_SPEC_PROVIDERS = {
+    "anthropic": "anthropic",
+    "openai": "openai_chat",
+    "azure_openai": "openai_chat",
+    "google_genai": "gemini",
+    "google_vertexai": "gemini",
+    "bedrock_converse": "bedrock_converse",
+}
+
+
+def _from_spec(spec: str) -> ModelFacts:
+    """The facts of a model named as ``init_chat_model`` and ``create_agent`` take it
+    (``anthropic:claude-sonnet-4-5``): the provider from the prefix, the rest from the table."""
+    prefix, _, name = spec.partition(":")
+    if not name:
+        prefix, name = "", spec
+    return ModelFacts(
+        name=name, provider=_SPEC_PROVIDERS.get(prefix), where=f"the LangChain model {spec!r}"
     )
 
 

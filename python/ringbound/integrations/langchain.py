@@ -207,6 +207,8 @@ def pre_model_hook(
         summarizer: Writes the summary of what was dropped (see ``Assembler``).
         **kwargs: ``sink``, ``tracer``, ``cache`` for the ``Assembler``.
 
+    The hook's ``config`` and ``provider`` attributes say what it was sized with.
+
     Raises:
         ConfigError: A value above is of the wrong kind.
     """
@@ -258,6 +260,8 @@ def pre_model_hook(
         )
         return {"llm_input_messages": list(res.messages[len(head) :])}
 
+    hook.config = asm.config  # type: ignore[attr-defined]
+    hook.provider = target.provider  # type: ignore[attr-defined]
     return hook
 
 
