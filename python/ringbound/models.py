@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .observability.metrics import get_default_sink
 
 __all__ = [
     "FAMILIES",
@@ -339,8 +340,6 @@ def resolve(
             what,
         )
     if sink is None:
-        from .observability.metrics import get_default_sink
-
         sink = get_default_sink()
     count = getattr(sink, "unknown_model", None)
     if callable(count):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import models
+from ..body import no_budget
 from ..config import AssemblyConfig
 from ..errors import ConfigError
 
@@ -186,8 +187,6 @@ def sized(
     if reserve == facts.output_reserve:
         limit, margin = values["model_input_limit"], base.margin_tokens
         if limit - reserve - margin <= 0:
-            from ..body import no_budget
-
             raise no_budget("max_tokens", reserve, limit, margin)
     out = dataclasses.replace(base, **{k: values[k] for k in _SIZED})
     return Sized(out, wire, info, info is not None or window_known)

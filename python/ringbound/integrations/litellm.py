@@ -34,6 +34,7 @@ from ..errors import (
     RingboundError,
     SummaryError,
 )
+from ..models import find
 from ..observability.metrics import MetricsSink
 from ..providers import adapter
 from ._base import Target, afit_target
@@ -434,8 +435,6 @@ def _model_map(name: Any) -> dict[str, Any]:
 
 def _knows(facts: ModelFacts) -> bool:
     """Whether the proxy or the models table knows the window of ``facts``' model."""
-    from ..models import find
-
     return facts.input_limit is not None or (
         facts.name is not None and find(facts.name) is not None
     )
