@@ -169,3 +169,16 @@ def test_an_unknown_model_is_said_and_passed_through_or_refused(
     out = run(RingboundHook(), body("acompletion", "gpt-4", reserve=4_000), "acompletion")
     assert out is not None
     assert rb.count_tokens(out["messages"], tools=out["tools"]) <= 8_192 - 4_000 - 1024
+
+
+def test_a_max_tokens_leaving_no_room_is_the_clients_400() -> None:
+    data = body("acompletion", "gpt-4", reserve=8_000)
+    with pytest.raises(HTTPException) as e:
+        run(RingboundHook(), data, "acompletion")
+    assert e.value.status_code == 400
+    assert e.value.detail["ringbound"] == {"error": "ConfigError", "key": "model_input_limit"}
+    assert "max_tokens 8000" in e.value.detail["error"]
+    bad = dict(data, max_tokens="lots")
+    with pytest.raises(HTTPException) as e:
+        run(RingboundHook(), bad, "acompletion")
+    assert e.value.status_code == 400

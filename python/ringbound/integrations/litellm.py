@@ -353,7 +353,10 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
             system = data.get(route.system) if route.system else None
             res = await _assemble(asm, target, history, tools, system)
         except RingboundError as e:
-            raise HTTPException(status_code=http_status(e), detail=_detail(e)) from e
+            status = http_status(e)
+            if isinstance(e, ConfigError) and e.key == "model_input_limit" and output_reserve(data):
+                status = 400  # the body's own max_tokens leaves no room: the client's to fix
+            raise HTTPException(status_code=status, detail=_detail(e)) from e
         body = dict(data)
         body[route.history] = res.messages
         if route.system is not None and res.system is not system:
