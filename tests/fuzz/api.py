@@ -5,7 +5,8 @@ The fuzzer's bytes pick a provider, an entry point and a list of edits of a smal
 mapping and list subclasses, a list that changes while it is read, huge ints, lone surrogates,
 10k-deep nesting, bytes and sets), keys dropped, items duplicated or removed. Any exception
 that is not a ``ringbound.RingboundError`` is a finding, and so is a change to the caller's
-messages.
+messages. Inputs that open with ``arguments.ARGUMENTS`` fuzz the arguments beside the
+messages instead, planted secrets and deep bodies (``arguments.py``).
 
 Run: ``python tests/fuzz/api.py -max_total_time=60 tests/fuzz/seeds`` (libFuzzer flags).
 """
@@ -25,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 with atheris.instrument_imports():
     import ringbound as rb
 
+from arguments import ARGUMENTS
+from arguments import run as run_arguments
 from sessions import SESSIONS, TOOLS
 
 PROVIDERS = sorted(SESSIONS)
@@ -246,6 +249,11 @@ def same(a: Any, b: Any) -> bool:
 
 
 def test_one_input(data: bytes) -> None:
+    if data.startswith(ARGUMENTS):
+        # The arguments beside the messages (system, pinned, config, ledger, stores), planted
+        # secrets and deep bodies: ``arguments.py``.
+        run_arguments(atheris.FuzzedDataProvider(data[len(ARGUMENTS) :]), SESSIONS)
+        return
     fdp = atheris.FuzzedDataProvider(data)
     ChangingList.changed = False
     provider = PROVIDERS[fdp.ConsumeIntInRange(0, len(PROVIDERS) - 1)]
