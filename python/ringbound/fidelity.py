@@ -221,6 +221,7 @@ def cut_points(messages: Sequence[Any]) -> list[CutPoint]:
     it is in a tool result (module docstring).
     """
     out = []
+    texts = ["\n".join(_texts(m)) for m in messages]  # each message read once, not per call
     for i, m in enumerate(messages):
         if not (isinstance(m, Mapping) and m.get("role") == "assistant" and m.get("tool_calls")):
             continue
@@ -231,14 +232,13 @@ def cut_points(messages: Sequence[Any]) -> list[CutPoint]:
                 candidates.setdefault(value, None)
         pending = {c: _pattern(c) for c in candidates}
         facts = []
-        for earlier in messages[:i]:
+        for earlier, text in zip(messages[:i], texts, strict=False):
             if not pending:
                 break
-            text = "\n".join(_texts(earlier))
             found = [c for c, p in pending.items() if c in text and p.search(text)]
             for c in found:
                 del pending[c]
-                if earlier.get("role") == "tool":
+                if isinstance(earlier, Mapping) and earlier.get("role") == "tool":
                     facts.append(c)
         if facts:
             ordered = [c for c in candidates if c in set(facts)]
