@@ -341,3 +341,89 @@ def test_extend_with_hostile_entries_is_a_config_error() -> None:
         ledger.extend([rb.LedgerEntry(RaisingStr("\ud800"), "c")])
     ledger.extend([rb.LedgerEntry(RaisingStr("t"), "c")])
     assert [type(e.tool) for e in ledger] == [str]
+
+
+# --- the sweep: other arguments with the same holes ---
+
+
+class RaisingInt(int):
+    def __eq__(self, other: object) -> bool:
+        raise Boom("__eq__")
+
+    def __hash__(self) -> int:
+        raise Boom("__hash__")
+
+    def __lt__(self, other: object) -> bool:
+        raise Boom("__lt__")
+
+    def __repr__(self) -> str:
+        raise Boom("__repr__")
+
+
+@pytest.mark.parametrize(
+    "provider", [RaisingObject(), RaisingStr("openai_chat"), [RaisingObject()], 7]
+)
+def test_a_hostile_provider_is_a_config_error_everywhere(provider: Any) -> None:
+    messages = [{"role": "user", "content": "hi"}]
+    for call in (
+        lambda: rb.count_tokens(messages, provider=provider),
+        lambda: rb.validate(messages, provider=provider),
+        lambda: rb.recover(messages, "rb-0000000000000000", provider=provider),
+        lambda: rb.expand_message_tool(provider),
+        lambda: rb.Assembler(provider=provider),
+    ):
+        try:
+            call()
+        except rb.ConfigError as e:
+            assert e.key == "provider" and not isinstance(provider, str)
+        except rb.AnchorNotFoundError:  # read as the plain text it holds, then looked up
+            assert isinstance(provider, str)
+        else:  # a str subclass is read as the plain text it holds
+            assert isinstance(provider, str)
+
+
+def test_a_str_subclass_provider_is_read_as_its_text() -> None:
+    asm = rb.Assembler(provider=RaisingStr("anthropic"))
+    assert type(asm.provider) is str and asm.provider == "anthropic"
+    messages = [{"role": "user", "content": "hi"}]
+    assert rb.count_tokens(messages, provider=RaisingStr("anthropic")) > 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [
+        ({"encoding": RaisingObject()}, "encoding"),
+        ({"encoding": RaisingStr("nope")}, "encoding"),
+        ({"tokenizer_backend": SURROGATE}, "tokenizer_backend"),
+        ({"tokenizer_backend": 3}, "tokenizer_backend"),
+        ({"tokenizer_backend": RaisingObject()}, "tokenizer_backend"),
+    ],
+)
+def test_count_options_are_config_errors(kwargs: dict[str, Any], key: str) -> None:
+    for call in (
+        lambda: rb.count_tokens([{"role": "user", "content": "hi"}], **kwargs),
+        lambda: rb.count_text("hi", **kwargs),
+    ):
+        with pytest.raises(rb.ConfigError) as e:
+            call()
+        assert e.value.key == key
+
+
+@pytest.mark.parametrize(
+    "data",
+    [RaisingMapping(), RaisingDict(version=2), {"version": 2, "ratios": RaisingList([1.0])}],
+)
+def test_a_hostile_token_ledger_is_a_config_error(data: Any) -> None:
+    with pytest.raises(rb.ConfigError):
+        rb.TokenLedger.from_dict(data)
+
+
+def test_a_token_ledger_round_trips_through_from_dict() -> None:
+    ledger = rb.TokenLedger(10_000)
+    assert rb.TokenLedger.from_dict(ledger.to_dict()).to_dict() == ledger.to_dict()
+
+
+def test_memory_store_max_sessions_of_an_int_subclass_is_read_as_its_value() -> None:
+    assert rb.MemoryStore(max_sessions=RaisingInt(3)).max_sessions == 3
+    with pytest.raises(rb.ConfigError):
+        rb.MemoryStore(max_sessions=RaisingInt(0))

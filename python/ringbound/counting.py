@@ -7,6 +7,7 @@ import functools
 from typing import Any
 
 from . import _core
+from .caller_values import shown
 from .config import AssemblyConfig
 from .errors import ConfigError, InvalidMessageError, PairingIssue
 from .payload import check_tools, dump_messages, dump_tools, nesting_guard, snapshot
@@ -41,9 +42,10 @@ def count_tokens(
         >>> rb.count_tokens([{"role": "user", "content": "hello world"}])  # 3 + 1 + 2, +3 priming
         9
     """
-    check_provider(provider)
+    provider = check_provider(provider)
     check_system(provider, system)
-    check_encoding(encoding)
+    encoding = check_encoding(encoding)
+    tokenizer_backend = check_backend(tokenizer_backend)
     check_tools(tools)
     _check_ratio(token_ratio)
     messages = snapshot(messages)
@@ -119,7 +121,8 @@ def count_text(
             index=None,
             reason=f"must be a str, got {type(text).__name__}",
         )
-    check_encoding(encoding)
+    encoding = check_encoding(encoding)
+    tokenizer_backend = check_backend(tokenizer_backend)
     try:
         return _core.count_text(text, encoding, tokenizer_backend)
     except UnicodeEncodeError as e:
@@ -130,14 +133,25 @@ def count_text(
         ) from None
 
 
-def check_encoding(encoding: Any) -> None:
-    """ConfigError unless ``encoding`` names an encoding ringbound counts with."""
-    if encoding not in ENCODINGS:
+def check_encoding(encoding: Any) -> str:
+    """``encoding`` as a plain ``str`` if it names an encoding ringbound counts with, else
+    ConfigError (the caller's object is never compared through its own ``__eq__``)."""
+    name = str.__str__(encoding) if isinstance(encoding, str) else None
+    if name not in ENCODINGS:
         raise ConfigError(
-            f"encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}",
+            f"encoding must be one of {', '.join(ENCODINGS)}, got {shown(encoding)}",
             key="encoding",
             reason="unknown encoding",
         )
+    return name  # type: ignore[return-value]
+
+
+def check_backend(backend: Any) -> str | None:
+    """``tokenizer_backend`` as a plain ``str`` (or None) if the config takes it, else
+    ConfigError: the core would refuse anything else with a TypeError."""
+    if backend is None:
+        return None
+    return AssemblyConfig(tokenizer_backend=backend).tokenizer_backend
 
 
 def validate(
@@ -156,7 +170,7 @@ def validate(
         ... ])]
         ['missing_result']
     """
-    check_provider(provider)
+    provider = check_provider(provider)
     check_system(provider, system)
     messages = snapshot(messages)
     with nesting_guard():

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
+
 from ..errors import ConfigError
 from .account import TokenAccount
 from .calibrator import DEFAULT_MODEL, Calibrator
@@ -389,6 +391,18 @@ class TokenLedger:
         """Rebuild a ledger from :meth:`to_dict` output; ConfigError when it is malformed."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"token ledger must be a mapping, got {type(data).__name__}")
+        try:
+            # The caller's data as plain JSON: what a mapping or list of theirs raises while
+            # read (or holds that JSON does not) is a malformed ledger, not our exception.
+            plain = orjson.loads(orjson.dumps(_as_dict(data)))
+        except (orjson.JSONEncodeError, RecursionError, RuntimeError, TypeError, ValueError):
+            raise ConfigError("token ledger could not be read as JSON data") from None
+        except Exception as e:  # a hostile mapping's own exception
+            raise ConfigError(f"token ledger could not be read ({type(e).__name__})") from None
+        return cls._from_plain(plain)
+
+    @classmethod
+    def _from_plain(cls, data: dict[str, Any]) -> TokenLedger:
         if data.get("version") not in _READS:
             raise ConfigError(
                 f"token ledger version {data.get('version')!r} is not one of {_READS}",
@@ -440,3 +454,9 @@ class TokenLedger:
 def _scale(tokens: int, ratio: float) -> int:
     # The epsilon keeps 1000 * 1.1 = 1100.0000000000002 at 1100 instead of 1101.
     return max(0, math.ceil(tokens * ratio - 1e-9))
+
+
+def _as_dict(data: Mapping[str, Any]) -> dict[Any, Any]:
+    """A dict's pairs as stored (a subclass's own methods are not called); another mapping
+    read through its own methods."""
+    return dict(dict.items(data)) if isinstance(data, dict) else dict(data.items())

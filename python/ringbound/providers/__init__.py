@@ -7,7 +7,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any, NoReturn
 
-from ..caller_values import is_utf8
+from ..caller_values import is_utf8, shown
 from ..errors import ConfigError, InvalidMessageError, RingboundError
 from .base import Adapter
 
@@ -18,14 +18,16 @@ PROVIDERS = ("openai_chat", "openai_responses", "anthropic", "gemini", "bedrock_
 
 
 def check_provider(provider: str) -> str:
-    """Returns ``provider`` if supported, else raises ConfigError naming the supported ones."""
-    if provider not in PROVIDERS:
+    """``provider`` as a plain ``str`` if supported, else ConfigError naming the supported
+    ones (a str subclass, an enum's member say, is read as the text it holds)."""
+    key = str.__str__(provider) if isinstance(provider, str) else None
+    if key not in PROVIDERS:
         raise ConfigError(
-            f"provider {provider!r} is not supported; supported: {', '.join(PROVIDERS)}",
+            f"provider {shown(provider)} is not supported; supported: {', '.join(PROVIDERS)}",
             key="provider",
             reason=f"must be one of {', '.join(PROVIDERS)}",
         )
-    return provider
+    return key  # type: ignore[return-value]
 
 
 def check_system(provider: str, system: Any) -> None:
@@ -39,7 +41,7 @@ def check_system(provider: str, system: Any) -> None:
     text that is not UTF-8 (a lone surrogate) are malformed input, as inside a message."""
     if system is None:
         return
-    if provider == "openai_chat":
+    if check_provider(provider) == "openai_chat":
         reason = (
             "provider openai_chat has no top-level system: send it as the first message, "
             "{'role': 'system', 'content': ...}, where it is counted and kept"

@@ -45,14 +45,18 @@ class MemoryStore(SessionStore):
     """
 
     def __init__(self, max_sessions: int = 10_000, ttl_s: float | None = None) -> None:
-        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+        if (
+            isinstance(max_sessions, bool)
+            or not isinstance(max_sessions, int)
+            or int.__index__(max_sessions) < 1
+        ):
             raise ConfigError(
                 f"max_sessions must be an integer >= 1, got {shown(max_sessions)}",
                 key="max_sessions",
                 reason="must be an integer >= 1",
             )
         ttl_s = check_seconds("ttl_s", ttl_s, MIN_TTL_S, MAX_TTL_S, optional=True)
-        self.max_sessions = max_sessions
+        self.max_sessions = int.__index__(max_sessions)
         self.ttl_s = ttl_s
         self._lock = threading.Lock()
         # session id -> (revision, data, expiry on the monotonic clock or None)

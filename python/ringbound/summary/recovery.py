@@ -104,7 +104,7 @@ def expand_message_tool(provider: str = "openai_chat") -> dict[str, Any]:
         >>> tool["name"], tool["input_schema"]["required"]
         ('expand_message', ['message_id'])
     """
-    check_provider(provider)
+    provider = check_provider(provider)
     parameters = copy.deepcopy(_PARAMETERS)
     if provider == "openai_chat":
         return {
@@ -168,7 +168,7 @@ def recover(
         >>> recover(history, anchor).text
         'the whole file'
     """
-    check_provider(provider)
+    provider = check_provider(provider)
     check_system(provider, system)
     message_id = _anchor_id(anchor)
     original_messages = snapshot(original_messages)
