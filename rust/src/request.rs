@@ -211,6 +211,11 @@ impl<'a> Request<'a> {
         self.scheme.scale(exact)
     }
 
+    /// The bound of message `i` from its bytes, whether or not it has been counted since.
+    pub fn byte_bound(&self, i: usize) -> u32 {
+        self.scheme.scale(self.entries[i].bound)
+    }
+
     /// `Some(tokens(i))` when it is at most `limit`, else `None`, tokenizing about `limit`
     /// tokens at most: a message too big to fit is found so without counting all of it. An
     /// exact count found on the way is cached, and so is the fact that the message exceeds

@@ -238,8 +238,8 @@ pub struct StageReport {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     pub items: Vec<Item>,
-    /// Tokens of the request as given; an upper bound when `tokens_before_exact` is false
-    /// (units certainly dropped are sized from their bytes, not tokenized).
+    /// Tokens of the request as given; an estimate when `tokens_before_exact` is false
+    /// (units certainly dropped are sized from their bytes at a sampled rate, not tokenized).
     pub tokens_before: u64,
     pub tokens_before_exact: bool,
     pub tokens_after: u64,

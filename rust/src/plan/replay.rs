@@ -133,7 +133,8 @@ pub(super) fn replay(
     let units = out.dropped.iter().filter(|&&d| d).count()
         + out.rewritten.iter().filter(|x| x.is_some()).count();
     if units > 0 {
-        let before: u64 = v.value.iter().sum();
+        // Savings from estimates where the dropped units' values are bounds.
+        let before = v.value.iter().sum::<u64>() - v.overstated.iter().sum::<u64>();
         out.stages.push(StageReport {
             stage: REUSED,
             units,

@@ -83,7 +83,8 @@ impl Planning<'_, '_, '_> {
         let mut recent = self.recent();
         for &stage in middle.chain(degrade) {
             if self.now(&out) > budget {
-                let before = self.now(&out);
+                // Savings are reported from estimates where the values are bounds.
+                let before = self.now(&out) - v.overstated_kept(&out.dropped);
                 let tally = match stage {
                     Stage::TruncateProtectedResults => {
                         self.truncate_protected(budget, &recent, &mut out)
@@ -95,7 +96,8 @@ impl Planning<'_, '_, '_> {
                     out.stages.push(StageReport {
                         stage: stage.name(),
                         units: tally.count,
-                        tokens_saved: (before + tally.restored).saturating_sub(self.now(&out)),
+                        tokens_saved: (before + tally.restored)
+                            .saturating_sub(self.now(&out) - v.overstated_kept(&out.dropped)),
                     });
                 }
             }

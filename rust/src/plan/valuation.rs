@@ -7,6 +7,12 @@ use rustc_hash::FxHashSet as HashSet;
 
 use super::{Planning, Replay, Source};
 use crate::units::Unit;
+use crate::view::Role;
+
+/// Messages of certainly dropped units counted (per class) to estimate the others, and the
+/// most tokens one may cost: a few small counts, made once and cached.
+const SAMPLES: usize = 12;
+const SAMPLE_TOKENS: u64 = 8192;
 
 /// Tokens of each unit, and which units the drops certainly reach.
 pub(super) struct Valuation {
@@ -14,6 +20,20 @@ pub(super) struct Valuation {
     /// Units the drop sequence reaches whatever the cheap stages save: not worth rewriting,
     /// valued by their bound.
     pub certain: Vec<bool>,
+    /// Per unit, how far its value is above an estimate of its tokens: a certain unit's bound
+    /// (from bytes) overstates it several times, which the report must not pass on as
+    /// tokens saved. Only the report reads it; every decision keeps the bound.
+    pub overstated: Vec<u64>,
+}
+
+impl Valuation {
+    /// What the values of the units `out` keeps overstate, all told.
+    pub fn overstated_kept(&self, dropped: &[bool]) -> u64 {
+        (0..self.value.len())
+            .filter(|&k| !dropped[k])
+            .map(|k| self.overstated[k])
+            .sum()
+    }
 }
 
 impl Planning<'_, '_, '_> {
@@ -115,40 +135,106 @@ impl Planning<'_, '_, '_> {
             value[k] = self.unit_bound(&all_units[k]);
             is_certain[k] = true;
         }
+        let overstated = self.overstatement(&sequence[..certain], &value);
         Valuation {
             value,
             certain: is_certain,
+            overstated,
         }
+    }
+
+    /// Per unit, how far the values of `bounded` units are above an estimate of their
+    /// tokens: their oldest few messages of each class are counted, and the rest taken at
+    /// the sampled ratio of tokens to byte bound. The samples do not depend on what the cache
+    /// holds, so the same request reports the same figures however warm the cache is.
+    fn overstatement(&self, bounded: &[usize], value: &[u64]) -> Vec<u64> {
+        let (work, units) = (self.work, &self.buckets.all_units);
+        let mut out = vec![0u64; units.len()];
+        let messages: Vec<usize> = bounded
+            .iter()
+            .flat_map(|&k| units[k].start..units[k].end)
+            .filter(|&w| !self.notes.skipped[w] && work.original(w).is_some())
+            .collect();
+        // Tool results (often JSON or logs) and prose tokenize at other rates: one ratio each.
+        let class = |w: usize| usize::from(work.msgs[w].role == Role::Tool);
+        let mut sampled = rustc_hash::FxHashMap::default();
+        let mut ratio = [(0u64, 0u64); 2];
+        for (c, (tokens, bounds)) in ratio.iter_mut().enumerate() {
+            // The oldest messages: the same ones turn after turn, so their counts, cached by
+            // the first plan that samples them, cost the next turns nothing.
+            for w in messages
+                .iter()
+                .copied()
+                .filter(|&w| class(w) == c)
+                .take(SAMPLES)
+            {
+                let Some(i) = work.original(w) else {
+                    continue;
+                };
+                let bound = work.req.byte_bound(i);
+                if let Some(t) = work.req.tokens_within(i, SAMPLE_TOKENS) {
+                    *tokens += u64::from(t);
+                    *bounds += u64::from(bound);
+                    sampled.insert(w, u64::from(t));
+                }
+            }
+        }
+        for &k in bounded {
+            // Counted and sampled messages at their counts, the rest by their class's ratio
+            // (or their bound, for a class no message of which could be sampled).
+            let estimate: u64 = (units[k].start..units[k].end)
+                .filter(|&w| !self.notes.skipped[w])
+                .map(|w| {
+                    let (tokens, bounds) = ratio[class(w)];
+                    match (sampled.get(&w), work.original(w)) {
+                        (Some(&t), _) => t,
+                        (None, Some(i)) if bounds > 0 && !work.req.is_counted(i) => {
+                            u64::from(work.req.byte_bound(i)) * tokens / bounds
+                        }
+                        _ => work.bound(w),
+                    }
+                })
+                .sum();
+            out[k] = value[k].saturating_sub(estimate);
+        }
+        out
     }
 
     /// A replay decides nothing: every kept unit is counted, the dropped ones are bounded.
     pub fn replay_values(&self, r: &Replay) -> Valuation {
         let work = self.work;
         let gone: HashSet<usize> = r.dropped.iter().copied().collect();
-        let value: Vec<u64> = self
-            .buckets
-            .all_units
-            .iter()
-            .map(|u| {
-                let dropped = (u.start..u.end)
-                    .any(|w| matches!(work.source[w], Source::Original(i) if gone.contains(&i)));
-                if dropped {
-                    self.unit_bound(u)
+        let units = &self.buckets.all_units;
+        let dropped: Vec<usize> = (0..units.len())
+            .filter(|&k| {
+                (units[k].start..units[k].end)
+                    .any(|w| matches!(work.source[w], Source::Original(i) if gone.contains(&i)))
+            })
+            .collect();
+        let value: Vec<u64> = (0..units.len())
+            .map(|k| {
+                if dropped.binary_search(&k).is_ok() {
+                    self.unit_bound(&units[k])
                 } else {
-                    self.unit_tokens(u)
+                    self.unit_tokens(&units[k])
                 }
             })
             .collect();
         let certain = vec![false; value.len()];
-        Valuation { value, certain }
+        let overstated = self.overstatement(&dropped, &value);
+        Valuation {
+            value,
+            certain,
+            overstated,
+        }
     }
 
     /// Tokens of the request as given (repairs are not part of the input, earlier ledger
-    /// notes are), and whether that is exact rather than an upper bound.
+    /// notes are), and whether that is exact rather than an estimate.
     pub fn tokens_before(&self, v: &Valuation) -> (u64, bool) {
         let work = self.work;
         let len = work.msgs.len();
-        let messages_total: u64 = v.value.iter().sum();
+        let messages_total: u64 = v.value.iter().sum::<u64>() - v.overstated.iter().sum::<u64>();
         let synthesized_total: u64 = work.synthesized_tokens.iter().sum();
         let notes_total: u64 = (0..len)
             .filter(|&w| self.notes.skipped[w])
