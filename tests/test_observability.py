@@ -408,7 +408,7 @@ def test_an_upper_bound_is_logged_as_one(caplog: Any) -> None:
     report = rb.Assembler(cfg, cache=rb.CountCache()).assemble(messages).report
     assert not report.tokens_before_exact
     (record,) = caplog.records
-    assert f"tokens at most {report.tokens_before} -> " in record.getMessage()
+    assert f"tokens about {report.tokens_before} -> " in record.getMessage()
     assert record.ringbound["tokens_before_exact"] is False
 
 

@@ -161,8 +161,9 @@ class AssemblyReport:
 
     Attributes:
         tokens_before: Tokens of the request as given (messages, framing, tools schema). An
-            upper bound when ``tokens_before_exact`` is False: units the plan certainly drops
-            are sized from their bytes instead of being tokenized.
+            estimate when ``tokens_before_exact`` is False: units the plan certainly drops
+            are sized from their bytes at a rate counted on a sample of them instead of
+            being tokenized (``rb.count_tokens`` gives the exact figure).
         tokens_after: Tokens of the assembled request; never above ``budget``.
         budget: The budget it had to fit.
         dropped_rings: ``(start, end)`` index spans of the caller's messages dropped as
@@ -189,7 +190,7 @@ class AssemblyReport:
         messages_after: Messages in the assembled request.
         elapsed_s: Wall time of the assembly.
         tokens_before_exact: Whether ``tokens_before`` (and the stages' ``tokens_saved``)
-            are exact counts rather than upper bounds.
+            are exact counts rather than estimates.
         tightened: Notches the assembly was tightened by (``assemble(..., tighten=n)``);
             ``budget`` is then the tightened one.
         state: Cache-stable assembly only: ``new`` (no state given), ``reused`` (the

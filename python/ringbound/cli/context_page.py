@@ -50,7 +50,7 @@ document.querySelectorAll('.legend tr[data-bucket]').forEach(function (row) {
 def page(m: ContextMap, name: str = "session") -> str:
     """The map as an HTML document: the grid, the legend and the units' table."""
     e = html.escape
-    bound = "" if m.tokens_before_exact else "at most "
+    bound = "" if m.tokens_before_exact else "about "
     per_cell = sum(b.tokens for b in m.buckets) / CELLS
     cells = "".join(
         f'<div class="cell" data-bucket="{c}" style="background:{STYLES[c]}"></div>'

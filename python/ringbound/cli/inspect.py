@@ -136,7 +136,7 @@ def grid_cells(m: ContextMap, cells: int) -> list[str]:
 
 
 def _header(m: ContextMap, name: str) -> list[str]:
-    bound = "" if m.tokens_before_exact else "at most "
+    bound = "" if m.tokens_before_exact else "about "
     lines = [
         f"{name}: {m.provider}, window {m.window:,}, budget {m.budget:,}",
         f"tokens {bound}{m.tokens_before:,} -> {m.tokens_after:,} "

@@ -173,8 +173,8 @@ def _assemble(args: argparse.Namespace) -> int:
 def _exact_before(r: AssemblyReport, session: Session, provider: str, cfg: AssemblyConfig) -> int:
     """The input's exact token count. The report's ``tokens_before`` is one when
     ``tokens_before_exact`` says so; otherwise (units the plan certainly dropped were sized
-    from their bytes) the input is counted again as the assembly counts it: the command line
-    is not a hot path, and an upper bound is not a figure to print."""
+    from their bytes at a sampled rate) the input is counted again as the assembly counts
+    it: the command line is not a hot path, and an estimate is not a figure to print."""
     if r.tokens_before_exact:
         return r.tokens_before
     return _counted(session, provider, cfg)
@@ -207,7 +207,7 @@ def _print_report(
     r: AssemblyReport, before: int, provider: str, cfg: AssemblyConfig, to: TextIO
 ) -> None:
     """The report for a person: exact figures only. A stage's own saving is printed when the
-    report's figures are exact; when they are upper bounds (``tokens_before_exact`` False)
+    report's figures are exact; when they are estimates (``tokens_before_exact`` False)
     only the total, counted exactly, is, and each stage's units."""
     print(f"provider {provider}", file=to)
     print(

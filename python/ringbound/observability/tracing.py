@@ -165,7 +165,7 @@ def assembled(
             provider,
             fields["request_hash"],
             # A lazily counted request's tokens_before is an upper bound: say so.
-            f"{'' if report.tokens_before_exact else 'at most '}{report.tokens_before}",
+            f"{'' if report.tokens_before_exact else 'about '}{report.tokens_before}",
             report.tokens_after,
             report.budget,
             report.messages_before,
