@@ -117,8 +117,11 @@ class EmptyServer:
     connection_pool = _Pool()
 
     def __init__(self) -> None:
-        from redis.connection import Encoder
-
+        try:
+            from redis.connection import Encoder
+        except ImportError:  # without redis-py, RedisStore refuses to be made (ConfigError)
+            self._encode: Any = str.encode
+            return
         self._encode = Encoder("utf-8", "strict", False).encode
 
     def register_script(self, script: str) -> Any:
