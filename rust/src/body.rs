@@ -5,7 +5,6 @@
 
 use std::borrow::Cow;
 
-use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -40,45 +39,7 @@ pub(crate) fn invalid(reason: impl Into<String>) -> CoreError {
     }
 }
 
-/// A JSON object's fields in their order, each value as its own bytes.
-pub struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Ordered;
-        impl<'de> Visitor<'de> for Ordered {
-            type Value = Fields<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'de>, M::Error> {
-                let mut out = Vec::new();
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    out.push((key, map.next_value::<&'de RawValue>()?));
-                }
-                Ok(Fields(out))
-            }
-        }
-        d.deserialize_map(Ordered)
-    }
-}
-
-impl<'a> Fields<'a> {
-    /// The fields of the object `json`, or why it is not one.
-    pub(crate) fn parse(json: &'a str) -> Result<Fields<'a>, serde_json::Error> {
-        serde_json::from_str(json)
-    }
-
-    /// The value of `key` (the last one when a key repeats, as JSON parsers read it).
-    pub fn get(&self, key: &str) -> Option<&'a RawValue> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
-    }
-
-    /// The fields in order, as given.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &'a RawValue)> {
-        self.0.iter().map(|(k, v)| (k.as_ref(), *v))
-    }
-}
+pub use crate::json::fields::Fields;
 
 /// The raw bytes of each element of a JSON array, in order.
 pub type Elements<'a> = Vec<&'a [u8]>;
@@ -596,70 +557,7 @@ fn media(out: &mut Vec<u8>, content: &RawValue, text: &str) {
     out.push(b']');
 }
 
-/// `s` as a JSON string.
-pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
-    write_utf8(out, s.as_bytes());
-}
-
-/// The UTF-8 text `bytes` as a JSON string (the bytes are copied as they are, so text that is
-/// not UTF-8 stays so, and the parser reading it refuses it).
-pub(crate) fn write_utf8(out: &mut Vec<u8>, bytes: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.reserve(bytes.len() + 2);
-    out.push(b'"');
-    // `bytes[start..i]` is yet to be copied: it needs no escape.
-    let (mut start, mut i) = (0, 0);
-    while i < bytes.len() {
-        // Eight bytes at a time to the first that may need an escape: most text has few, and
-        // a byte at a time made writing a long text slower than the serializer it stands in
-        // for. The lowest lane flagged is always one that does.
-        if let Some(word) = bytes.get(i..i + 8) {
-            let flagged = escapes(u64::from_le_bytes(word.try_into().unwrap_or([0; 8])));
-            if flagged == 0 {
-                i += 8;
-                continue;
-            }
-            i += (flagged.trailing_zeros() / 8) as usize;
-        }
-        let escape: &[u8] = match bytes[i] {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            b @ 0..=0x1f => &[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 0xf)],
-            ],
-            _ => {
-                i += 1;
-                continue;
-            }
-        };
-        out.extend_from_slice(&bytes[start..i]);
-        out.extend_from_slice(escape);
-        i += 1;
-        start = i;
-    }
-    out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
-}
-
-/// The high bit of each lane of `word` (eight bytes, little-endian) that may be a control
-/// byte, a quote or a backslash: the bit tricks find a byte below 0x20, or a zero byte after
-/// an xor, in every lane at once. A lane is flagged falsely only above one flagged truly.
-fn escapes(word: u64) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGH;
-    below(word, 0x20)
-        | below(word ^ (ONES * u64::from(b'"')), 1)
-        | below(word ^ (ONES * u64::from(b'\\')), 1)
-}
+pub(crate) use crate::json::write::write_str;
 
 #[cfg(test)]
 mod tests {

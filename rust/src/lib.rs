@@ -6,6 +6,7 @@ pub mod body;
 pub mod cache;
 pub mod count;
 pub mod error;
+pub mod json;
 pub mod json_array;
 pub mod ledger;
 pub mod native;
@@ -22,6 +23,9 @@ pub mod view;
 
 #[cfg(feature = "python")]
 mod py;
+
+#[cfg(test)]
+mod layering;
 
 pub use error::{BucketTokens, CoreError};
 pub use pairing::{IssueKind, PairingIssue};

@@ -350,6 +350,21 @@ fn view<P: Provider>(p: P, items: Vec<Arc<P::Item>>, system: &[Vec<String>]) -> 
     out
 }
 
+/// The pairing issues of a request given as JSON arrays of `provider`'s native items.
+///
+/// Errors: `Config` naming `provider` when no provider of that key exists; `InvalidMessage`
+/// when an item is malformed.
+pub fn validate_json(provider: &str, parts: &[&[u8]]) -> Result<Vec<PairingIssue>, CoreError> {
+    struct Validate<'a>(&'a [&'a [u8]]);
+    impl ForProvider for Validate<'_> {
+        type Out = Result<Vec<PairingIssue>, CoreError>;
+        fn run<P: Provider>(self, p: P) -> Self::Out {
+            Ok(p.validate(&p.parse_all(self.0)?))
+        }
+    }
+    with_provider(provider, Validate(parts))?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -378,7 +378,7 @@ fn validate<'py>(
         let json = parts.slices();
         let issues = py.detach(|| {
             if provider != OpenAIChat::KEY {
-                return crate::providers::validate_json(provider, &json);
+                return crate::native::validate_json(provider, &json);
             }
             let scheme = Scheme::openai(Encoding::O200kBase, crate::count::DEFAULT_BACKEND);
             let limits = Limits {

@@ -15,9 +15,9 @@ use crate::count::image_price::ImageFormula;
 use crate::count::tools::tools_tokens;
 use crate::count::{counter, Backend, Counter, Encoding};
 use crate::error::CoreError;
+use crate::json::message as openai_chat;
 use crate::json_array;
 use crate::ledger;
-use crate::providers::openai_chat;
 use crate::summary;
 use crate::view::{Message, Role};
 

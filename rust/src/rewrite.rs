@@ -11,7 +11,7 @@ use serde_json::Value;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::count::Counter;
-use crate::providers::gemini::error_text;
+use crate::view::error_text;
 use crate::view::{Folded, Framed, Message, Text};
 
 /// What a rewrite did to a message.

@@ -153,3 +153,28 @@ impl Message {
         !self.tool_calls.is_empty()
     }
 }
+
+/// Whether a tool result's text opens as tool runtimes report a failure (`Error`, an
+/// exception, a Python traceback), whatever the case and leading whitespace.
+pub(crate) fn opens_like_an_error(text: &str) -> bool {
+    const HEADS: [&str; 3] = ["error", "exception", "traceback (most recent call last)"];
+    // Lowercasing never shortens a char, so the heads are found in the first chars' lowercase.
+    let head: String = text
+        .trim_start()
+        .chars()
+        .take(40)
+        .collect::<String>()
+        .to_lowercase();
+    HEADS.iter().any(|h| head.starts_with(h))
+}
+
+/// The text of an error result as the model reads it when the provider frames errors so
+/// (Gemini's `{"error": text}`): as written when it opens like an error, else after
+/// `Error: `.
+pub(crate) fn error_text(text: String) -> String {
+    if opens_like_an_error(&text) {
+        text
+    } else {
+        format!("Error: {text}")
+    }
+}

@@ -369,7 +369,7 @@ fn synthesized(req: &Request, repair: &pairing::Repair, named: bool) -> Message 
             .find(|c| *c.id == *repair.call_id)
             .map(|c| c.name.to_string())
     });
-    let text = crate::providers::gemini::error_text(SYNTHESIZED_RESULT_TEXT.to_owned());
+    let text = crate::view::error_text(SYNTHESIZED_RESULT_TEXT.to_owned());
     Message {
         name,
         framed_as: Some(crate::view::Framed::Error),

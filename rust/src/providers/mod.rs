@@ -17,34 +17,9 @@ use crate::pairing::PairingIssue;
 use crate::plan::Layout;
 use crate::view::{Message, Role};
 use item_cache::ItemCache;
-use serde_json::Value;
 use std::sync::Arc;
 
-/// A JSON value's kind in words (`a list`, `an object`), as the OpenAI parsers' errors say it.
-pub(crate) fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// Whether a tool result's text opens as tool runtimes report a failure (`Error`, an
-/// exception, a Python traceback), whatever the case and leading whitespace.
-pub(crate) fn opens_like_an_error(text: &str) -> bool {
-    const HEADS: [&str; 3] = ["error", "exception", "traceback (most recent call last)"];
-    // Lowercasing never shortens a char, so the heads are found in the first chars' lowercase.
-    let head: String = text
-        .trim_start()
-        .chars()
-        .take(40)
-        .collect::<String>()
-        .to_lowercase();
-    HEADS.iter().any(|h| head.starts_with(h))
-}
+pub(crate) use crate::json::json_kind;
 
 /// A message of `role` with nothing in it yet, for a provider's canonical view to fill.
 pub(crate) fn empty(role: Role) -> Message {
@@ -231,7 +206,7 @@ pub(crate) fn note_in_string(system: &str, note: &str) -> NoteAt {
 /// `s` as a JSON string.
 pub(crate) fn json_string(s: &str) -> String {
     let mut out = Vec::with_capacity(s.len() + 2);
-    crate::body::write_str(&mut out, s);
+    crate::json::write::write_str(&mut out, s);
     String::from_utf8(out).unwrap_or_default()
 }
 
@@ -486,19 +461,4 @@ pub fn clear_item_caches() {
     clear(openai_responses::OpenAIResponses);
     clear(gemini::Gemini);
     clear(bedrock_converse::BedrockConverse);
-}
-
-/// The pairing issues of a request given as JSON arrays of `provider`'s native items.
-///
-/// Errors: `Config` naming `provider` when no provider of that key exists; `InvalidMessage`
-/// when an item is malformed.
-pub fn validate_json(provider: &str, parts: &[&[u8]]) -> Result<Vec<PairingIssue>, CoreError> {
-    struct Validate<'a>(&'a [&'a [u8]]);
-    impl crate::native::ForProvider for Validate<'_> {
-        type Out = Result<Vec<PairingIssue>, CoreError>;
-        fn run<P: Provider>(self, p: P) -> Self::Out {
-            Ok(p.validate(&p.parse_all(self.0)?))
-        }
-    }
-    crate::native::with_provider(provider, Validate(parts))?
 }

@@ -182,7 +182,7 @@ impl JsonWriter<'_> {
             unsafe { std::slice::from_raw_parts(data, len) }
         };
         // UTF-8 as Python gave it (`PyUnicode_AsUTF8AndSize`); the parser checks it anyway.
-        crate::body::write_utf8(self.out, bytes);
+        crate::json::write::write_utf8(self.out, bytes);
         Some(())
     }
 

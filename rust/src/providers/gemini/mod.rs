@@ -11,7 +11,6 @@
 
 mod canonical;
 mod parse;
-pub(crate) use parse::error_text;
 mod rules;
 
 pub use rules::{answers, Answer};
@@ -103,7 +102,7 @@ pub struct GeminiContent {
 /// it was and in its place; None for what is not an object with a list of parts (or none),
 /// which the adapter writes.
 fn with_part(system: &str, part: &str) -> Option<String> {
-    let fields = crate::body::Fields::parse(system).ok()?;
+    let fields = crate::json::fields::Fields::parse(system).ok()?;
     let mut out = Vec::new();
     let mut placed = false;
     for (key, value) in fields.iter() {

@@ -46,15 +46,7 @@ const BASE64_CHARS_PER_TOKEN: usize = 3;
 /// Gemini's documented price of one document page, the least such a file costs.
 const STORED_FILE_TOKENS: u32 = 258;
 
-/// The text of an error response (`{"error": text}`) as the model reads it: as written when
-/// it opens like an error, else after `Error: `.
-pub(crate) fn error_text(text: String) -> String {
-    if crate::providers::opens_like_an_error(&text) {
-        text
-    } else {
-        format!("Error: {text}")
-    }
-}
+pub(crate) use crate::view::error_text;
 
 struct At {
     i: usize,

@@ -1,8 +1,8 @@
 use serde_json::{json, Value};
 
 use super::*;
+use crate::native::validate_json;
 use crate::pairing::IssueKind::{self, *};
-use crate::providers::validate_json;
 
 fn read(contents: &[Value]) -> Vec<Arc<GeminiContent>> {
     let json = serde_json::to_vec(contents).unwrap();

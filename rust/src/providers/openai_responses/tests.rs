@@ -2,8 +2,8 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::native::validate_json;
 use crate::pairing::IssueKind::{self, *};
-use crate::providers::validate_json;
 
 fn read(items: &[Value]) -> Vec<Arc<Item>> {
     let json = serde_json::to_vec(items).unwrap();
