@@ -219,7 +219,12 @@ def test_the_ledger_note_is_written_where_the_adapter_writes_it(provider: str) -
             side_effect_tools=list(gen.TOOLS),
         )
         res, expected = assembled(provider, data, cfg)
-        assert res.path == "native", res.path_reason
+        if provider == "bedrock_converse" and res.report.merged:
+            # A ring dropped with the reply it holds leaves two user turns to merge beside
+            # the note: that rendering is still the adapter's (issue 33).
+            assert res.path == "items", res.path
+        else:
+            assert res.path == "native", res.path_reason
         assert res.report.ledger_entries > 0
         assert _core.LEDGER_MARKER in res.body.decode()
         check_same(provider, data, res, expected)
@@ -473,4 +478,7 @@ def test_whitespace_only_text_is_stripped_by_the_core_as_the_adapter_strips_it(
     assert stripped and len(native) - 1 in stripped
     out = orjson.loads(res.body)["messages"]
     assert out[-1]["content"] == [{"type": "text", "text": "done"}]
-    assert {"role": "user", "content": "  "} in out
+    if not res.report.dropped_turns:
+        # Left alone, unless dropping the blank reply before it merged it into the results
+        # turn (the plain turns between the latest rings are middle).
+        assert {"role": "user", "content": "  "} in out

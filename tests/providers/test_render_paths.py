@@ -88,7 +88,10 @@ def test_a_body_history_kept_as_it_is_stays_bytes(provider: str) -> None:
         written = items_json(out.messages)
         assert written is not None
         kept = orjson.loads(written)
-        assert kept == [m for m in native if m in kept] and len(kept) == len(out.messages)
+        assert len(kept) == len(out.messages)
+        # The kept items are the input's in order (equal items may recur: match in order).
+        rest = iter(native)
+        assert all(any(m == n for n in rest) for m in kept)
         if budget == full:
             assert written == array
     assert items._made == [None] * len(items)

@@ -63,15 +63,21 @@ pub fn canonical(messages: &[Arc<BedrockMessage>]) -> Canonical {
     out
 }
 
-/// Whether assistant message `i`, a plain reply right after a tool-result turn, must share a
-/// unit with the user turn after it: dropped alone, it would leave the tool results next to a
-/// user text turn, and Bedrock refuses conversation blocks and tool result blocks in one turn,
-/// so the two could not be merged.
+/// Whether message `i` must share a unit with the message after it, so that a tool-result turn
+/// kept is always followed by an assistant turn, whatever else is dropped: Bedrock refuses
+/// conversation blocks and tool result blocks in one turn, so results next to a user text
+/// turn can be neither sent apart nor merged. A tool-result turn holds the plain reply after
+/// it (a ring kept keeps its reply: the latest rings are protected where they stand), and
+/// that reply holds the user turn after it (a ring dropped while an earlier one is kept, a
+/// held error ring, takes its reply and that user turn with it).
 fn holds_next(messages: &[Arc<BedrockMessage>], i: usize) -> bool {
     let m = &messages[i];
-    m.role == Role::Assistant
-        && m.uses.is_empty()
-        && i > 0
-        && !messages[i - 1].results.is_empty()
-        && i + 1 < messages.len()
+    let plain_reply = |k: usize| {
+        messages
+            .get(k)
+            .is_some_and(|r| r.role == Role::Assistant && r.uses.is_empty())
+    };
+    let results = |k: usize| messages.get(k).is_some_and(|r| !r.results.is_empty());
+    let reply_holds_user = plain_reply(i) && i > 0 && results(i - 1) && i + 1 < messages.len();
+    (m.role == Role::User && results(i) && plain_reply(i + 1)) || reply_holds_user
 }
