@@ -175,7 +175,12 @@ CASES: dict[str, Case] = {
     "short_error_result_tokens": Case({"short_error_result_tokens": 0}),
     "max_held_error_rings": Case({"max_held_error_rings": 0}),
     "stages": Case({"stages": ["drop_plain_turns", "drop_error_rings"]}),
-    "max_tool_result_tokens": Case({"max_tool_result_tokens": 64}),
+    # 200, not less: a cut must leave room for its recovery anchor, else the result is
+    # dropped whole as it is at the default (the case at 64 differed only in the report's
+    # byte bounds, which are estimates now).
+    "max_tool_result_tokens": Case(
+        {"max_tool_result_tokens": 200}, base={"model_input_limit": 5_000}
+    ),
     "summary_target_tokens": Case({"summary_target_tokens": 20}, summarizer=lambda: echo),
     "summarizer_input_limit": Case({"summarizer_input_limit": 300}, summarizer=Counting),
     "on_summary_failure": Case({"on_summary_failure": "fail_closed"}, summarizer=lambda: failing),

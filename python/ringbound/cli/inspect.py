@@ -13,6 +13,7 @@ from typing import TextIO
 
 import orjson
 
+from .._core import CountCache
 from ..assembler import Assembler
 from ..config import AssemblyConfig
 from ..context_map import ContextMap, context_map
@@ -103,11 +104,15 @@ def inspect_session(
     provider: str,
     *,
     summarize: bool = False,
+    cache: CountCache | bool = True,
 ) -> tuple[ContextMap, float]:
-    """Assembles ``session`` and maps it; returns the map and the seconds both took."""
+    """Assembles ``session`` and maps it; returns the map and the seconds both took.
+    ``cache`` is the Assembler's (the process-wide one by default): the figures the core
+    estimates rather than counts depend on what it holds, so a fresh ``CountCache()`` maps
+    the same session the same way in any process."""
     start = time.perf_counter()
     summarizer = summarizers.extractive() if summarize else None
-    asm = Assembler(config, provider=provider, summarizer=summarizer)
+    asm = Assembler(config, provider=provider, summarizer=summarizer, cache=cache)
     res = asm.assemble(session.messages, session.tools, system=session.system)
     m = context_map(res.report, session.messages, config, provider=provider, system=session.system)
     return m, time.perf_counter() - start
