@@ -27,6 +27,8 @@ class Proxy:
     url: str
     key: str
     log: Path
+    #: Where the test's hook writes what it did, when it has one.
+    metrics: Path | None = None
 
     def post(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         req = urllib.request.Request(
@@ -45,6 +47,18 @@ class Proxy:
                 return resp.status, json.loads(resp.read())
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"{}")
+
+
+def pythonpath() -> str:
+    """The proxy's PYTHONPATH: first the folder of the ringbound this process imported (the
+    repository's python/ with an editable install, site-packages with ``pip install .``,
+    where the repository's python/ holds no built extension and would hide the installed
+    one), then the caller's own entries (an empty one would add the working folder)."""
+    import ringbound
+
+    own = str(Path(ringbound.__file__).resolve().parent.parent)
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([own, *rest])
 
 
 def free_port() -> int:

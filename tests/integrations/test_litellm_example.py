@@ -18,7 +18,7 @@ import pytest
 import ringbound as rb
 from ringbound import _core
 
-from .litellm_proxy_process import Proxy, running_proxy
+from .litellm_proxy_process import Proxy, pythonpath, running_proxy
 from .litellm_sessions import anthropic_body, chat_body, responses_body
 from .litellm_upstream import FakeUpstream
 
@@ -48,11 +48,7 @@ def proxy(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> I
         # Offline and light: no cost map download, no admin UI, no database (none is set).
         LITELLM_LOCAL_MODEL_COST_MAP="True",
         DISABLE_ADMIN_UI="True",
-        # The ringbound these tests import (an editable checkout or site-packages) first.
-        PYTHONPATH=os.pathsep.join(
-            [str(Path(rb.__file__).resolve().parent.parent)]
-            + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        ),
+        PYTHONPATH=pythonpath(),
     )
     with running_proxy(CONFIG, env, key, tmp_path_factory.mktemp("litellm-example")) as p:
         yield p

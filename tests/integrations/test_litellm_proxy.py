@@ -7,17 +7,13 @@ untouched received. Broken histories get a clean 400 and reach nobody."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +26,7 @@ import ringbound as rb
 from ringbound import _core
 from ringbound.integrations.litellm import placed
 
+from .litellm_proxy_process import Proxy, pythonpath, running_proxy
 from .litellm_sessions import anthropic_body, chat_body, responses_body
 from .litellm_upstream import FakeUpstream, Received
 
@@ -38,41 +35,7 @@ EXAMPLE = REPO / "examples" / "litellm"
 HERE = Path(__file__).resolve().parent
 #: Suffix of the twin of each model: same upstream, no ringbound config.
 RAW = "-raw"
-#: The proxy imports all of LiteLLM: on a busy two-core machine that takes most of a minute.
-START_TIMEOUT_S = 240
 TURNS = 30
-
-
-@dataclass(frozen=True)
-class Proxy:
-    url: str
-    key: str
-    metrics: Path
-    log: Path
-
-    def post(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        req = urllib.request.Request(
-            self.url + path,
-            data=json.dumps(body).encode(),
-            headers={
-                "Content-Type": "application/json",
-                "Authorization": f"Bearer {self.key}",
-                "x-api-key": self.key,
-                "anthropic-version": "2023-06-01",
-            },
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
-                return resp.status, json.loads(resp.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _proxy_config(upstream: str) -> dict[str, Any]:
@@ -89,16 +52,6 @@ def _proxy_config(upstream: str) -> dict[str, Any]:
     return config
 
 
-def _pythonpath() -> str:
-    """The proxy's PYTHONPATH: first the folder of the ringbound this process imported (the
-    repository's python/ with an editable install, site-packages with ``pip install .``,
-    where the repository's python/ holds no built extension and would hide the installed
-    one), then the caller's own entries (an empty one would add the working folder)."""
-    own = str(Path(rb.__file__).resolve().parent.parent)
-    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return os.pathsep.join([own, *rest])
-
-
 def test_the_proxy_imports_the_ringbound_these_tests_import(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -113,7 +66,7 @@ def test_the_proxy_imports_the_ringbound_these_tests_import(
     monkeypatch.setattr(rb, "__file__", str(site / "ringbound" / "__init__.py"))
     child = subprocess.run(
         [sys.executable, "-c", "import ringbound, ringbound._core; print(ringbound.__file__)"],
-        env=dict(os.environ, PYTHONPATH=_pythonpath()),
+        env=dict(os.environ, PYTHONPATH=pythonpath()),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -121,16 +74,6 @@ def test_the_proxy_imports_the_ringbound_these_tests_import(
         check=True,
     )
     assert Path(child.stdout.strip()) == site / "ringbound" / "__init__.py"
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +88,7 @@ def proxy(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> I
     (work / "config.yaml").write_text(yaml.safe_dump(_proxy_config(upstream.base_url)))
     shutil.copy(HERE / "litellm_proxy_hook.py", work / "ringbound_hook.py")
     key = "sk-" + secrets.token_hex(32)
-    port = _free_port()
-    metrics, log = work / "metrics.jsonl", work / "proxy.log"
+    metrics = work / "metrics.jsonl"
     env = dict(
         os.environ,
         LITELLM_MASTER_KEY=key,
@@ -154,32 +96,10 @@ def proxy(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> I
         LITELLM_LOCAL_MODEL_COST_MAP="True",
         DISABLE_ADMIN_UI="True",
         RINGBOUND_TEST_METRICS=str(metrics),
-        PYTHONPATH=_pythonpath(),
+        PYTHONPATH=pythonpath(),
     )
-    cmd = [sys.executable, "-m", "litellm.proxy.proxy_cli", "--config", str(work / "config.yaml")]
-    cmd += ["--host", "127.0.0.1", "--port", str(port), "--telemetry", "False"]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the proxy exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
-            try:
-                with urllib.request.urlopen(url + "/health/liveliness", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"the proxy did not start in time:\n{log.read_text()[-4000:]}")
-            time.sleep(0.5)
-        yield Proxy(url, key, metrics, log)
-    finally:
-        _stop(proc)
+    with running_proxy(work / "config.yaml", env, key, work) as running:
+        yield dataclasses.replace(running, metrics=metrics)
 
 
 @dataclass(frozen=True)
