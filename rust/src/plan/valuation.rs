@@ -145,8 +145,8 @@ impl Planning<'_, '_, '_> {
 
     /// Per unit, how far the values of `bounded` units are above an estimate of their
     /// tokens: their oldest few messages of each class are counted, and the rest taken at
-    /// the sampled ratio of tokens to byte bound. The samples do not depend on what the cache
-    /// holds, so the same request reports the same figures however warm the cache is.
+    /// the sampled ratio of tokens to byte bound. The samples are chosen by place, not by
+    /// what the cache holds, so a request planned again reports the same figures.
     fn overstatement(&self, bounded: &[usize], value: &[u64]) -> Vec<u64> {
         let (work, units) = (self.work, &self.buckets.all_units);
         let mut out = vec![0u64; units.len()];
