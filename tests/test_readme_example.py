@@ -1,6 +1,6 @@
 """The README's example prints figures that are exact: the input's count as ``count_tokens``
-gives it (not the report's, which may be an estimate) and the assembled request's, and its history has no
-repeated read that a "superseded" stub would stand for unexplained."""
+gives it (not the report's, which may be an estimate) and the assembled request's, and its
+history has no repeated read that a "superseded" stub would stand for unexplained."""
 
 from __future__ import annotations
 
