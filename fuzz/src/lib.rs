@@ -5,9 +5,10 @@
 
 use ringbound::cache::CountCache;
 use ringbound::count::{Backend, Encoding};
+use ringbound::json::message as openai_chat;
 use ringbound::pairing::stray::{classify, Stray};
 use ringbound::providers::anthropic::Anthropic;
-use ringbound::providers::openai_chat::{self, OpenAIChat};
+use ringbound::providers::openai_chat::OpenAIChat;
 use ringbound::providers::openai_responses::OpenAIResponses;
 use ringbound::providers::Provider;
 use ringbound::request::{load_canonical, Scheme};
