@@ -55,22 +55,6 @@ def _without_null_parameters(tools: list[Any]) -> list[Any]:
     return out
 
 
-def _swe_agent_messages(history: list[Message]) -> list[Message]:
-    """tests/test_corpus.py's conversion: ``tool_call_ids: [id]`` → ``tool_call_id``,
-    SWE-agent's bookkeeping keys dropped."""
-    out = []
-    for message in history:
-        m = {
-            k: v
-            for k, v in message.items()
-            if k not in ("thought", "action", "agent", "message_type")
-        }
-        if "tool_call_ids" in m:
-            m["tool_call_id"] = m.pop("tool_call_ids")[0]
-        out.append(m)
-    return out
-
-
 def _claude_code_messages(lines: Iterable[str]) -> list[Message]:
     """A Claude Code log as the OpenAI Chat messages ringbound reads it as: user and assistant
     events in order, same-role neighbours merged (as Claude Code sends them), malformed events
@@ -113,7 +97,7 @@ def corpus_sessions() -> list[Session]:
         out.append(Session("swe-gym", s["instance_id"], s["messages"], tools))
     for path in sorted((corpus / "swe-agent").glob("*.traj")):
         history = json.loads(path.read_text())["history"]
-        out.append(Session("swe-agent", path.stem, _swe_agent_messages(history), None))
+        out.append(Session("swe-agent", path.stem, workload.swe_agent_messages(history), None))
     for path in sorted((corpus / "claude-code").glob("*.jsonl")):
         messages = _claude_code_messages(path.read_text().splitlines())
         out.append(Session("claude-code", path.stem, messages, None))

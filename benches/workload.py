@@ -255,7 +255,7 @@ def padded_log_text(nbytes: int) -> str:
 # The corpus ---------------------------------------------------------------------------------
 
 
-def _swe_agent_messages(history: list[Message]) -> list[Message]:
+def swe_agent_messages(history: list[Message]) -> list[Message]:
     """SWE-agent history → OpenAI messages (tests/test_corpus.py documents the conversion)."""
     out = []
     for message in history:
@@ -292,6 +292,6 @@ def corpus_sessions(count: int = 3) -> list[tuple[str, list[Message], list[Any] 
         )
     for path in sorted((CORPUS / "swe-agent").glob("*.traj")):
         history = json.loads(path.read_text())["history"]
-        found.append((f"swe-agent/{path.stem}", _swe_agent_messages(history), None))
+        found.append((f"swe-agent/{path.stem}", swe_agent_messages(history), None))
     found.sort(key=lambda s: len(json.dumps(s[1])), reverse=True)
     return found[:count]
