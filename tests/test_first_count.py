@@ -1,5 +1,6 @@
-"""A fresh process's first counts: the ``bpe_openai`` backend's tables are built from the one
-copy of each vocabulary on a thread of their own, and its counts before and after are exact."""
+"""A fresh process's first counts: the ``bpe_openai`` backend counts from rank tables laid out at
+build time, and builds its encoder's tables (for long pieces) on a thread of its own only once
+it meets a long piece; its counts before and after are exact."""
 
 from __future__ import annotations
 
@@ -98,3 +99,66 @@ def test_a_process_forked_mid_build_builds_its_own_tables() -> None:
 def test_waiting_for_an_unknown_encoding_is_a_config_error() -> None:
     with pytest.raises(rb.ConfigError, match="encoding"):
         _core.wait_for_tables("p50k_base")
+
+
+BIG_CHILD = """
+import resource, sys
+import ringbound as rb
+
+# Counting one long piece took tiktoken-rs about 48 bytes a byte (a 50 MB run of one letter:
+# 2.6 GB and 33 s) while the tables were being built; a fresh process now waits for them and
+# counts such a piece in linear time and memory.
+limit = 2 << 30
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+texts = ["x" * 50_000_000, "中文字符" * 2_000_000, "=" * 3_000 + "a" * 20_000_000]
+print([rb.count_text(t, "o200k_base") for t in texts])
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="POSIX resource limits")
+def test_a_fresh_process_counts_a_long_piece_in_bounded_memory() -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    run = subprocess.run(
+        [sys.executable, "-c", BIG_CHILD], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    for encoding in ("o200k_base",):
+        _core.wait_for_tables(encoding)
+    texts = ["x" * 50_000_000, "中文字符" * 2_000_000, "=" * 3_000 + "a" * 20_000_000]
+    assert run.stdout.strip() == str([rb.count_text(t, "o200k_base") for t in texts])
+
+
+THREADS_CHILD = """
+import pathlib, sys, time
+import ringbound as rb
+
+def builders():
+    # The build runs on a thread named after its encoding (Linux shows thread names here).
+    tasks = pathlib.Path("/proc/self/task").glob("*/comm")
+    return sorted(t.read_text().strip() for t in tasks if "ringbound-" in t.read_text())
+
+rb.count_text("    def parse(self, line):\\n        return line.split(', ')\\n" * 50)
+rb.count_text("naïve café, 中文字符, emoji 👋🏽 " * 20)
+short = builders()
+rb.count_text("abcdefghij" * 30)  # one piece of 300 bytes
+for _ in range(200):
+    if builders():
+        break
+    time.sleep(0.01)
+import json
+print(json.dumps([short, builders()]))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="thread names under /proc")
+def test_the_encoder_tables_are_built_only_for_a_long_piece() -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    run = subprocess.run(
+        [sys.executable, "-c", THREADS_CHILD], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    # Short pieces (text, code, other scripts) start no build; a long one starts it (the build
+    # takes most of a second, so the polling sees its thread).
+    short, after = json.loads(run.stdout)
+    assert short == []
+    assert after == ["ringbound-o200k"], after

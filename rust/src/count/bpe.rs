@@ -1,21 +1,21 @@
 //! The `bpe-openai` backend (GitHub's `bpe` crate): the same pre-tokenization as tiktoken, then a
 //! backtracking encoder that counts in linear time, even on one long run of a single character.
 //! ringbound drives it: ASCII is split by hand (`pretokenize`), pieces up to 15 bytes are
-//! merged here by tiktoken's rule (`ranks`), and the counts of pieces up to 62 bytes are
-//! remembered (`memo`); the crate's regex and encoder see only what those leave. Its one slow
-//! shape — runs of about a hundred to a few hundred identical punctuation or whitespace
-//! characters, as in padded logs and ASCII tables (1-3 MB/s) — is counted by `tiktoken-rs`
-//! instead, which handles such short runs at several times the speed; all are exact and equal,
-//! so no choice changes a count.
+//! merged here by tiktoken's rule (`ranks`), the counts of pieces up to 62 bytes are
+//! remembered (`memo`), and so are runs of one byte (`memo::run_key`); the crate's regex and
+//! encoder see only what those leave. Its one slow shape, runs of about a hundred to a few
+//! thousand identical punctuation or whitespace characters, as in padded logs and ASCII tables
+//! (1-3 MB/s), is counted by `tiktoken-rs` instead, a run at a time, which handles such runs at
+//! several times the speed; all are exact and equal, so no choice changes a count.
 
 use std::hash::{Hash, Hasher};
-use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use bpe_openai::Tokenizer;
 
-use super::memo::{Memo, LONG_PIECE_BYTES, SHORT_PIECE_BYTES};
-use super::ranks::{short_key, Ranks, MERGE_PIECE_BYTES};
-use super::{encoder, pretokenize, tiktoken, Counter, Encoding};
+use super::memo::{run_key, Memo, LONG_PIECE_BYTES, SHORT_PIECE_BYTES};
+use super::ranks::{ranks, short_key, Ranks, MERGE_PIECE_BYTES};
+use super::{encoder, merge, pretokenize, Counter, Encoding};
 
 struct BpeOpenai(Encoding);
 
@@ -36,46 +36,12 @@ pub(super) fn count_direct(encoding: Encoding, text: &str) -> usize {
     encoder::wait(encoding).count(text)
 }
 
-/// Shortest run of one punctuation or whitespace byte that slows `bpe-openai` down.
+/// Runs of one byte from this long (padded logs, ASCII tables) are slow in `bpe-openai`'s
+/// encoder (1-3 MB/s); the merge here takes them at several times that.
 const SLOW_RUN: usize = 64;
-/// From this length on, a run is better left to `bpe-openai`: `tiktoken-rs` merges a piece in
-/// time quadratic in its length.
+/// From this length on, a run is better left to `bpe-openai`, linear where the merge here
+/// takes `n log n`.
 const LONG_RUN: usize = 4096;
-
-/// Whether `text` has the shape `bpe-openai` is slow on: runs of one non-alphanumeric ASCII
-/// byte at least `SLOW_RUN` long make up an eighth of it or more (a few such runs in prose
-/// cost little, and `bpe-openai` is the faster backend on the rest), and no run of any byte is
-/// `LONG_RUN` long.
-fn slow_shape(text: &str) -> bool {
-    let b = text.as_bytes();
-    if b.len() < SLOW_RUN {
-        return false;
-    }
-    // Every run of `SLOW_RUN` bytes or more holds two bytes `STRIDE` apart at multiples of
-    // `STRIDE`: comparing those finds every such run (and a few shorter ones, measured and
-    // passed over) while reading one byte in `STRIDE`; every text is asked this before it is
-    // counted.
-    const STRIDE: usize = SLOW_RUN / 2;
-    let (mut in_slow_runs, mut scanned) = (0usize, 0usize);
-    let mut k = STRIDE;
-    while k < b.len() {
-        if k >= scanned && b[k] == b[k - STRIDE] {
-            let byte = b[k];
-            let start = k - b[..k].iter().rev().take_while(|&&c| c == byte).count();
-            let end = k + b[k..].iter().take_while(|&&c| c == byte).count();
-            let run = end - start;
-            if run >= LONG_RUN {
-                return false;
-            }
-            if run >= SLOW_RUN && byte.is_ascii() && !byte.is_ascii_alphanumeric() {
-                in_slow_runs += run;
-            }
-            scanned = end;
-        }
-        k += STRIDE;
-    }
-    in_slow_runs * 8 >= b.len()
-}
 
 impl Counter for BpeOpenai {
     fn count(&self, text: &str) -> usize {
@@ -83,14 +49,7 @@ impl Counter for BpeOpenai {
     }
 
     fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
-        if slow_shape(text) {
-            return tiktoken::counter(self.0).count_until(text, limit);
-        }
-        match encoder::ready(self.0) {
-            Some(tokenizer) => count_pieces(self.0, tokenizer, text, limit),
-            // The tables are being built: tiktoken-rs counts the same, only slower.
-            None => tiktoken::counter(self.0).count_until(text, limit),
-        }
+        count_pieces(self.0, text, limit)
     }
 }
 
@@ -117,64 +76,77 @@ thread_local! {
     };
 }
 
-/// The rank tables of an encoding, built on its first count with `bpe_openai`'s tables.
-fn short_ranks(encoding: Encoding, tokenizer: &Tokenizer) -> &'static Ranks {
-    static RANKS: [OnceLock<Ranks>; 2] = [OnceLock::new(), OnceLock::new()];
-    RANKS[encoding as usize].get_or_init(|| Ranks::new(&tokenizer.bpe))
+/// The first piece this long starts the build of `bpe-openai`'s tables: a process that meets
+/// long pieces (lines of a script without spaces, long words, encoded blobs) gets the linear
+/// encoder for them a second later; one that never does never pays for the tables (about a
+/// second of a core and 150 MB).
+const START_TABLES_PIECE: usize = 256;
+/// Before the tables are built, a piece this long waits for them (the merge here is `n log n`
+/// in a piece and needs memory for each of its bytes) ...
+const COLD_PIECE_BYTES: usize = 64 << 10;
+/// ... and so does any piece of 1 KiB or more once a count has merged this many bytes of such
+/// pieces itself: past that, the wait (about a second) and the linear count cost less.
+const COLD_LONG_BYTES: usize = 4 << 20;
+const LONG_COLD_PIECE_BYTES: usize = 1024;
+
+/// How one count counts pieces: the rank tables, and `bpe-openai`'s encoder once built.
+struct Merger {
+    encoding: Encoding,
+    ranks: &'static Ranks,
+    tokenizer: Option<&'static Tokenizer>,
+    /// Bytes of pieces of `LONG_COLD_PIECE_BYTES` or more merged here so far.
+    merged_long: usize,
 }
 
-/// Tokens of a piece of 2 to `MERGE_PIECE_BYTES` bytes by tiktoken's `byte_pair_merge`: a piece
-/// that is a token is one; otherwise, starting from single bytes, merge the adjacent pair of
-/// lowest rank (the leftmost of equals) until no adjacent pair is a token.
-fn merge_count(ranks: &Ranks, piece: &[u8]) -> usize {
-    let n = piece.len();
-    if ranks.get(piece).is_some() {
-        return 1;
-    }
-    let rank = |from: usize, to: usize| ranks.get(&piece[from..to]).unwrap_or(u32::MAX);
-    // tiktoken's loop, on a fixed array: parts[k] = (where part k starts, the rank of part k
-    // merged with part k + 1); the last entry marks the end.
-    let mut parts = [(0usize, u32::MAX); MERGE_PIECE_BYTES + 1];
-    for (i, part) in parts.iter_mut().enumerate().take(n + 1) {
-        *part = (i, if i + 2 <= n { rank(i, i + 2) } else { u32::MAX });
-    }
-    let mut len = n + 1;
-    loop {
-        let (mut i, mut min) = (0, u32::MAX);
-        for (k, part) in parts[..len - 1].iter().enumerate() {
-            if part.1 < min {
-                (i, min) = (k, part.1);
-            }
+impl Merger {
+    fn new(encoding: Encoding) -> Merger {
+        Merger {
+            encoding,
+            ranks: ranks(encoding),
+            tokenizer: encoder::built(encoding),
+            merged_long: 0,
         }
-        if min == u32::MAX {
-            break;
-        }
-        // Part i absorbs part i + 1: the ranks of the pairs it now forms, read before the
-        // removal as tiktoken reads them.
-        let pair_after = |k: usize| {
-            if k + 3 < len {
-                rank(parts[k].0, parts[k + 3].0)
-            } else {
-                u32::MAX
-            }
-        };
-        let (left, right) = (if i > 0 { pair_after(i - 1) } else { 0 }, pair_after(i));
-        if i > 0 {
-            parts[i - 1].1 = left;
-        }
-        parts[i].1 = right;
-        parts.copy_within(i + 2..len, i + 1);
-        len -= 1;
     }
-    len - 1
-}
 
-/// Tokens of one piece of two bytes or more.
-fn count_piece(ranks: &Ranks, tokenizer: &Tokenizer, piece: &[u8]) -> usize {
-    if piece.len() <= MERGE_PIECE_BYTES {
-        merge_count(ranks, piece)
-    } else {
-        tokenizer.bpe.count(piece)
+    /// As a fresh process counts, before the encoder's tables are built.
+    #[cfg(test)]
+    fn cold(encoding: Encoding) -> Merger {
+        Merger {
+            tokenizer: None,
+            ..Merger::new(encoding)
+        }
+    }
+
+    /// Tokens of one piece of two bytes or more: by the merge here, or by `bpe-openai`'s
+    /// encoder for a long piece once its tables are built.
+    fn piece(&mut self, piece: &[u8]) -> usize {
+        let n = piece.len();
+        if n <= MERGE_PIECE_BYTES {
+            return merge::count_short(self.ranks, piece);
+        }
+        if self.tokenizer.is_none() && n >= START_TABLES_PIECE {
+            encoder::ready(self.encoding);
+            if n >= LONG_COLD_PIECE_BYTES {
+                self.merged_long += n;
+            }
+            if n >= COLD_PIECE_BYTES || self.merged_long > COLD_LONG_BYTES {
+                self.tokenizer = Some(encoder::wait(self.encoding));
+            }
+        }
+        match self.tokenizer {
+            Some(tokenizer) => tokenizer.bpe.count(piece),
+            None => merge::count_long(self.ranks, piece),
+        }
+    }
+
+    /// Tokens of a run piece (`memo::run_key`): by the merge here in the lengths
+    /// `bpe-openai` is slow on.
+    fn run(&mut self, piece: &[u8]) -> usize {
+        if (SLOW_RUN..LONG_RUN).contains(&piece.len()) {
+            merge::count_long(self.ranks, piece)
+        } else {
+            self.piece(piece)
+        }
     }
 }
 
@@ -189,12 +161,7 @@ pub(super) fn forget_pieces() {
 /// `tokenizer.count(text)`, piece by piece, with the counts of short pieces remembered (a
 /// piece's count depends on nothing but its bytes, so the sum is exactly `tokenizer.count`);
 /// `None` as soon as the sum passes `limit`.
-fn count_pieces(
-    encoding: Encoding,
-    tokenizer: &Tokenizer,
-    text: &str,
-    limit: usize,
-) -> Option<usize> {
+fn count_pieces(encoding: Encoding, text: &str, limit: usize) -> Option<usize> {
     let tables = &TABLES[encoding as usize];
     let first = FIRST_TABLE.with(|f| *f);
     for i in 0..MEMO_TABLES {
@@ -205,14 +172,13 @@ fn count_pieces(
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) => continue,
         };
-        return count_with_table(encoding, tokenizer, text, limit, Some(guard));
+        return count_with_table(Merger::new(encoding), text, limit, Some(guard));
     }
-    count_with_table(encoding, tokenizer, text, limit, None)
+    count_with_table(Merger::new(encoding), text, limit, None)
 }
 
 fn count_with_table(
-    encoding: Encoding,
-    tokenizer: &Tokenizer,
+    mut merger: Merger,
     text: &str,
     limit: usize,
     mut memo: Option<MutexGuard<Memo>>,
@@ -220,7 +186,7 @@ fn count_with_table(
     if let Some(memo) = memo.as_mut() {
         memo.allocate();
     }
-    let ranks = short_ranks(encoding, tokenizer);
+    let (encoding, ranks) = (merger.encoding, merger.ranks);
     let b = text.as_bytes();
     let (mut total, mut p) = (0, 0);
     while p < b.len() {
@@ -228,7 +194,7 @@ fn count_with_table(
             Some(end) => end,
             // The regex matches at every place of a text; were it not to, bpe-openai's own
             // count would end there too.
-            None => match tokenizer.split(&text[p..]).next() {
+            None => match encoder::splitter(encoding).split(&text[p..]).next() {
                 Some(piece) => p + piece.len(),
                 None => break,
             },
@@ -241,12 +207,14 @@ fn count_with_table(
             // A pair is one token or two, looked up directly.
             (2, _) => 2 - usize::from(ranks.pair(piece[0], piece[1]).is_some()),
             (n, Some(memo)) if n <= SHORT_PIECE_BYTES => {
-                memo.short(short_key(piece), || merge_count(ranks, piece))
+                memo.short(short_key(piece), || merge::count_short(ranks, piece))
             }
-            (n, Some(memo)) if n <= LONG_PIECE_BYTES => {
-                memo.long(piece, || count_piece(ranks, tokenizer, piece))
-            }
-            _ => count_piece(ranks, tokenizer, piece),
+            (n, Some(memo)) if n <= LONG_PIECE_BYTES => memo.long(piece, || merger.piece(piece)),
+            (_, memo) => match (run_key(piece), memo) {
+                (Some(key), Some(memo)) => memo.run(key, || merger.run(piece)),
+                (Some(_), None) => merger.run(piece),
+                (None, _) => merger.piece(piece),
+            },
         };
         if total > limit {
             return None;
@@ -257,85 +225,15 @@ fn count_with_table(
 
 #[cfg(test)]
 mod tests {
+    use super::super::tiktoken;
     use super::*;
 
-    fn tokenizer(encoding: Encoding) -> &'static Tokenizer {
-        encoder::wait(encoding)
-    }
-
-    #[test]
-    fn slow_shapes_are_recognized_as_by_a_byte_scan() {
-        for text in [
-            "-".repeat(63),
-            "-".repeat(64),
-            format!("{}{}", "x".repeat(31), "-".repeat(64)),
-            format!("{}{}", "-".repeat(70), "a".repeat(500)),
-            format!("{}{}", "=".repeat(100), "a".repeat(700)),
-            format!("{}{}", "=".repeat(100), "a".repeat(701)),
-            "-".repeat(LONG_RUN),
-            format!("{}{}", "a".repeat(LONG_RUN + 1), "-".repeat(900)),
-        ] {
-            assert_eq!(slow_shape(&text), slow_shape_by_byte(&text), "{text:?}");
-        }
-    }
-
-    /// The definition, one byte at a time.
-    fn slow_shape_by_byte(text: &str) -> bool {
-        let b = text.as_bytes();
-        if b.len() < SLOW_RUN {
-            return false;
-        }
-        let (mut in_slow_runs, mut run) = (0usize, 1usize);
-        let mut close = |run: usize, byte: u8| {
-            if run >= SLOW_RUN && byte.is_ascii() && !byte.is_ascii_alphanumeric() {
-                in_slow_runs += run;
-            }
-        };
-        for i in 1..b.len() {
-            if b[i] == b[i - 1] {
-                run += 1;
-                if run >= LONG_RUN {
-                    return false;
-                }
-            } else {
-                close(run, b[i - 1]);
-                run = 1;
-            }
-        }
-        close(run, b[b.len() - 1]);
-        in_slow_runs * 8 >= b.len()
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn slow_shapes_agree_with_the_definition(
-            runs in proptest::collection::vec(("[-= a.\n]", 1usize..200), 0..40)
-        ) {
-            let text: String = runs.iter().map(|(c, n)| c.repeat(*n)).collect();
-            proptest::prop_assert_eq!(slow_shape(&text), slow_shape_by_byte(&text));
-        }
-    }
-
-    #[test]
-    fn slow_shapes_are_recognized() {
-        assert!(slow_shape(&format!("x{}y", "-".repeat(200))));
-        assert!(slow_shape(&format!("a{}b", " ".repeat(64))));
-        assert!(!slow_shape(&format!("a{}b", " ".repeat(63))));
-        let prose_with_a_rule = format!("{}{}{}", "words ".repeat(500), "-".repeat(80), "end");
-        assert!(
-            !slow_shape(&prose_with_a_rule),
-            "a few runs in prose stay with bpe-openai"
-        );
-        assert!(
-            !slow_shape(&"a".repeat(1000)),
-            "letters are fast in bpe-openai"
-        );
-        assert!(!slow_shape(&format!(
-            "{}{}",
-            "-".repeat(200),
-            "=".repeat(5000)
-        )));
-        assert!(!slow_shape("short"));
+    /// The count of a fresh process, before the encoder's tables are built, with a fresh
+    /// table of pieces or none.
+    fn cold(encoding: Encoding, text: &str, memo: bool) -> Option<usize> {
+        let table = Mutex::new(Memo::new());
+        let guard = memo.then(|| table.lock().expect("a fresh lock"));
+        count_with_table(Merger::cold(encoding), text, usize::MAX, guard)
     }
 
     #[test]
@@ -361,30 +259,13 @@ mod tests {
     }
 
     #[test]
-    fn merging_short_pieces_counts_as_the_encoder_does() {
-        // Every window of 2 to MERGE_PIECE_BYTES bytes of varied text, pieces or not: the
-        // merge here and the crate's encoder are two implementations of the same BPE.
-        let text = "Hello, World! naïve café 中文 x86_64 aGVsbG8gd29ybGQ=/+Zq9 \t\n  def f(x):";
-        for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
-            let (ranks, bpe) = (short_ranks(enc, tokenizer(enc)), &tokenizer(enc).bpe);
-            let b = text.as_bytes();
-            for start in 0..b.len() {
-                for len in 2..=MERGE_PIECE_BYTES.min(b.len() - start) {
-                    let w = &b[start..start + len];
-                    assert_eq!(merge_count(ranks, w), bpe.count(w), "{w:?} in {enc:?}");
-                }
-            }
-        }
-    }
-
-    #[test]
     fn threads_past_the_tables_count_the_same() {
         // More threads than tables: some count without one, all must agree.
         let text = "    def parse(self, line):\n        return line.split(', ')\n".repeat(200);
         for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
             let want = count_direct(enc, &text);
             assert_eq!(
-                count_with_table(enc, tokenizer(enc), &text, usize::MAX, None),
+                count_with_table(Merger::new(enc), &text, usize::MAX, None),
                 Some(want),
                 "{enc:?} without a table"
             );
@@ -406,10 +287,44 @@ mod tests {
             format!("| a{}| b |\n", " ".repeat(150)).repeat(40),
             "=".repeat(5000),
             "prose without runs, just words.".repeat(30),
+            // Runs of every length band, alone and after a space, a letter or a mark, twice
+            // over (the second time from the table of runs).
+            [63, 64, 65, 100, 491, 600, 4095, 4096, 5000]
+                .iter()
+                .map(|&n| {
+                    format!(
+                        "x{d} {d}\n{s}y {e}\"{a} {a}\n{n}",
+                        d = "-".repeat(n),
+                        s = " ".repeat(n),
+                        e = "=".repeat(n),
+                        a = "a".repeat(n),
+                        n = "\n".repeat(n),
+                    )
+                })
+                .collect::<String>()
+                .repeat(2),
         ];
         for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
             for t in &texts {
-                assert_eq!(counter(enc).count(t), count_direct(enc, t), "{enc:?}");
+                let direct = count_direct(enc, t);
+                assert_eq!(counter(enc).count(t), direct, "{enc:?}");
+                // As a fresh process counts before the tables are built, with and without a
+                // table of pieces.
+                assert_eq!(cold(enc, t, true), Some(direct), "{enc:?}");
+                assert_eq!(cold(enc, t, false), Some(direct));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Before the tables are built, every text counts as `bpe-openai` counts it.
+        #[test]
+        fn counts_before_the_tables_are_exact(text in "\\PC{0,300}|[a-z -=\n]{0,2000}") {
+            for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
+                let direct = count_direct(enc, &text);
+                proptest::prop_assert_eq!(cold(enc, &text, true), Some(direct));
             }
         }
     }

@@ -1,18 +1,22 @@
-//! `bpe-openai`'s tokenizers, built from the one copy of each vocabulary the extension carries
-//! (the one `tiktoken-rs` embeds). The tables `bpe-openai` ships prebuilt are 47 MB, ten times
-//! the vocabularies they come from, and building them takes seconds (o200k_base: 1.2-2.3 s of
-//! one core); so the first count starts the build on a thread of its own, and until the
-//! tables are published the `bpe_openai` backend counts with `tiktoken-rs`, whose counts are
-//! tested equal. A process forked while a build runs starts its own on its first count.
+//! `bpe-openai`'s tokenizers, built from the token list of the rank tables (`ranks`). The
+//! tables `bpe-openai` ships prebuilt are 47 MB, ten times the vocabularies they come from, and
+//! building them takes about a second (o200k_base: 0.6-2.3 s of one core). The `bpe_openai`
+//! backend merges pieces itself (`merge`) from the rank tables, which cost nothing to build,
+//! and needs these tables only for long pieces, which its encoder counts in linear time: the
+//! first piece of `bpe::START_TABLES_PIECE` bytes starts their build on a thread of its own, and
+//! a piece that would cost more to merge than to wait for (`bpe::Merger`) waits. A
+//! process forked while a build runs starts its own when it next needs them.
 
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use bpe_openai::byte_pair_encoding::BytePairEncoding;
 use bpe_openai::Tokenizer;
 
-use super::{tiktoken, Encoding};
+use super::ranks::ranks;
+use super::Encoding;
 
 /// The tokenizer of each encoding once built: published by one atomic store, so a reader
 /// never waits, and a process forked mid-build inherits no lock.
@@ -26,13 +30,18 @@ const HASH_FACTOR: u64 = 17_846_336_922_010_275_747;
 
 /// The tokenizer if built; otherwise starts its build (once per process) and answers `None`.
 pub(super) fn ready(encoding: Encoding) -> Option<&'static Tokenizer> {
-    let built = BUILT[encoding as usize].load(Ordering::Acquire);
-    if built.is_null() {
+    let tokenizer = built(encoding);
+    if tokenizer.is_none() {
         start(encoding);
-        return None;
     }
+    tokenizer
+}
+
+/// The tokenizer if built, starting nothing.
+pub(super) fn built(encoding: Encoding) -> Option<&'static Tokenizer> {
+    let built = BUILT[encoding as usize].load(Ordering::Acquire);
     // SAFETY: a non-null pointer was made by `Box::into_raw` in `publish` and is never freed.
-    Some(unsafe { &*built })
+    (!built.is_null()).then(|| unsafe { &*built })
 }
 
 /// The tokenizer, waiting for its build if it is under way.
@@ -71,14 +80,25 @@ fn publish(encoding: Encoding, tokenizer: Tokenizer) {
     }
 }
 
-/// The vocabulary's tokens in rank order (ordinary tokens are ranked 0 to n - 1, then a gap
-/// before the special tokens), read back from `tiktoken-rs`, then `bpe-openai`'s tables and
-/// pre-tokenizer.
+/// `bpe-openai`'s tables and pre-tokenizer, from the vocabulary's tokens in rank order (the
+/// token list of the rank tables, `ranks`).
 fn build(encoding: Encoding) -> Tokenizer {
-    let core = tiktoken::core(encoding);
-    let tokens = (0..).map_while(|rank| core.decode_bytes(&[rank]).ok());
+    let ranks = ranks(encoding);
+    let tokens = (0..ranks.num_tokens() as u32).map(|rank| ranks.token(rank).to_vec());
     let bpe = BytePairEncoding::from_dictionary(tokens, Some(HASH_FACTOR));
     Tokenizer::new_lookahead(bpe, &patterns(encoding), false).expect("valid pre-tokenizer")
+}
+
+/// The pre-tokenizer alone (its regex, about 3 ms to build, over a table of the 256 single
+/// bytes): what a count needs of `bpe-openai` while its tables are being built, for the
+/// pieces `pretokenize` leaves to the regex.
+pub(super) fn splitter(encoding: Encoding) -> &'static Tokenizer {
+    static SPLITTERS: [OnceLock<Tokenizer>; 2] = [OnceLock::new(), OnceLock::new()];
+    SPLITTERS[encoding as usize].get_or_init(|| {
+        let bytes =
+            BytePairEncoding::from_dictionary((0..=255u8).map(|b| vec![b]), Some(HASH_FACTOR));
+        Tokenizer::new_lookahead(bytes, &patterns(encoding), false).expect("valid pre-tokenizer")
+    })
 }
 
 /// tiktoken's pre-tokenization patterns as `bpe-openai` runs them: its regex engine has no
@@ -103,6 +123,7 @@ fn patterns(encoding: Encoding) -> [(&'static str, bool); 3] {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tiktoken;
     use super::*;
 
     #[test]

@@ -20,6 +20,8 @@ pub(super) const LONG_PIECE_BYTES: usize = 62;
 /// 256 KB of short slots and 256 KB of long ones, the 512 KB one table of 32-byte slots took.
 const SHORT_SLOTS_LOG2: u32 = 15;
 const LONG_SLOTS_LOG2: u32 = 12;
+/// 64 KB of runs: padded logs and ASCII tables repeat a few dozen run lengths.
+const RUN_SLOTS_LOG2: u32 = 12;
 const COUNT_SHIFT: u32 = 60;
 
 #[derive(Clone, Copy)]
@@ -40,6 +42,7 @@ const EMPTY: Slot = Slot {
 pub(super) struct Memo {
     short: Vec<u64>,
     long: Vec<Slot>,
+    runs: Vec<(u64, u64)>,
 }
 
 impl Memo {
@@ -47,6 +50,7 @@ impl Memo {
         Memo {
             short: Vec::new(),
             long: Vec::new(),
+            runs: Vec::new(),
         }
     }
 
@@ -55,6 +59,7 @@ impl Memo {
         if self.short.is_empty() {
             self.short = vec![0; 1 << SHORT_SLOTS_LOG2];
             self.long = vec![EMPTY; 1 << LONG_SLOTS_LOG2];
+            self.runs = vec![(0, 0); 1 << RUN_SLOTS_LOG2];
         }
     }
 
@@ -62,6 +67,7 @@ impl Memo {
     pub(super) fn forget(&mut self) {
         self.short.fill(0);
         self.long.fill(EMPTY);
+        self.runs.fill((0, 0));
     }
 
     /// The count of the short piece whose key is `key` (3 to `SHORT_PIECE_BYTES` bytes, so
@@ -102,6 +108,39 @@ impl Memo {
     }
 }
 
+impl Memo {
+    /// The count of the run piece whose key is `key` (`run_key`), from `count` when it is not
+    /// remembered. The tables must be allocated.
+    #[inline]
+    pub(super) fn run(&mut self, key: u64, count: impl FnOnce() -> usize) -> usize {
+        let at = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RUN_SLOTS_LOG2);
+        let slot = &mut self.runs[at as usize];
+        if slot.0 == key {
+            return slot.1 as usize;
+        }
+        let n = count();
+        *slot = (key, n as u64);
+        n
+    }
+}
+
+/// A key for `piece` if it is one byte repeated, after at most one other byte (` -----`),
+/// fewer than 2^32 times: the lead byte, the repeated byte and the length, never 0. `None`
+/// for any other piece.
+pub(super) fn run_key(piece: &[u8]) -> Option<u64> {
+    let (lead, run) = match piece {
+        [a, b, ..] if a != b => (Some(*a), &piece[1..]),
+        _ => (None, piece),
+    };
+    let (&byte, rest) = run.split_first()?;
+    let n = u32::try_from(run.len()).ok()?;
+    if !rest.iter().all(|&b| b == byte) {
+        return None;
+    }
+    let lead = lead.map_or(0, |l| 1 << 8 | u64::from(l));
+    Some(1 << 63 | lead << 40 | u64::from(byte) << 32 | u64::from(n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::ranks::short_key;
@@ -133,6 +172,36 @@ mod tests {
         memo.forget();
         assert_eq!(memo.short(short_key(b"abc"), || 9), 9);
         assert_eq!(memo.long(&long(b'=', 8), || 9), 9);
+    }
+
+    #[test]
+    fn run_keys_name_each_run_once() {
+        let keys: Vec<Option<u64>> = [
+            &b"-----"[..],
+            b"------",
+            b" -----",
+            b"x-----",
+            b"=====",
+            b"-",
+            b"",
+            b"--=--",
+            b"ab",
+            b" - -",
+        ]
+        .iter()
+        .map(|p| run_key(p))
+        .collect();
+        assert!(keys[..6].iter().all(Option::is_some), "{keys:?}");
+        assert_eq!(keys[6..], [None, None, Some(keys[8].unwrap()), None]);
+        let mut distinct: Vec<u64> = keys.iter().flatten().copied().collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 7);
+        let mut memo = Memo::new();
+        memo.allocate();
+        assert_eq!(memo.run(keys[0].unwrap(), || 3), 3);
+        assert_eq!(memo.run(keys[0].unwrap(), || panic!("remembered")), 3);
+        assert_eq!(memo.run(keys[1].unwrap(), || 4), 4);
     }
 
     /// Pieces that share a slot replace each other; neither is ever taken for the other.

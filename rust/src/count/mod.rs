@@ -8,7 +8,11 @@ mod encoder;
 pub mod image;
 pub mod image_price;
 mod memo;
+mod merge;
 mod pretokenize;
+mod rank_layout;
+#[cfg(test)]
+mod rank_writer;
 mod ranks;
 mod tiktoken;
 pub mod tools;
@@ -91,9 +95,10 @@ pub fn forget_pieces() {
     bpe::forget_pieces();
 }
 
-/// The process-wide counter for an encoding and backend. The vocabulary is built on the first
-/// count, once per process: `tiktoken`'s at once, `bpe_openai`'s tables on a thread of their
-/// own, with `tiktoken` counting for it meanwhile (see `wait_for_tables`).
+/// The process-wide counter for an encoding and backend. `tiktoken`'s vocabulary is built on
+/// its first count; `bpe_openai` counts from its first text with rank tables laid out at build
+/// time, and builds its encoder's tables on a thread of its own only once it meets a long
+/// piece (see `wait_for_tables`).
 pub fn counter(encoding: Encoding, backend: Backend) -> &'static dyn Counter {
     match backend {
         Backend::Tiktoken => tiktoken::counter(encoding),
@@ -101,10 +106,10 @@ pub fn counter(encoding: Encoding, backend: Backend) -> &'static dyn Counter {
     }
 }
 
-/// Blocks until the `bpe_openai` tables of `encoding` are built (starting their build if no
-/// count has yet): from then on that backend counts with its own tables. For a process that
-/// would rather pay the build before its first request, and for tests and benchmarks of that
-/// backend.
+/// Blocks until the `bpe_openai` encoder's tables of `encoding` are built (starting their build
+/// if nothing has yet): from then on that backend counts long pieces with its linear encoder.
+/// For a process that would rather pay the build before its first long piece, and for tests and
+/// benchmarks of that backend.
 pub fn wait_for_tables(encoding: Encoding) {
     encoder::wait(encoding);
 }
