@@ -4,6 +4,7 @@ OpenAI's ``prompt_cache_key`` as ``res.cache_key``."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 import json
@@ -394,6 +395,59 @@ def test_ttl_with_prompt_cache_retention_is_refused() -> None:
         with pytest.raises(rb.InvalidBodyError) as e:
             asm.assemble_body(json.dumps(shape).encode())
         assert "prompt_cache_retention" in e.value.reason
+
+
+def both_lifetimes(provider: str, turns: int, **extra: Any) -> bytes:
+    """An OpenAI body of ``provider``'s shape with ``ttl`` and ``prompt_cache_retention``."""
+    session = agent_session(turns)
+    body: dict[str, Any] = {"model": "gpt-5.6", "messages": session}
+    if provider == "openai_responses":
+        items, instructions = adapter(provider).from_canonical(session)
+        body = {"model": "gpt-5.6", "input": items, "instructions": instructions}
+    lifetimes = {"prompt_cache_options": {"ttl": "30m"}, "prompt_cache_retention": "24h"}
+    return json.dumps({**lifetimes, **body, **extra}).encode()
+
+
+@pytest.mark.parametrize("provider", ["openai_chat", "openai_responses"])
+@pytest.mark.parametrize("named", [True, False])
+@pytest.mark.parametrize("budget", [100_000, 2_500])
+def test_ttl_with_prompt_cache_retention_is_refused_on_the_stateless_body_paths(
+    provider: str, named: bool, budget: int
+) -> None:
+    """Issue 35: a stateless assembler takes the native path (the core writes the body from
+    its bytes) or the items path, never the dict path that refused the pair; both refuse it
+    too, named or detected, whether the plan keeps every message or drops some."""
+    cfg = rb.AssemblyConfig(
+        model_input_limit=budget, output_reserve_tokens=0, safety_margin_tokens=0
+    )
+    asm = rb.Assembler(cfg, provider=provider if named else None)
+    body = both_lifetimes(provider, 12)
+    for call in (
+        lambda: asm.assemble_body(body),
+        lambda: asyncio.run(asm.assemble_body_async(body)),
+    ):
+        with pytest.raises(rb.InvalidBodyError) as e:
+            call()
+        assert "prompt_cache_retention" in e.value.reason
+    # Either lifetime alone passes, and so does the name inside a message.
+    for lifetime in ("prompt_cache_options", "prompt_cache_retention"):
+        alone = json.loads(body)
+        del alone[lifetime]
+        sent = json.loads(asm.assemble_body(json.dumps(alone).encode()).body)
+        assert (lifetime in sent) is False and len(sent) == len(alone)
+    quoted = json.loads(body)
+    del quoted["prompt_cache_options"]
+    history = "messages" if provider == "openai_chat" else "input"
+    quoted[history][-1]["content"] = 'set "prompt_cache_options" and "prompt_cache_retention"'
+    assert asm.assemble_body(json.dumps(quoted).encode()).path == "native"
+
+
+def test_ttl_with_prompt_cache_retention_is_refused_in_a_body_too_deep_to_parse() -> None:
+    deep = json.loads(both_lifetimes("openai_chat", 4))
+    text = json.dumps(deep)[:-1] + ', "metadata": ' + "[" * 5_000 + "]" * 5_000 + "}"
+    with pytest.raises(rb.InvalidBodyError) as e:
+        rb.Assembler(provider=None).assemble_body(text.encode())
+    assert "prompt_cache_retention" in e.value.reason
 
 
 # Anthropic's caching rules ----------------------------------------------------------------------

@@ -32,7 +32,7 @@ from typing import Any
 from ._core import LEDGER_MARKER
 from .cache_lifetime import OPENAI_TTL
 from .errors import InvalidBodyError
-from .providers.base import as_mapping, guarded, is_summary_note
+from .providers.base import as_mapping, guarded, is_summary_note, split_system_note
 from .report import AssemblyReport
 from .state import fingerprint
 
@@ -429,8 +429,15 @@ def _system_mark(bedrock: bool, system: Any) -> tuple[Any, int] | None:
     if isinstance(system, str):
         if bedrock or not system:
             return None
-        # A string with notes joined in is marked whole: its prefix is the whole text.
-        return [{"type": "text", "text": system, "cache_control": EPHEMERAL}], 0
+        # The notes joined in change with the history: they become blocks of their own after
+        # the marked one, as a list system carries them. The request costs the same (the notes
+        # are read apart from the caller's text either way), and its cached prefix no longer
+        # ends in a note that the next turn rewrites.
+        base, note, summary = split_system_note(system)
+        if not base:
+            return None
+        notes = [{"type": "text", "text": t} for t in (note, summary) if t]
+        return [{"type": "text", "text": base, "cache_control": EPHEMERAL}, *notes], 0
     if not isinstance(system, list) or not system:
         return None
     base = len(system)
