@@ -104,6 +104,24 @@ impl<'a> Body<'a> {
         Some((elements, range))
     }
 
+    /// InvalidBody when the body sets both of OpenAI's cache lifetimes, which OpenAI refuses:
+    /// "`prompt_cache_options.ttl` supersedes `prompt_cache_retention`... Setting both on the
+    /// same request is rejected by OpenAI".
+    pub fn check_cache_lifetimes(&self) -> Result<(), CoreError> {
+        let set = |v: &RawValue| v.get() != "null";
+        if !self.fields.get("prompt_cache_retention").is_some_and(set) {
+            return Ok(());
+        }
+        match self.nested(&[&["prompt_cache_options"], &["ttl"]])? {
+            Some((_, ttl)) if set(ttl) => Err(invalid(
+                "prompt_cache_options.ttl cannot be combined with prompt_cache_retention: set \
+                 prompt_cache_options.ttl on GPT-5.6 and later, prompt_cache_retention on \
+                 earlier models",
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The value of the top-level field `key`.
     pub fn field(&self, key: &str) -> Option<&'a RawValue> {
         self.fields.get(key)
@@ -388,6 +406,7 @@ fn assemble_chat(
     limits: Limits,
     cache: &CountCache,
 ) -> Result<Assembled, CoreError> {
+    body.check_cache_lifetimes()?;
     let messages = body
         .fields
         .get("messages")
@@ -631,6 +650,25 @@ mod tests {
             assert!(reason.starts_with("the body gives both "), "{reason}");
         }
         assert_eq!(read(r#"{"max_tokens":null}"#).unwrap(), None);
+        let lifetimes = |json: &str| {
+            Body::parse(json.as_bytes(), limits())
+                .unwrap()
+                .check_cache_lifetimes()
+        };
+        let both = r#"{"prompt_cache_retention":"24h","prompt_cache_options":{"ttl":"1h"}}"#;
+        assert!(lifetimes(both)
+            .unwrap_err()
+            .to_string()
+            .contains("cannot be combined"));
+        for alone in [
+            r#"{"prompt_cache_retention":"24h"}"#,
+            r#"{"prompt_cache_options":{"ttl":"1h"}}"#,
+            r#"{"prompt_cache_retention":null,"prompt_cache_options":{"ttl":"1h"}}"#,
+            r#"{"prompt_cache_retention":"24h","prompt_cache_options":{"mode":"auto","ttl":null}}"#,
+            r#"{"prompt_cache_retention":"24h","prompt_cache_options":"x"}"#,
+        ] {
+            assert!(lifetimes(alone).is_ok(), "{alone}");
+        }
         assert!(read(r#"{"max_tokens":-1}"#).is_err());
         assert!(read(r#"{"max_tokens":"x"}"#).is_err());
     }
