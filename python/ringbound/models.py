@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .caller_values import plain_int, plain_items, plain_number, plain_str, shown
 from .errors import ConfigError
 from .observability.metrics import get_default_sink
 
@@ -94,34 +95,41 @@ class ModelInfo:
     min_cache_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise _error(f"a model's name must be a non-empty string, got {self.name!r}")
-        aliases = self.aliases
-        if isinstance(aliases, str) or not isinstance(aliases, (list, tuple)):
-            raise _error(f"{self.name}: aliases must be a list of names, got {aliases!r}")
-        if not all(isinstance(a, str) and a for a in aliases):
-            raise _error(f"{self.name}: aliases must be non-empty strings")
+        # The fields are kept as the plain values they hold: a caller's subclass may raise
+        # from its own ``__eq__``, ``__hash__`` or ``__repr__`` wherever the table reads it.
+        name = plain_str(self.name)
+        if not name:
+            raise _error(f"a model's name must be a non-empty string, got {shown(self.name)}")
+        object.__setattr__(self, "name", name)
+        aliases = plain_items(self.aliases)
+        if aliases is None:
+            raise _error(f"{name}: aliases must be a list of names, got {shown(self.aliases)}")
+        texts = [plain_str(a) for a in aliases]
+        if not all(texts):
+            raise _error(f"{name}: aliases must be non-empty strings")
         # A YAML list arrives as a list: kept as a tuple so the record stays hashable.
-        object.__setattr__(self, "aliases", tuple(a.lower() for a in aliases))
+        object.__setattr__(self, "aliases", tuple(str(a).lower() for a in texts))
+        for key in ("family", "encoding"):
+            object.__setattr__(self, key, plain_str(getattr(self, key)))
         if self.family not in FAMILIES:
-            raise _error(f"{self.name}: family must be one of {', '.join(FAMILIES)}")
+            raise _error(f"{name}: family must be one of {', '.join(FAMILIES)}")
         for key in ("max_output_tokens", "context_window", "max_input_tokens", "min_cache_tokens"):
             value = getattr(self, key)
+            count = plain_int(value)
             optional = key != "max_output_tokens"
-            if (value is None and optional) or (
-                isinstance(value, int) and not isinstance(value, bool) and 1 <= value < 2**40
-            ):
+            if (value is None and optional) or (count is not None and 1 <= count < 2**40):
+                object.__setattr__(self, key, count)
                 continue
-            raise _error(f"{self.name}: {key} must be a positive integer, got {value!r}")
+            raise _error(f"{name}: {key} must be a positive integer, got {shown(value)}")
         if self.context_window is None and self.max_input_tokens is None:
-            raise _error(f"{self.name}: needs context_window or max_input_tokens")
+            raise _error(f"{name}: needs context_window or max_input_tokens")
         if self.encoding not in _ENCODINGS:
-            raise _error(f"{self.name}: encoding must be one of {', '.join(_ENCODINGS)}")
-        ratio = self.token_ratio
-        if ratio is not None and (
-            isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.1 <= ratio <= 10
-        ):
-            raise _error(f"{self.name}: token_ratio must be a number in [0.1, 10] or null")
+            raise _error(f"{name}: encoding must be one of {', '.join(_ENCODINGS)}")
+        given = self.token_ratio
+        ratio = plain_number(given)
+        if given is not None and (ratio is None or not 0.1 <= ratio <= 10):
+            raise _error(f"{name}: token_ratio must be a number in [0.1, 10] or null")
+        object.__setattr__(self, "token_ratio", ratio)
 
     def input_limit(self, output_reserve: int) -> int:
         """``model_input_limit`` for a request that reserves ``output_reserve`` tokens: the
@@ -248,7 +256,8 @@ def find(name: str) -> ModelInfo | None:
         >>> find("my-own-model") is None
         True
     """
-    if not isinstance(name, str):
+    name = plain_str(name)
+    if name is None:
         return None
     table = _loaded()
     key = _FINE_TUNE.sub(r"\1", name.strip().lower())
@@ -281,7 +290,7 @@ def lookup(name: str) -> ModelInfo:
     info = find(name)
     if info is None:
         raise ConfigError(
-            f"model {name!r} is not in the models table; pass model_input_limit and "
+            f"model {shown(name, 200)} is not in the models table; pass model_input_limit and "
             "output_reserve_tokens yourself, or add it with ringbound.models.register / "
             "load_yaml (see docs/models.md)",
             key="model",
@@ -316,10 +325,15 @@ def resolve(
     Raises:
         ConfigError: ``name`` is unknown and strictness is on (key ``model``).
     """
-    info = find(name) if isinstance(name, str) else None
+    info = find(name)
     if info is not None:
         return info
-    what = f"{where} {name!r} is not in the models table" if name else f"{where} names no model"
+    named = name is not None and (plain_str(name) != "" or not isinstance(name, str))
+    what = (
+        f"{where} {shown(name, 200)} is not in the models table"
+        if named
+        else f"{where} names no model"
+    )
     if _strict if strict is None else strict:
         raise ConfigError(
             f"{what}, and unknown models are refused (strict); add it with "

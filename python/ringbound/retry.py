@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from .caller_values import plain_dict, plain_int, plain_items, plain_str, shown
 from .errors import ConfigError
 
 __all__ = [
@@ -169,10 +170,11 @@ class _Evidence:
             self.texts.append(value[:_MAX_TEXT])
 
     def code(self, value: Any) -> None:
-        if isinstance(value, str) and value:
-            self.codes.add(value.lower())
-        elif _is_int(value) and 100 <= int(value) < 600 and self.status is None:
-            self.status = int(value)
+        text, number = plain_str(value), plain_int(value)
+        if text:
+            self.codes.add(text.lower())
+        elif number is not None and 100 <= number < 600 and self.status is None:
+            self.status = number
 
 
 def _is_int(value: Any) -> bool:
@@ -188,41 +190,58 @@ def _attr(obj: Any, name: str) -> Any:
 
 
 def _gather(value: Any, ev: _Evidence, depth: int = 0) -> None:
+    """What ``value`` says, read into ``ev``. The caller's objects are read as stored where
+    they are plain data, and a part whose own code raises while read says nothing: the
+    answer is about the parts that could be read, never the caller's exception."""
     if depth > _MAX_DEPTH or value is None or id(value) in ev.seen:
         return
+    try:
+        _gather_one(value, ev, depth)
+    except Exception:
+        pass
+
+
+def _gather_one(value: Any, ev: _Evidence, depth: int) -> None:
     if isinstance(value, (bytes, bytearray, memoryview)):
         value = bytes(value).decode("utf-8", errors="replace")
     if isinstance(value, str):
+        value = str.__str__(value)
         ev.text(value)
         if value.lstrip().startswith(("{", "[")):
             try:
                 _gather(json.loads(value), ev, depth + 1)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past the parser
                 pass
         return
     ev.seen.add(id(value))
+    items = plain_items(value)
     if isinstance(value, Mapping):
-        _gather_body(value, ev, depth)
-    elif isinstance(value, (list, tuple)):
-        for item in value[:8]:
+        body = plain_dict(value)
+        if body is not None:
+            _gather_body(body, ev, depth)
+    elif items is not None:
+        for item in items[:8]:
             _gather(item, ev, depth + 1)
     elif not isinstance(value, (int, float)):
         _gather_object(value, ev, depth)
 
 
-def _gather_body(body: Mapping[Any, Any], ev: _Evidence, depth: int) -> None:
+def _gather_body(body: dict[Any, Any], ev: _Evidence, depth: int) -> None:
     """An HTTP error body: OpenAI and Anthropic ``{"error": {...}}``, Gemini's (sometimes in a
     list), botocore's ``{"Error": {"Code", "Message"}, "ResponseMetadata": {...}}``."""
     for key, value in list(body.items())[:32]:
-        k = str(key).lower()
+        k = plain_str(key)
+        if k is None:
+            continue
+        k = k.lower()
         if k in ("message", "errormessage", "error_message"):
             if isinstance(value, str):
-                ev.text(value)
+                ev.text(str.__str__(value))
         elif k in ("code", "type", "status", "reason", "__type", "status_code", "httpstatuscode"):
             ev.code(value)
         elif k in ("error", "errors", "details", "detail", "responsemetadata"):
             _gather(value, ev, depth + 1)
-    if "Error" in body and isinstance(body["Error"], Mapping) and ev.provider is None:
+    if isinstance(body.get("Error"), Mapping) and ev.provider is None:
         ev.provider = "bedrock"
 
 
@@ -250,13 +269,15 @@ def _gather_object(obj: Any, ev: _Evidence, depth: int) -> None:
         if isinstance(value, (str, bytes, bytearray, Mapping, list, tuple)):
             _gather(value, ev, depth + 1)
     if isinstance(obj, BaseException):
-        for arg in obj.args[:4]:
+        for arg in (plain_items(_attr(obj, "args")) or [])[:4]:
             if isinstance(arg, (str, bytes, Mapping)):
                 _gather(arg, ev, depth + 1)
         try:
-            ev.text(str(obj))
+            text = str(obj)
         except Exception:
-            pass
+            text = None
+        if isinstance(text, str):
+            ev.text(str.__str__(text))
         # An explicit ``raise Wrapper(...) from provider_error`` keeps the refusal readable.
         _gather(obj.__cause__, ev, depth + 1)
 
@@ -352,10 +373,12 @@ def is_context_length_error(err: Any) -> ContextOverflow | None:
 
 def _check(
     send: Any, assembler: Any, method: str, max_retries: Any, ledger: Any, kwargs: Mapping
-) -> None:
-    if not _is_int(max_retries) or max_retries < 0:
+) -> int:
+    """``max_retries`` as a plain int, once the arguments are checked."""
+    retries = plain_int(max_retries)
+    if retries is None or retries < 0:
         raise ConfigError(
-            f"max_retries must be an integer >= 0, got {max_retries!r}",
+            f"max_retries must be an integer >= 0, got {shown(max_retries)}",
             key="max_retries",
             reason="must be an integer >= 0",
         )
@@ -384,6 +407,7 @@ def _check(
             key="token_ledger",
             reason="must have observe_usage",
         )
+    return retries
 
 
 class _Refusals:
@@ -504,7 +528,7 @@ def with_context_retry(
         >>> out.response, out.retries, out.overflows[0].prompt_tokens
         ('the reply', 1, 818)
     """
-    _check(send, assembler, "assemble", max_retries, token_ledger, assemble_kwargs)
+    max_retries = _check(send, assembler, "assemble", max_retries, token_ledger, assemble_kwargs)
     refusals = _Refusals(token_ledger)
     for notch in range(max_retries + 1):
         try:
@@ -535,7 +559,9 @@ async def with_context_retry_async(
     """``with_context_retry`` for async callers: assembles with ``assemble_async`` and awaits
     ``send`` when it is async (a sync ``send`` is called as is). Same arguments, result and
     errors."""
-    _check(send, assembler, "assemble_async", max_retries, token_ledger, assemble_kwargs)
+    max_retries = _check(
+        send, assembler, "assemble_async", max_retries, token_ledger, assemble_kwargs
+    )
     refusals = _Refusals(token_ledger)
     for notch in range(max_retries + 1):
         try:

@@ -5,11 +5,13 @@ after it (``ringbound.notes``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from . import notes
+from .assembly import AssemblyInputs, AssemblyResult
 from .errors import ConfigError
 from .flow import Flow
 
@@ -86,23 +88,20 @@ class _Request:
 
 
 def assemble(
-    run: Callable[..., Flow[Any]],
-    messages: list[Any],
-    tools: Any,
-    system: Any,
-    pinned: Any,
-    ledger: Any,
-    tighten: Any,
-    state: Any,
-    token_ledger: Any,
+    run: Callable[[AssemblyInputs], Flow[AssemblyResult]],
+    inputs: AssemblyInputs,
     placement: str | None,
     provider: str,
 ) -> Flow[Any]:
     """``Assembler.assemble`` through ``run`` (the assembler's own flow), with the steps
-    around it."""
-    req = _Request.of(messages, tools, system, pinned, placement, provider)
+    around it; ``placement`` is the config's ``note_placement``."""
+    req = _Request.of(
+        inputs.messages, inputs.tools, inputs.system, inputs.pinned, placement, provider
+    )
     job = req.job
     result = yield from run(
-        req.messages, req.tools, job.system, job.pinned, ledger, tighten, state, token_ledger
+        dataclasses.replace(
+            inputs, messages=req.messages, tools=req.tools, system=job.system, pinned=job.pinned
+        )
     )
     return req.finish(result)

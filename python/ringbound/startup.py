@@ -1,12 +1,12 @@
 """Start-up: building the tokenizer tables before the first request needs them.
 
-A process builds each BPE table from the one vocabulary it ships on its first count (about 0.1
-s for o200k_base), and the default backend's fast tables on a thread of its own after that
-(1 to 3 s; counts are exact meanwhile, at the slower backend's speed). A long-running gateway
-pays that once; a serverless function pays it on every cold start, inside
-the first request's latency unless it warms up during initialization: call ``warmup()`` at
-import time of the handler module, or set ``RINGBOUND_WARMUP`` and ringbound warms itself when
-imported.
+A fresh process counts from its first text with rank tables the extension carries laid out, so
+nothing has to be warmed for ordinary text. The default backend's encoder tables, which count
+long pieces (a line of a script without spaces, a long encoded blob) in linear time, are built
+on a thread of their own when the first such piece comes (about a second; counts are exact
+meanwhile). A serverless function that expects such pieces in its first request can build them
+during initialization: call ``warmup()`` at import time of the handler module, or set
+``RINGBOUND_WARMUP`` and ringbound warms itself when imported.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable
 
 from . import _core
+from .caller_values import plain_iterable, plain_str, shown
 from .errors import ConfigError
 
 __all__ = ["ENCODINGS", "WARMUP_ENV", "warmup", "warmup_from_env"]
@@ -39,23 +40,29 @@ def warmup(
         encodings: ``o200k_base`` and/or ``cl100k_base``.
         tokenizer_backend: The backend to warm (None: the default one, which the Assembler
             uses unless ``tokenizer_backend`` is configured).
-        wait: For the default ``bpe_openai`` backend, also wait for its fast tables, which
-            are built on a thread of their own from one vocabulary (counts are exact
-            meanwhile, at the ``tiktoken`` backend's speed). False returns once the first
-            count can be made.
+        wait: For the default ``bpe_openai`` backend, also build its encoder's tables (for
+            long pieces; otherwise built on a thread of their own when the first long piece
+            comes, counts being exact meanwhile) and wait for them. False returns once the
+            first count has been made.
 
     Example:
         >>> import ringbound as rb
         >>> sorted(rb.warmup(["o200k_base"]))
         ['o200k_base']
     """
-    if isinstance(encodings, str):
-        encodings = [encodings]
+    names = [encodings] if isinstance(encodings, str) else plain_iterable(encodings)
+    if names is None:
+        raise ConfigError(
+            f"warmup: encodings must be an iterable of names, got {type(encodings).__name__}",
+            key="encodings",
+            reason="not a list",
+        )
     out: dict[str, float] = {}
-    for encoding in encodings:
+    for given in names:
+        encoding = plain_str(given)
         if encoding not in ENCODINGS:
             raise ConfigError(
-                f"warmup: encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}",
+                f"warmup: encoding must be one of {', '.join(ENCODINGS)}, got {shown(given)}",
                 key="encoding",
                 reason="unknown encoding",
             )

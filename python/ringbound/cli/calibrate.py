@@ -9,15 +9,24 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import orjson
 
+from ..caller_values import (
+    is_utf8,
+    plain_dict,
+    plain_items,
+    plain_iterable,
+    plain_number,
+    plain_str,
+    shown,
+)
 from ..errors import ConfigError
-from ..ledgers.usage import read_usage
+from ..ledgers.usage import MAX_COUNT, read_usage
 
 __all__ = [
     "MIN_RECORDS",
@@ -208,14 +217,17 @@ def _histogram(values: list[float]) -> Histogram:
 
 
 def _tokens(value: Any, where: str, name: str, *, positive: bool) -> int:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
+    number = plain_number(value)
+    if isinstance(number, float) and number.is_integer():
+        number = int(number)
+    if not isinstance(number, int) or not (1 if positive else 0) <= number < MAX_COUNT:
         bound = "a positive" if positive else "a non-negative"
         raise ConfigError(
-            f"{where}: {name} must be {bound} integer, got {value!r}", key=name, reason=where
+            f"{where}: {name} must be {bound} integer below 2**53, got {shown(value)}",
+            key=name,
+            reason=where,
         )
-    return value
+    return number
 
 
 def _reported(value: Any, where: str) -> int | None:
@@ -230,20 +242,24 @@ def _reported(value: Any, where: str) -> int | None:
 
 
 def _record(item: Any, where: str) -> tuple[int, int] | None:
-    if isinstance(item, Mapping):
-        est_key = next((k for k in _ESTIMATE_KEYS if k in item), None)
-        rep_key = next((k for k in (*_REPORTED_KEYS, *_USAGE_KEYS) if k in item), None)
+    # The caller's containers are read as stored: their own methods may raise or change them.
+    mapping = plain_dict(item)
+    pair = plain_items(item)
+    if mapping is not None:
+        est_key = next((k for k in _ESTIMATE_KEYS if k in mapping), None)
+        rep_key = next((k for k in (*_REPORTED_KEYS, *_USAGE_KEYS) if k in mapping), None)
         if est_key is None or rep_key is None:
+            keys = ", ".join(sorted(shown(k, 40) for k in mapping)[:20])
             raise ConfigError(
                 f"{where}: a usage record needs local_estimate (or estimate) and "
                 f"prompt_tokens (or reported) or the SDK's usage (usage / response); got keys "
-                f"{sorted(map(str, item))}",
+                f"[{keys}]",
                 key="records",
                 reason=where,
             )
-        est, rep = item[est_key], item[rep_key]
-    elif isinstance(item, (tuple, list)) and len(item) == 2:
-        est, rep = item
+        est, rep = mapping[est_key], mapping[rep_key]
+    elif pair is not None and len(pair) == 2:
+        est, rep = pair
     else:
         raise ConfigError(
             f"{where}: a usage record is an (estimate, reported) pair or an object, "
@@ -277,13 +293,13 @@ def calibrate(records: Iterable[Any], coverage: float = 0.999) -> Calibration:
         >>> cal.token_ratio, cal.safety_margin_tokens, cal.error.max
         (1.025, 50, 50)
     """
-    if (
-        isinstance(coverage, bool)
-        or not isinstance(coverage, (int, float))
-        or not 0 < coverage <= 1
-    ):
-        raise ConfigError(f"coverage must be a number in (0, 1], got {coverage!r}", key="coverage")
-    read = [_record(item, f"record {i}") for i, item in enumerate(records)]
+    share = plain_number(coverage)
+    if share is None or not 0 < share <= 1:
+        raise ConfigError(
+            f"coverage must be a number in (0, 1], got {shown(coverage)}", key="coverage"
+        )
+    coverage = share
+    read = [_record(item, f"record {i}") for i, item in enumerate(_records(records))]
     pairs = tuple(p for p in read if p is not None)
     if not pairs:
         raise ConfigError("no usage records to calibrate from", key="records")
@@ -310,6 +326,18 @@ def calibrate(records: Iterable[Any], coverage: float = 0.999) -> Calibration:
     )
 
 
+def _records(records: Any) -> list[Any]:
+    """The caller's records, read once (a list or tuple as stored)."""
+    items = plain_iterable(records)
+    if items is None:
+        raise ConfigError(
+            f"records must be an iterable of usage records, got {type(records).__name__}",
+            key="records",
+            reason="not an iterable of records",
+        )
+    return items
+
+
 def load_usage(path: str | Path) -> list[tuple[int, int]]:
     """Read usage records from a JSONL file, one object a line, as (estimate, reported) pairs;
     blank lines are skipped. A line's reported side may be a number or the SDK's usage /
@@ -324,15 +352,23 @@ def load_usage(path: str | Path) -> list[tuple[int, int]]:
 
 
 def _read(path: str | Path) -> list[tuple[int, int] | None]:
+    text = plain_str(path)
+    if text is None and not isinstance(path, PurePath):
+        raise ConfigError(
+            f"path must be a str or a pathlib path, got {type(path).__name__}", key="path"
+        )
+    name = PurePath.__str__(path) if text is None else text
+    name = name if is_utf8(name) else shown(name, 200)
     try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}", key="path") from None
+        data = Path(path if text is None else text).read_bytes()
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte or a lone surrogate
+        why = e.strerror if isinstance(e, OSError) else "not a file name"
+        raise ConfigError(f"cannot read {name}: {why}", key="path") from None
     records = []
     for number, line in enumerate(data.splitlines(), 1):
         if not line.strip():
             continue
-        where = f"{path} line {number}"
+        where = f"{name} line {number}"
         try:
             item = orjson.loads(line)
         except orjson.JSONDecodeError as e:

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..caller_values import plain_dict, plain_int, plain_str, shown
 from ..errors import ConfigError
-from .usage import Usage
+from .usage import Usage, read_usage
 
 __all__ = ["TokenAccount"]
 
@@ -60,7 +61,10 @@ class TokenAccount:
     summarizer_output: int = 0
 
     def with_usage(self, usage: Usage, *, summarizer: bool = False) -> TokenAccount:
-        """This account plus one response's usage."""
+        """This account plus one response's usage (a ``Usage``, or what ``read_usage``
+        reads)."""
+        if not isinstance(usage, Usage):
+            usage = read_usage(usage)
         if summarizer:
             return dataclasses.replace(
                 self,
@@ -114,9 +118,15 @@ class TokenAccount:
     def from_dict(cls, data: Mapping[str, Any]) -> TokenAccount:
         """Rebuild from :meth:`to_dict` output; ConfigError when malformed."""
         names = {f.name for f in dataclasses.fields(cls)}
-        if not isinstance(data, Mapping) or not set(data) <= names:
+        # Read as stored: the caller's own mapping methods, keys and counts may raise.
+        plain = plain_dict(data)
+        keys = [plain_str(k) for k in plain or ()]
+        if plain is None or not all(k in names for k in keys):
             raise ConfigError("token account must map its field names to counts", key="account")
-        for k, v in data.items():
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ConfigError(f"token account {k} must be a count, got {v!r}", key=k)
-        return cls(**data)
+        counts = {}
+        for k, v in zip(keys, plain.values(), strict=True):
+            count = plain_int(v)
+            if count is None or count < 0:
+                raise ConfigError(f"token account {k} must be a count, got {shown(v)}", key=k)
+            counts[k] = count
+        return cls(**counts)

@@ -18,6 +18,15 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, NamedTuple
 
+from ..caller_values import (
+    is_utf8,
+    plain_dict,
+    plain_int,
+    plain_items,
+    plain_number,
+    plain_str,
+    shown,
+)
 from ..errors import ConfigError
 
 __all__ = [
@@ -40,6 +49,12 @@ MARGIN_STEP = 64
 #: The calibration key of requests whose model nobody named.
 DEFAULT_MODEL = "default"
 WINDOW = 1024
+#: The most samples a model keeps: each is two numbers held in memory for the run.
+MAX_WINDOW = 1 << 20
+#: Counts past any request's, and exact as floats (the statistics are taken in floats).
+MAX_TOKENS = 2**53
+#: Past any provider's tokens per counted token (ringbound's tables hold 1.0 to 1.4).
+MAX_RATIO = 1000
 _VERSION = 1
 
 
@@ -109,17 +124,22 @@ def _round_margin(m: float) -> int:
 
 
 def _check_coverage(coverage: Any) -> float:
-    if (
-        isinstance(coverage, bool)
-        or not isinstance(coverage, (int, float))
-        or not 0.5 <= coverage < 1
-    ):
+    share = plain_number(coverage)
+    if share is None or not 0.5 <= share < 1:
         raise ConfigError(
-            f"coverage must be a number in [0.5, 1), got {coverage!r}",
+            f"coverage must be a number in [0.5, 1), got {shown(coverage)}",
             key="calibration_coverage",
             reason="must be in [0.5, 1)",
         )
-    return float(coverage)
+    return float(share)
+
+
+def _model(model: Any) -> str:
+    """A calibration key as plain text (a caller's ``str`` subclass is never hashed)."""
+    name = plain_str(model)
+    if not name or not is_utf8(name):
+        raise ConfigError(f"model must be a non-empty string, got {shown(model)}", key="model")
+    return name
 
 
 class Calibrator:
@@ -145,13 +165,14 @@ class Calibrator:
 
     def __init__(self, coverage: float = 0.999, *, window: int = WINDOW) -> None:
         self.coverage = _check_coverage(coverage)
-        if isinstance(window, bool) or not isinstance(window, int) or window < MIN_SAMPLES:
+        size = plain_int(window)
+        if size is None or not MIN_SAMPLES <= size <= MAX_WINDOW:
             raise ConfigError(
-                f"window must be an integer >= {MIN_SAMPLES}, got {window!r}",
+                f"window must be an integer in [{MIN_SAMPLES}, {MAX_WINDOW}], got {shown(window)}",
                 key="window",
-                reason=f"must be >= {MIN_SAMPLES}",
+                reason=f"must be in [{MIN_SAMPLES}, {MAX_WINDOW}]",
             )
-        self.window = window
+        self.window = size
         self._lock = threading.Lock()
         self._samples: dict[str, deque[tuple[float, int]]] = {}
         #: Each model's statistics, computed once per new sample.
@@ -165,18 +186,17 @@ class Calibrator:
     def observe(self, model: str, counted: float, reported: int) -> None:
         """Record that a request ringbound counted at ``counted`` tokens (before any ratio)
         was ``reported`` tokens by the provider (a count API or a response's usage)."""
-        if not isinstance(model, str) or not model:
-            raise ConfigError(f"model must be a non-empty string, got {model!r}", key="model")
-        if (
-            isinstance(counted, bool)
-            or not isinstance(counted, (int, float))
-            or not 0 < counted < math.inf
-        ):
-            raise ConfigError(f"counted must be a positive number, got {counted!r}", key="counted")
-        if isinstance(reported, bool) or not isinstance(reported, int) or reported <= 0:
+        name, size, count = _model(model), plain_number(counted), plain_int(reported)
+        # Sizes a float holds exactly: a ratio and a mean are taken of them.
+        if size is None or not 0 < size < MAX_TOKENS:
             raise ConfigError(
-                f"reported must be a positive integer, got {reported!r}", key="reported"
+                f"counted must be a positive number, got {shown(counted)}", key="counted"
             )
+        if count is None or not 0 < count < MAX_TOKENS:
+            raise ConfigError(
+                f"reported must be a positive integer, got {shown(reported)}", key="reported"
+            )
+        model, counted, reported = name, size, count
         with self._lock:
             series = self._samples.get(model)
             if series is None:
@@ -186,6 +206,7 @@ class Calibrator:
 
     def samples(self, model: str) -> int:
         """Samples kept for ``model``."""
+        model = _model(model)
         with self._lock:
             return len(self._samples.get(model, ()))
 
@@ -231,6 +252,15 @@ class Calibrator:
         budget). Either one covers; both would over-reserve. With the ratio fixed, the
         margin is the same bound for the fixed ratio.
         """
+        model = _model(model)
+        prior = plain_number(prior_ratio)
+        if prior is None or not 0 < prior < MAX_RATIO:
+            raise ConfigError(
+                f"prior_ratio must be a positive number below {MAX_RATIO}, "
+                f"got {shown(prior_ratio)}",
+                key="prior_ratio",
+            )
+        prior_ratio = prior
         n, mean, dev, top = self._stats_of(model)
         if n < MIN_SAMPLES:
             start = max(prior_ratio, math.exp(top)) if n else prior_ratio
@@ -260,7 +290,7 @@ class Calibrator:
         """Tokens a provider's count may exceed ``estimate`` by, at the coverage, for a request
         estimated with ``ratio``: how close to the budget a request must come to be checked
         with the provider (``provider_or_tiktoken_model_encoding``)."""
-        n, mean, dev, _ = self._stats_of(model)
+        n, mean, dev, _ = self._stats_of(_model(model))
         if n < MIN_SAMPLES:
             return math.ceil(estimate * PRIOR_ERROR)
         bound = math.exp(mean + self._k(n) * dev)
@@ -279,23 +309,28 @@ class Calibrator:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibrator:
         """Rebuild a calibrator from :meth:`to_dict` output; ConfigError when malformed."""
-        if not isinstance(data, Mapping) or data.get("version") != _VERSION:
+        # The caller's containers are read as stored: their own methods may raise.
+        plain = plain_dict(data)
+        if plain is None or plain_int(plain.get("version")) != _VERSION:
             raise ConfigError(
                 f"calibrator data must be a mapping of version {_VERSION}", key="calibrator"
             )
-        models = data.get("models")
-        if not isinstance(models, Mapping):
+        models = plain_dict(plain.get("models"))
+        if models is None:
             raise ConfigError("calibrator models must be a mapping", key="calibrator.models")
-        cal = cls(data.get("coverage"), window=data.get("window"))
-        for model, series in models.items():
-            if not isinstance(series, list):
+        cal = cls(plain.get("coverage"), window=plain.get("window"))
+        for model, given in models.items():
+            series = plain_items(given)
+            if series is None:
                 raise ConfigError(
-                    f"calibrator samples of {model!r} must be a list", key="calibrator.models"
+                    f"calibrator samples of {shown(model)} must be a list",
+                    key="calibrator.models",
                 )
-            for sample in series:
-                if not isinstance(sample, (list, tuple)) or len(sample) != 2:
+            for item in series:
+                sample = plain_items(item)
+                if sample is None or len(sample) != 2:
                     raise ConfigError(
-                        f"a calibrator sample of {model!r} is not a pair",
+                        f"a calibrator sample of {shown(model)} is not a pair",
                         key="calibrator.models",
                     )
                 cal.observe(model, sample[0], sample[1])

@@ -18,9 +18,10 @@ from typing import Any, Literal
 
 import orjson
 
+from ..caller_values import is_utf8, plain_int, plain_number, plain_str, shown
 from ..errors import ConfigError
 from .account import TokenAccount
-from .calibrator import DEFAULT_MODEL, Calibrator
+from .calibrator import DEFAULT_MODEL, MAX_TOKENS, Calibrator
 from .usage import Usage, read_usage
 
 __all__ = [
@@ -86,12 +87,17 @@ def _quantile(sorted_values: list[int] | list[float], q: float) -> Any:
 
 
 def _count(name: str, value: Any, *, positive: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
+    """``value`` as a plain int (an int subclass as the value it holds) below
+    ``MAX_TOKENS``, which floats hold exactly (ratios are taken of these counts)."""
+    count = plain_int(value)
+    if count is None or not (1 if positive else 0) <= count < MAX_TOKENS:
         bound = "a positive" if positive else "a non-negative"
         raise ConfigError(
-            f"{name} must be {bound} int, got {value!r}", key=name, reason=f"{bound} int"
+            f"{name} must be {bound} int below 2**53, got {shown(value)}",
+            key=name,
+            reason=f"{bound} int",
         )
-    return value
+    return count
 
 
 class _Series:
@@ -160,7 +166,7 @@ class TokenLedger:
         self.hard_cap = None if hard_cap is None else _count("hard_cap", hard_cap)
         self.margin_tokens = _count("margin_tokens", margin_tokens)
         self.default_tool_tokens = (
-            min(DEFAULT_TOOL_TOKENS, max(1, budget // 4))
+            min(DEFAULT_TOOL_TOKENS, max(1, self.budget // 4))
             if default_tool_tokens is None
             else _count("default_tool_tokens", default_tool_tokens)
         )
@@ -168,9 +174,7 @@ class TokenLedger:
         self._ratios: deque[float] = deque(maxlen=HISTORY)
         self._tools: dict[str, _Series] = {}
         self._tool_tokens_total = 0
-        if model is not None and (not isinstance(model, str) or not model):
-            raise ConfigError(f"model must be a non-empty string, got {model!r}", key="model")
-        self.model = model
+        self.model = _model(model)
         if calibrator is not None and not isinstance(calibrator, Calibrator):
             raise ConfigError(
                 f"calibrator must be a ringbound.Calibrator, got {type(calibrator).__name__}",
@@ -229,13 +233,13 @@ class TokenLedger:
             reported = _count("prompt_tokens", prompt_tokens)
         if local_estimate is not None:
             _count("local_estimate", local_estimate, positive=True)
-        if (
-            isinstance(token_ratio, bool)
-            or not isinstance(token_ratio, (int, float))
-            or not 0 < token_ratio < math.inf
-        ):
-            raise ConfigError(f"token_ratio must be positive, got {token_ratio!r}", key="ratio")
-        key = model or self.model or DEFAULT_MODEL
+        ratio = plain_number(token_ratio)
+        if ratio is None or not 0 < ratio < math.inf:
+            raise ConfigError(
+                f"token_ratio must be positive, got {shown(token_ratio)}", key="ratio"
+            )
+        token_ratio = ratio
+        key = _model(model) or self.model or DEFAULT_MODEL
         with self._lock:
             if read is not None:
                 self._account = self._account.with_usage(read, summarizer=summarizer)
@@ -278,17 +282,19 @@ class TokenLedger:
 
     def observe_tool_result(self, tool: str, tokens: int) -> None:
         """Record that one call of ``tool`` returned ``tokens`` local tokens."""
-        if not isinstance(tool, str) or not tool:
-            raise ConfigError(f"tool must be a non-empty str, got {tool!r}", key="tool")
-        _count("tokens", tokens)
+        name = plain_str(tool)
+        if not name:
+            raise ConfigError(f"tool must be a non-empty str, got {shown(tool)}", key="tool")
+        tool, tokens = name, _count("tokens", tokens)
         with self._lock:
             self._tools.setdefault(tool, _Series()).add(tokens)
             self._tool_tokens_total += tokens
 
     def tool_stats(self, tool: str) -> ToolStats:
         """Observed return sizes of ``tool``; all zero when it was never observed."""
+        name = plain_str(tool)
         with self._lock:
-            series = self._tools.get(tool)
+            series = self._tools.get(name) if name is not None else None
             return series.stats() if series else ToolStats(0, 0, 0)
 
     @property
@@ -449,6 +455,16 @@ class TokenLedger:
         if "account" in data:
             ledger._account = TokenAccount.from_dict(data["account"])
         return ledger
+
+
+def _model(model: Any) -> str | None:
+    """A model name as plain text, None for none; a ConfigError for anything else."""
+    if model is None:
+        return None
+    name = plain_str(model)
+    if not name or not is_utf8(name):
+        raise ConfigError(f"model must be a non-empty string, got {shown(model)}", key="model")
+    return name
 
 
 def _scale(tokens: int, ratio: float) -> int:

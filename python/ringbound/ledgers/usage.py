@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..caller_values import plain_dict, plain_int, plain_items, plain_str, shown
 from ..errors import ConfigError
 
 __all__ = ["Usage", "read_usage"]
@@ -43,10 +44,38 @@ class Usage:
     compaction_iterations: int = 0
 
 
+#: Larger than any count a provider reports, and exact as a float (a ratio is taken of it).
+MAX_COUNT = 2**53
+#: How many ``usage`` wrappers (a response holding a usage) are read into.
+_MAX_WRAPPING = 4
+
+
+def _unreadable(what: str) -> ConfigError:
+    return ConfigError(f"usage: {what}", key="usage", reason="not a usage object")
+
+
+def _attr(obj: Any, name: str) -> Any:
+    """An SDK object's attribute: what its property raises is a usage we cannot read."""
+    try:
+        return getattr(obj, name, None)
+    except Exception:
+        raise _unreadable(f"reading {type(obj).__name__}.{name} failed") from None
+
+
 def _plain(obj: Any) -> Any:
-    dump = getattr(obj, "model_dump", None)
+    """An SDK object's usage as plain data, or ``obj`` itself; a mapping as a plain dict read
+    as stored (what the caller's own methods raise is a usage we cannot read)."""
+    dump = _attr(obj, "model_dump")
     if callable(dump):
-        return dump(mode="json", exclude_none=True, by_alias=False)
+        try:
+            obj = dump(mode="json", exclude_none=True, by_alias=False)
+        except Exception:
+            raise _unreadable(f"{type(obj).__name__}.model_dump failed") from None
+    if isinstance(obj, Mapping):
+        data = plain_dict(obj)
+        if data is None:
+            raise _unreadable(f"the {type(obj).__name__} could not be read")
+        return data
     return obj
 
 
@@ -56,13 +85,14 @@ def _int(data: Mapping[str, Any], *keys: str) -> int:
         value = data.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        count = plain_int(value)
+        if count is None or not 0 <= count < MAX_COUNT:
             raise ConfigError(
-                f"usage field {key} must be a non-negative integer, got {value!r}",
+                f"usage field {key} must be a non-negative integer below 2**53, got {shown(value)}",
                 key="usage",
                 reason=f"{key} is not a count",
             )
-        return value
+        return count
     return 0
 
 
@@ -74,6 +104,7 @@ def _openai_details(details: Any) -> tuple[int, int]:
     """Cached and cache-write tokens of OpenAI's ``*_tokens_details`` (part of the input)."""
     if not isinstance(details, Mapping):
         return 0, 0
+    details = _plain(details)
     return _int(details, "cached_tokens"), _int(details, "cache_write_tokens")
 
 
@@ -88,8 +119,9 @@ def _anthropic(data: Mapping[str, Any]) -> Usage:
     uncached, read, write = sizes(data)
     output = _int(data, "output_tokens")
     prompt: int | None = uncached + read + write
-    iterations = data.get("iterations") or []
-    if not isinstance(iterations, list):
+    given = data.get("iterations")
+    iterations = [] if given is None else plain_items(given)
+    if iterations is None:
         raise ConfigError("usage iterations must be a list", key="usage", reason="iterations")
     compactions = 0
     first_message_seen = False
@@ -97,7 +129,8 @@ def _anthropic(data: Mapping[str, Any]) -> Usage:
         item = _plain(item)
         if not isinstance(item, Mapping):
             raise ConfigError("usage iterations hold objects", key="usage", reason="iterations")
-        if item.get("type") == "compaction":
+        kind = plain_str(item.get("type"))
+        if kind == "compaction":
             # A compaction's own tokens are outside the top-level usage, and its input is
             # the summarizing call's, not the size of the context it closed.
             compactions += 1
@@ -106,7 +139,7 @@ def _anthropic(data: Mapping[str, Any]) -> Usage:
             output += _int(item, "output_tokens")
             if not first_message_seen:
                 prompt = None
-        elif item.get("type") == "message" and not first_message_seen:
+        elif kind == "message" and not first_message_seen:
             first_message_seen = True
             if prompt is not None:
                 # The first sampling read the request as sent; later ones (a server-side
@@ -134,12 +167,18 @@ def read_usage(usage: Any) -> Usage:
         >>> u.shape, u.prompt_tokens, u.cached_tokens
         ('anthropic', 1070, 1000)
     """
+    return _read(usage, 0)
+
+
+def _read(usage: Any, wrapping: int) -> Usage:
+    if wrapping > _MAX_WRAPPING:
+        raise _unreadable(f"no usage counts within {_MAX_WRAPPING} levels of wrapping")
     data = _plain(usage)
     if not isinstance(data, Mapping):
         for attr in ("usage", "usage_metadata"):
-            inner = getattr(usage, attr, None)
+            inner = _attr(usage, attr)
             if inner is not None:
-                return read_usage(inner)
+                return _read(inner, wrapping + 1)
         raise ConfigError(
             f"usage must be an SDK usage object or a mapping, got {type(usage).__name__}",
             key="usage",
@@ -187,9 +226,10 @@ def read_usage(usage: Any) -> Usage:
         return _anthropic(data)
     for key in ("usage", "usage_metadata", "usageMetadata"):
         if data.get(key) is not None:
-            return read_usage(data[key])
+            return _read(data[key], wrapping + 1)
+    keys = sorted(shown(k, 40) for k in data)
     raise ConfigError(
-        f"no usage counts found (keys {sorted(map(str, data))})",
+        f"no usage counts found (keys {', '.join(keys[:20])})",
         key="usage",
         reason="not a usage object",
     )

@@ -5,11 +5,13 @@ rejects, the error class."""
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ..caller_values import plain_str, shown
 from ..errors import (
     BudgetExceededError,
     ConfigError,
@@ -90,6 +92,8 @@ SECONDS_BUCKETS = (
 )
 #: The ``provider`` label for a provider this release does not speak (bounds the label).
 OTHER_PROVIDER = "other"
+#: A Prometheus metric name, which a sink's namespace begins.
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 #: Values of the ``outcome`` label of ``context_assemble_provider_count_total``: the provider
 #: counted the request within budget, over it (then tightened), or the counter timed out or
 #: failed (the local estimate was used).
@@ -367,12 +371,16 @@ class PrometheusSink:
                 key="sink",
                 reason="prometheus_client is not installed",
             ) from None
-        if not isinstance(namespace, str):
+        name = plain_str(namespace)
+        # Prometheus's own rule for the metric names it prefixes (else its ValueError).
+        if name is None or (name and _METRIC_NAME.fullmatch(name) is None):
             raise ConfigError(
-                f"namespace must be a string, got {type(namespace).__name__}",
+                f"namespace must be a Prometheus name ([a-zA-Z_:][a-zA-Z0-9_:]*), "
+                f"got {shown(namespace)}",
                 key="namespace",
-                reason="must be a string",
+                reason="must be a Prometheus name",
             )
+        namespace = name
         self.registry = prometheus_client.REGISTRY if registry is None else registry
         self.namespace = namespace
         with _registered_lock:
