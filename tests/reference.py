@@ -51,7 +51,17 @@ MIN_KEPT_TOKENS = 16
 #: The stages that degrade the protected suffix, once the middle is exhausted.
 DEGRADE_STAGES = ("truncate_protected_results", "shrink_recent")
 #: The stages the core runs (``summarize`` is the façade's).
-CORE_STAGES = (*REWRITES, "drop_rings", "drop_plain_turns", "drop_error_rings", *DEGRADE_STAGES)
+CORE_STAGES = (
+    *REWRITES,
+    "drop_rings",
+    "drop_plain_turns",
+    "drop_referenced_rings",
+    "drop_citing_turns",
+    "drop_error_rings",
+    *DEGRADE_STAGES,
+)
+#: Shortest identifier (``rust/src/identifiers.rs``).
+MIN_IDENTIFIER_CHARS = 4
 
 Message = dict[str, Any]
 
@@ -742,6 +752,90 @@ class Cheap:
         return Action(text, tokens) if tokens < old else None
 
 
+# Citations ----------------------------------------------------------------------------------
+
+_WORD = re.compile(r"[A-Za-z0-9_./:@#+~-]+")
+_FILE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\.[A-Za-z][A-Za-z0-9]{0,7}")
+_NUMBER = re.compile(r"[+-]?[0-9]+(?:[.:-][0-9]+)*")
+
+
+def is_identifier(w: str) -> bool:
+    """A word that looks like a path, a file name, a number, an id mixing letters and digits,
+    a name with ``_ @ #``, or camelCase."""
+    if len(w) < MIN_IDENTIFIER_CHARS:
+        return False
+    alpha, digit = re.search("[A-Za-z]", w), re.search("[0-9]", w)
+    return bool(
+        ((alpha or digit) and re.search("[/_@#]", w))
+        or (alpha and digit)
+        or re.search("[a-z][A-Z]", w)
+        or _FILE_NAME.fullmatch(w)
+        or _NUMBER.fullmatch(w)
+    )
+
+
+def identifiers(text: str) -> set[str]:
+    """The identifiers among the ASCII words of ``text`` (trailing ``. : -`` left out), a path
+    with each of its tails after a ``/`` that is one too."""
+    out = set()
+    for match in _WORD.finditer(text):
+        w = match.group().rstrip(".:-")
+        if is_identifier(w):
+            out.add(w)
+            out |= {w[i + 1 :] for i, c in enumerate(w) if c == "/" and is_identifier(w[i + 1 :])}
+    return out
+
+
+def message_identifiers(msg: Message) -> set[str]:
+    """A message's identifiers: its texts', and its calls' arguments as written and their string
+    values decoded."""
+    out = set().union(*(identifiers(t) for t in texts(msg)))
+    for call in msg.get("tool_calls") or ():
+        raw = call["function"]["arguments"]
+        out |= identifiers(raw)
+        try:
+            value = json.loads(raw, parse_constant=_reject_constant)
+        except ValueError:
+            continue
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, str):
+                out |= identifiers(v)
+            elif isinstance(v, list):
+                stack += v
+            elif isinstance(v, dict):
+                stack += v.values()
+    return out
+
+
+def citations(lay: Layout) -> list[bool]:
+    """Per unit: a ring one of whose results holds an identifier that a later message other
+    than a result repeats; a plain unit repeating an identifier an earlier result holds. Notes
+    and synthesized results hold nothing."""
+    msgs = lay.work.msgs
+
+    def ids(w: int) -> set[str]:
+        if w in lay.notes or lay.work.source[w] is None:
+            return set()
+        return message_identifiers(msgs[w])
+
+    def result(w: int) -> bool:
+        return msgs[w]["role"] == "tool"
+
+    out = []
+    for u in lay.units:
+        if u.kind == "ring":
+            held = set().union(*(ids(w) for w in range(u.start, u.end) if result(w)))
+            later = set().union(*(ids(w) for w in range(u.end, len(msgs)) if not result(w)))
+            out.append(bool(held & later))
+        else:
+            said = set().union(*(ids(w) for w in range(u.start, u.end) if not result(w)))
+            earlier = set().union(*(ids(w) for w in range(u.start) if result(w)))
+            out.append(bool(said & earlier))
+    return out
+
+
 # The stage loop -----------------------------------------------------------------------------
 
 
@@ -761,10 +855,32 @@ def candidates(lay: Layout, cfg: rb.AssemblyConfig) -> dict[str, list[int]]:
     held = held[max(0, len(held) - cfg.max_held_error_rings) :]
     return {
         **{stage: [] for stage in REWRITES},
-        "drop_rings": [k for k in middle if lay.units[k].kind == "ring" and k not in held],
-        "drop_plain_turns": [k for k in middle if lay.units[k].kind == "plain"],
-        "drop_error_rings": held,
+        **drops(lay, cfg, middle, held),
         **{stage: [] for stage in DEGRADE_STAGES},
+    }
+
+
+def drops(lay: Layout, cfg: rb.AssemblyConfig, among: list[int], held: list[int]) -> dict:
+    """What each drop stage takes of ``among``: rings not ``held`` and plain units, the
+    referenced rings and citing turns set apart for their own stage when it is configured."""
+    cited = citations(lay)
+    # A ring the ledger records keeps its place: its entries are written in drop order.
+    for k, u in enumerate(lay.units):
+        calls = [c for m in lay.work.msgs[u.start : u.end] for c in m.get("tool_calls") or ()]
+        if "side_effect_ledger" in cfg.pin and any(
+            c["function"]["name"] in cfg.side_effect_tools for c in calls
+        ):
+            cited[k] = False
+    defer_rings = "drop_referenced_rings" in cfg.stages
+    defer_turns = "drop_citing_turns" in cfg.stages
+    rings = [k for k in among if lay.units[k].kind == "ring" and k not in held]
+    plain = [k for k in among if lay.units[k].kind == "plain"]
+    return {
+        "drop_rings": [k for k in rings if not (defer_rings and cited[k])],
+        "drop_plain_turns": [k for k in plain if not (defer_turns and cited[k])],
+        "drop_referenced_rings": [k for k in rings if cited[k]],
+        "drop_citing_turns": [k for k in plain if cited[k]],
+        "drop_error_rings": held,
     }
 
 
@@ -838,9 +954,7 @@ def released_candidates(lay: Layout, released: list[int], cfg: rb.AssemblyConfig
         "deduped": [],
         "truncated": [w for w in msgs if lay.work.msgs[w]["role"] == "tool"],
         "media": [w for w in msgs if images(lay.work.msgs[w])],
-        "drop_rings": [k for k in released if lay.units[k].kind == "ring" and k not in held],
-        "drop_plain_turns": [k for k in released if lay.units[k].kind == "plain"],
-        "drop_error_rings": held,
+        **drops(lay, cfg, released, held),
     }
 
 

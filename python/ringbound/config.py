@@ -10,7 +10,7 @@ from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .caller_values import is_utf8, shown, str_list
+from .caller_values import is_utf8, plain_int, shown, str_list
 from .errors import ConfigError
 
 __all__ = ["PINS", "STAGES", "AssemblyConfig"]
@@ -18,14 +18,17 @@ __all__ = ["PINS", "STAGES", "AssemblyConfig"]
 #: Items that may be pinned (kept whatever the budget).
 PINS = ("first_user_message", "side_effect_ledger", "security_system_prompt")
 #: Stages in their default order, cheapest loss first: rewrites that keep the message, then
-#: drops of whole units, then the summary of what was dropped (with a summarizer only); last,
-#: and only once the middle is exhausted, the protected suffix degrades before a refusal.
+#: drops of whole units (those later turns build on last), then the summary of what was
+#: dropped (with a summarizer only); last, and only once the middle is exhausted, the
+#: protected suffix degrades before a refusal.
 STAGES = (
     "dedupe_superseded_reads",
     "truncate_oversized_results",
     "degrade_media",
     "drop_rings",
     "drop_plain_turns",
+    "drop_referenced_rings",
+    "drop_citing_turns",
     "drop_error_rings",
     "summarize",
     "truncate_protected_results",
@@ -353,8 +356,10 @@ class AssemblyConfig:
             token_ratio=info.token_ratio,
             min_cache_tokens=info.min_cache_tokens,
         )
-        if isinstance(reserve, int) and not isinstance(reserve, bool):
-            values["model_input_limit"] = info.input_limit(reserve)
+        # An int subclass's own arithmetic and comparisons are not run: its value is used.
+        count = plain_int(reserve)
+        if count is not None and count > 0:
+            values["model_input_limit"] = info.input_limit(count)
         values.update(overrides)
         return cls.from_dict(values)
 

@@ -32,6 +32,9 @@ pub struct Entry {
     /// For each tool call, a hash of its tool name and its arguments as canonical JSON: how
     /// `dedupe_superseded_reads` recognizes the same read, parsed once per message.
     pub call_keys: OnceLock<Vec<u64>>,
+    /// The message's identifiers, hashed (`identifiers::of_message`): which results later
+    /// turns cite, found once per message.
+    pub identifiers: OnceLock<Vec<u64>>,
 }
 
 impl Entry {
@@ -42,6 +45,7 @@ impl Entry {
             bound,
             more_than: AtomicU32::new(0),
             call_keys: OnceLock::new(),
+            identifiers: OnceLock::new(),
         }
     }
 

@@ -6,6 +6,7 @@ pub mod body;
 pub mod cache;
 pub mod count;
 pub mod error;
+pub mod identifiers;
 pub mod json;
 pub mod json_array;
 pub mod ledger;

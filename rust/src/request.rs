@@ -302,6 +302,14 @@ impl<'a> Request<'a> {
         })
     }
 
+    /// The identifiers of message `i`, hashed (`identifiers::of_message`), found once per
+    /// message (a message taken from the cache without its texts is parsed again for them).
+    pub fn identifiers(&self, i: usize) -> &[u64] {
+        self.entries[i]
+            .identifiers
+            .get_or_init(|| crate::identifiers::of_message(&self.full(i)))
+    }
+
     /// Tokens of a message as the tokenizer counts them, before the provider ratio.
     pub fn raw_tokens(&self, msg: &Message) -> u64 {
         u64::from(message_tokens_with(msg, self.counter(), self.scheme.images))

@@ -2,9 +2,11 @@
 //! (the prefix, pinned messages, the recent suffix) and which form the middle, the only part
 //! the drop stages touch, with each drop stage's candidates oldest first.
 
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashMap as HashMap;
 
-use super::{Layout, Notes, PlanConfig, Source, Stage, Work};
+use super::notes::records_side_effects;
+use super::{citations, Layout, Notes, PlanConfig, Source, Stage, Work};
+use crate::count::chat::REPLY_PRIMING;
 use crate::units::{units, units_glued, Unit, UnitKind};
 use crate::view::Role;
 
@@ -29,6 +31,13 @@ pub(super) struct Buckets {
     middle: Vec<usize>,
     /// Short error rings of the middle held back until `DropErrorRings`.
     held: Vec<usize>,
+    /// Per unit: a referenced ring or a citing plain turn (`citations`), found only when a
+    /// stage sets them apart.
+    cited: Vec<bool>,
+    /// `DropReferencedRings` is a stage: `DropRings` leaves referenced rings to it.
+    defer_referenced: bool,
+    /// `DropCitingTurns` is a stage: `DropPlainTurns` leaves citing turns to it.
+    defer_citing: bool,
 }
 
 impl Buckets {
@@ -88,7 +97,29 @@ impl Buckets {
             pinned: pin,
             middle: Vec::new(),
             held: Vec::new(),
+            cited: Vec::new(),
+            defer_referenced: cfg.stages.contains(&Stage::DropReferencedRings),
+            defer_citing: cfg.stages.contains(&Stage::DropCitingTurns),
         };
+        // A replay decides nothing, and a request that fits even at its bounds loses
+        // nothing: neither needs citations.
+        let at_most = (0..len).map(|w| work.bound(w)).sum::<u64>()
+            + work.req.tools_tokens
+            + notes.ledger_state.tokens
+            + notes.reserve
+            + u64::from(REPLY_PRIMING);
+        let decides = cfg.replay.is_none() && at_most > cfg.budget;
+        if (b.defer_referenced || b.defer_citing) && decides {
+            b.cited = citations::cited(work, &b.all_units, &notes.skipped);
+            // A ring the ledger records keeps its place among the rings: the note lists
+            // effects in the order their rings go, and a replay, which does not look for
+            // citations (later turns may add some), must write the same note.
+            for (k, u) in b.all_units.iter().enumerate() {
+                if records_side_effects(u, work, cfg) {
+                    b.cited[k] = false;
+                }
+            }
+        }
         for (k, u) in b.all_units.iter().enumerate() {
             b.unit_of[u.start..u.end].fill(k);
         }
@@ -136,21 +167,28 @@ impl Buckets {
 
     /// Units `stage` may drop, oldest first (none for the cheap stages).
     pub fn candidates(&self, stage: Stage) -> Vec<usize> {
-        let held: HashSet<usize> = self.held.iter().copied().collect();
+        self.pick(stage, &self.middle, &self.held)
+    }
+
+    /// Whether unit `k` is referenced or citing (`citations`).
+    fn is_cited(&self, k: usize) -> bool {
+        self.cited.get(k).copied().unwrap_or(false)
+    }
+
+    /// What `stage` drops of `units` (oldest first), `held` waiting for `DropErrorRings`.
+    fn pick(&self, stage: Stage, units: &[usize], held: &[usize]) -> Vec<usize> {
+        let kind = |k: usize| self.all_units[k].kind;
+        let ring = |k: usize| kind(k) == UnitKind::Ring && !held.contains(&k);
+        let plain = |k: usize| kind(k) == UnitKind::Plain;
+        let keep = |f: &dyn Fn(usize) -> bool| units.iter().copied().filter(|&k| f(k)).collect();
         match stage {
-            Stage::DropRings => self
-                .middle
-                .iter()
-                .copied()
-                .filter(|k| self.all_units[*k].kind == UnitKind::Ring && !held.contains(k))
-                .collect(),
-            Stage::DropPlainTurns => self
-                .middle
-                .iter()
-                .copied()
-                .filter(|k| self.all_units[*k].kind == UnitKind::Plain)
-                .collect(),
-            Stage::DropErrorRings => self.held.clone(),
+            Stage::DropRings => keep(&|k| ring(k) && !(self.defer_referenced && self.is_cited(k))),
+            Stage::DropPlainTurns => {
+                keep(&|k| plain(k) && !(self.defer_citing && self.is_cited(k)))
+            }
+            Stage::DropReferencedRings => keep(&|k| ring(k) && self.is_cited(k)),
+            Stage::DropCitingTurns => keep(&|k| plain(k) && self.is_cited(k)),
+            Stage::DropErrorRings => held.to_vec(),
             _ => Vec::new(),
         }
     }
@@ -172,21 +210,7 @@ impl Buckets {
             .filter(|&k| short_error_ring(&self.all_units[k], work, cfg))
             .collect();
         held.drain(..held.len().saturating_sub(cfg.max_held_error_rings));
-        let kind = |k: usize| self.all_units[k].kind;
-        match stage {
-            Stage::DropRings => released
-                .iter()
-                .copied()
-                .filter(|k| kind(*k) == UnitKind::Ring && !held.contains(k))
-                .collect(),
-            Stage::DropPlainTurns => released
-                .iter()
-                .copied()
-                .filter(|k| kind(*k) == UnitKind::Plain)
-                .collect(),
-            Stage::DropErrorRings => held,
-            _ => Vec::new(),
-        }
+        self.pick(stage, released, &held)
     }
 }
 

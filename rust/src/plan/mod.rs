@@ -15,6 +15,7 @@ use crate::view::{Message, Role};
 
 mod buckets;
 mod cheap;
+mod citations;
 mod degrade;
 mod emit;
 mod notes;
@@ -47,10 +48,18 @@ pub enum Stage {
     TruncateOversizedResults,
     /// Images become a placeholder text.
     DegradeMedia,
-    /// Whole tool rings of the middle, except short error rings held back for later.
+    /// Whole tool rings of the middle, except short error rings held back for later (and,
+    /// while `DropReferencedRings` is a stage, referenced rings).
     DropRings,
-    /// Plain middle turns, first in first out.
+    /// Plain middle turns, first in first out (while `DropCitingTurns` is a stage, those that
+    /// cite no identifier of an earlier result).
     DropPlainTurns,
+    /// Middle rings one of whose results holds an identifier a later message repeats
+    /// (`citations`), left by `DropRings`.
+    DropReferencedRings,
+    /// Plain middle turns that repeat an identifier of an earlier result, left by
+    /// `DropPlainTurns`.
+    DropCitingTurns,
     /// The short error rings held back by `DropRings`.
     DropErrorRings,
     /// Once the middle is exhausted: oversized results of the protected suffix cut like the
@@ -68,6 +77,8 @@ impl Stage {
             Stage::DropRings => "drop_rings",
             Stage::DropPlainTurns => "drop_plain_turns",
             Stage::DropErrorRings => "drop_error_rings",
+            Stage::DropReferencedRings => "drop_referenced_rings",
+            Stage::DropCitingTurns => "drop_citing_turns",
             Stage::DedupeSupersededReads => "dedupe_superseded_reads",
             Stage::TruncateOversizedResults => "truncate_oversized_results",
             Stage::DegradeMedia => "degrade_media",
@@ -97,15 +108,17 @@ impl Stage {
     }
 
     /// Cheapest loss first: a duplicate read loses nothing, a cut result keeps its ends and a
-    /// way back, an image placeholder keeps the text; only then whole units go. Only then,
-    /// before refusing, the protected suffix degrades: cut results first, then fewer recent
-    /// rings and turns.
-    pub const DEFAULT_ORDER: [Stage; 8] = [
+    /// way back, an image placeholder keeps the text; only then whole units go, those no
+    /// later turn builds on before those it does. Only then, before refusing, the protected
+    /// suffix degrades: cut results first, then fewer recent rings and turns.
+    pub const DEFAULT_ORDER: [Stage; 10] = [
         Stage::DedupeSupersededReads,
         Stage::TruncateOversizedResults,
         Stage::DegradeMedia,
         Stage::DropRings,
         Stage::DropPlainTurns,
+        Stage::DropReferencedRings,
+        Stage::DropCitingTurns,
         Stage::DropErrorRings,
         Stage::TruncateProtectedResults,
         Stage::ShrinkRecent,
@@ -390,6 +403,8 @@ fn repairs(req: &Request, cfg: &PlanConfig) -> Result<Vec<pairing::Repair>, Core
     }
 }
 
+#[cfg(test)]
+mod citations_tests;
 #[cfg(test)]
 mod degrade_tests;
 #[cfg(test)]

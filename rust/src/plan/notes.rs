@@ -146,6 +146,17 @@ pub(super) fn record_side_effects(
     }
 }
 
+/// Whether dropping unit `u` can add to the ledger: a ring calling a side-effecting tool,
+/// with the ledger on.
+pub(super) fn records_side_effects(u: &Unit, work: &Work<'_, '_>, cfg: &PlanConfig) -> bool {
+    u.kind == UnitKind::Ring
+        && cfg.pin_side_effect_ledger
+        && work.msgs[u.start..u.end]
+            .iter()
+            .flat_map(|m| &m.tool_calls)
+            .any(|c| cfg.side_effect_tools.contains(&*c.name))
+}
+
 /// Ledger entries for the side-effecting calls of a dropped ring.
 fn side_effects(ring: &[&Message], cfg: &PlanConfig, turn: Option<u32>) -> Vec<LedgerEntry> {
     // A ring may carry glued messages around its call (a reasoning item, text after the

@@ -144,7 +144,7 @@ impl Planning<'_, '_, '_> {
     }
 
     /// Per unit, how far the values of `bounded` units are above an estimate of their
-    /// tokens: their oldest few messages of each class are counted, and the rest taken at
+    /// tokens: a few messages of each class, spread over it, are counted, and the rest taken at
     /// the sampled ratio of tokens to byte bound. The samples are chosen by place, not by
     /// what the cache holds, so a request planned again reports the same figures.
     fn overstatement(&self, bounded: &[usize], value: &[u64]) -> Vec<u64> {
@@ -155,19 +155,28 @@ impl Planning<'_, '_, '_> {
             .flat_map(|&k| units[k].start..units[k].end)
             .filter(|&w| !self.notes.skipped[w] && work.original(w).is_some())
             .collect();
-        // Tool results (often JSON or logs) and prose tokenize at other rates: one ratio each.
-        let class = |w: usize| usize::from(work.msgs[w].role == Role::Tool);
+        // Tool results (often JSON or logs), calls (JSON arguments) and prose tokenize at
+        // other rates: one ratio each. A drop order that keeps cited turns can leave mostly
+        // calls, or mostly prose, among the units it certainly drops.
+        let class = |w: usize| match &work.msgs[w] {
+            m if m.role == Role::Tool => 1,
+            m if !m.tool_calls.is_empty() => 2,
+            _ => 0,
+        };
         let mut sampled = rustc_hash::FxHashMap::default();
-        let mut ratio = [(0u64, 0u64); 2];
+        let mut ratio = [(0u64, 0u64); 3];
         for (c, (tokens, bounds)) in ratio.iter_mut().enumerate() {
-            // The oldest messages: the same ones turn after turn, so their counts, cached by
-            // the first plan that samples them, cost the next turns nothing.
-            for w in messages
+            // Spread over the class: a drop order that keeps cited units leaves no old run
+            // of the history that stands for the rest (the oldest few did, dropped oldest
+            // first). A count, once made, is cached, so a later turn pays only for the
+            // samples that moved.
+            let of_class: Vec<usize> = messages
                 .iter()
                 .copied()
                 .filter(|&w| class(w) == c)
-                .take(SAMPLES)
-            {
+                .collect();
+            let step = of_class.len().div_ceil(SAMPLES).max(1);
+            for w in of_class.iter().copied().step_by(step) {
                 let Some(i) = work.original(w) else {
                     continue;
                 };
