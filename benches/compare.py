@@ -29,6 +29,7 @@ import orjson
 import providers
 import pure_python
 import refusals
+import translation
 import workload
 from langchain_core.messages import convert_to_openai_messages
 from measure import (
@@ -495,6 +496,7 @@ def main() -> None:
     section("Peak memory", memory_section(size, rss))
     section("Providers (issue 13)", providers.section(repeat, clock))
     section("Gateway path (`assemble_body`, issue 14)", body_path.section(repeat, clock))
+    section("Translation (`translate_body`, issue 34)", translation.section(repeat, clock))
     section("Bars", bars_section(ref, corpus_timings, rates, threads, size, rss))
     print(f"Load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores.")
 

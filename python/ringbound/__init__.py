@@ -66,6 +66,13 @@ from .summary.recovery import (
     recover,
 )
 from .summary.request import SummaryRequest
+from .translation import (
+    Translation,
+    TranslationChange,
+    TranslationReport,
+    translate,
+    translate_body,
+)
 
 __all__ = [
     "Admission",
@@ -112,6 +119,9 @@ __all__ = [
     "TokenAccount",
     "TokenLedger",
     "ToolStats",
+    "Translation",
+    "TranslationChange",
+    "TranslationReport",
     "Usage",
     "__version__",
     "calibrate",
@@ -131,6 +141,8 @@ __all__ = [
     "recovery",
     "set_default_sink",
     "summarizers",
+    "translate",
+    "translate_body",
     "validate",
     "warmup",
     "with_context_retry",

@@ -209,6 +209,49 @@ def validate(
     ``anthropic``, ``openai_responses``, ``gemini``, ``bedrock_converse``); ConfigError for a
     provider the core does not read, InvalidMessageError naming a malformed message."""
 
+def translate(
+    source: str,
+    target: str,
+    messages_json: bytes,
+    system_json: bytes | None = None,
+    tools_json: bytes | None = None,
+    reasoning: str = "drop",
+    unsupported: str = "refuse",
+    summaries: list[tuple[int, str]] = ...,
+    gemini_sentinel: bool = True,
+) -> tuple[
+    bytes,
+    bytes | None,
+    bytes | None,
+    list[tuple[int | None, str, str, str]],
+    list[tuple[str, str]],
+]:
+    """``source``'s items (a JSON array), system and tools (JSON) in ``target``'s shape:
+    ``(messages, system, tools, changes, ids)``, each JSON as bytes; a change is ``(item,
+    action, what, detail)``. ConfigError for an unknown provider or option;
+    InvalidMessageError for a malformed item, a refused part or an opaque compaction without
+    a summary in ``summaries`` (``(item, text)``); PairingError when the source's calls and
+    results do not pair."""
+
+def translate_body(
+    source: str,
+    target: str,
+    body: bytes,
+    reasoning: str = "drop",
+    unsupported: str = "refuse",
+    summaries: list[tuple[int, str]] = ...,
+    gemini_sentinel: bool = True,
+) -> tuple[bytes, list[tuple[int | None, str, str, str]], list[tuple[str, str]]]:
+    """A request body of ``source`` (JSON) as one of ``target``: ``(body, changes, ids)``;
+    InvalidBodyError for a body without its history where ``source`` keeps it."""
+
+def opaque_compactions(source: str, messages_json: bytes) -> list[int]:
+    """The items of ``source``'s history (a JSON array) that are opaque compactions a
+    translation keeps and so needs a summary of."""
+
+def history_field(source: str) -> str:
+    """The field of a ``source`` request body holding its history."""
+
 class NativeView:
     """A native request read by the core: parsed, checked by its provider's rules and mapped
     to the canonical view, each part at its real cost; planned and counted without reading

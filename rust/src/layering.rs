@@ -7,8 +7,9 @@
 use std::path::{Path, PathBuf};
 
 /// Modules of the core, as paths under `rust/src` (a folder stands for every file in it).
-const CORE: [&str; 13] = [
+const CORE: [&str; 14] = [
     "view.rs",
+    "identifiers.rs",
     "units.rs",
     "ledger.rs",
     "summary.rs",
@@ -23,15 +24,17 @@ const CORE: [&str; 13] = [
     "pairing",
 ];
 /// What the core may not name.
-const ABOVE_CORE: [&str; 5] = [
+const ABOVE_CORE: [&str; 6] = [
     "providers::",
+    "crate::translate",
     "crate::native",
     "crate::body",
     "crate::readings",
     "crate::py",
 ];
 /// What a provider may not name.
-const ABOVE_PROVIDERS: [&str; 5] = [
+const ABOVE_PROVIDERS: [&str; 6] = [
+    "crate::translate",
     "crate::body",
     "crate::native",
     "crate::request",

@@ -19,6 +19,7 @@ pub mod readings;
 pub mod request;
 pub mod rewrite;
 pub mod summary;
+pub mod translate;
 pub mod units;
 pub mod view;
 

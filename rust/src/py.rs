@@ -26,6 +26,7 @@ mod native;
 mod objects;
 mod panic;
 mod plan;
+mod translate;
 
 use errors::issue_tuple;
 use panic::guard;
@@ -473,6 +474,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cut_text, m)?)?;
     m.add_function(wrap_pyfunction!(content_id, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
+    m.add_function(wrap_pyfunction!(translate::translate, m)?)?;
+    m.add_function(wrap_pyfunction!(translate::translate_body, m)?)?;
+    m.add_function(wrap_pyfunction!(translate::opaque_compactions, m)?)?;
+    m.add_function(wrap_pyfunction!(translate::history_field, m)?)?;
     m.add_function(wrap_pyfunction!(native::read_native, m)?)?;
     m.add_function(wrap_pyfunction!(native::read_native_objects, m)?)?;
     m.add_class::<native::NativeView>()?;

@@ -6,7 +6,9 @@ mapping and list subclasses, a list that changes while it is read, huge ints, lo
 10k-deep nesting, bytes and sets), keys dropped, items duplicated or removed. Any exception
 that is not a ``ringbound.RingboundError`` is a finding, and so is a change to the caller's
 messages. Inputs that open with ``arguments.ARGUMENTS`` fuzz the arguments beside the
-messages instead, planted secrets and deep bodies (``arguments.py``).
+messages instead, planted secrets and deep bodies (``arguments.py``); inputs that open with
+``entry_points.ENTRY_POINTS`` fuzz the other entry points that read a caller's objects
+(``entry_points.py``).
 
 Run: ``python tests/fuzz/api.py -max_total_time=60 tests/fuzz/seeds`` (libFuzzer flags).
 """
@@ -28,7 +30,11 @@ with atheris.instrument_imports():
 
 from arguments import ARGUMENTS
 from arguments import run as run_arguments
+from entry_points import ENTRY_POINTS
+from entry_points import run as run_entry_points
 from sessions import SESSIONS, TOOLS
+from translation import TRANSLATION
+from translation import run as run_translation
 
 PROVIDERS = sorted(SESSIONS)
 
@@ -253,6 +259,16 @@ def test_one_input(data: bytes) -> None:
         # The arguments beside the messages (system, pinned, config, ledger, stores), planted
         # secrets and deep bodies: ``arguments.py``.
         run_arguments(atheris.FuzzedDataProvider(data[len(ARGUMENTS) :]), SESSIONS)
+        return
+    if data.startswith(ENTRY_POINTS):
+        # The other entry points that read a caller's objects (calibrate, read_usage,
+        # is_context_length_error, for_model, the ledgers...): ``entry_points.py``.
+        run_entry_points(atheris.FuzzedDataProvider(data[len(ENTRY_POINTS) :]))
+        return
+    if data.startswith(TRANSLATION):
+        # Translation between providers: ``translation.py``.
+        fdp = atheris.FuzzedDataProvider(data[len(TRANSLATION) :])
+        run_translation(fdp, SESSIONS, TOOLS, mutate, hostile)
         return
     fdp = atheris.FuzzedDataProvider(data)
     ChangingList.changed = False

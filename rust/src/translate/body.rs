@@ -1,0 +1,424 @@
+//! A whole request body translated: its history, system and tools through `translate`, and
+//! the body's other fields (token limit, sampling, stop sequences, tool choice, streaming)
+//! mapped to where the target keeps them; a field the target has no place for is reported.
+
+use super::portable::Choice;
+use super::{translate_values, Options, Report, Translated};
+use crate::error::CoreError;
+use crate::native;
+use serde_json::value::RawValue;
+use serde_json::{json, Map, Value};
+
+/// Anthropic requires `max_tokens`: the value put in when the source had none (reported).
+pub const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+/// The fields of a body that are not its history, in portable form.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Settings {
+    model: Option<Value>,
+    max_tokens: Option<Value>,
+    temperature: Option<Value>,
+    top_p: Option<Value>,
+    top_k: Option<Value>,
+    stop: Vec<Value>,
+    choice: Option<Choice>,
+    stream: Option<Value>,
+}
+
+fn invalid(reason: impl Into<String>) -> CoreError {
+    CoreError::InvalidBody {
+        reason: reason.into(),
+    }
+}
+
+/// Where a provider's body holds its history, system and tools.
+fn fields(provider: &str) -> (&'static str, &'static [&'static str], &'static str) {
+    match provider {
+        "openai_chat" => ("messages", &[], "tools"),
+        "openai_responses" => ("input", &["instructions"], "tools"),
+        "anthropic" => ("messages", &["system"], "tools"),
+        "gemini" => (
+            "contents",
+            &["systemInstruction", "system_instruction"],
+            "tools",
+        ),
+        _ => ("messages", &["system"], "toolConfig"),
+    }
+}
+
+/// The field of a `provider` body that holds its history.
+pub fn history_field(provider: &str) -> &'static str {
+    fields(provider).0
+}
+
+/// Translates the request body `body` (JSON) of `source` into one of `target`.
+///
+/// Errors: those of `translate`; `InvalidBody` for a body that is not a JSON object holding
+/// its history where `source` keeps it.
+pub fn translate_body(
+    source: &str,
+    target: &str,
+    body: &[u8],
+    options: &Options,
+) -> Result<(Vec<u8>, Report), CoreError> {
+    for p in [source, target] {
+        native::item_seed(p)?;
+    }
+    // The history stays as its bytes: read once by the source's parser, once into values.
+    let raw: std::collections::BTreeMap<String, &RawValue> =
+        serde_json::from_slice(body).map_err(|e| match e.classify() {
+            serde_json::error::Category::Data => invalid("the body must be a JSON object"),
+            _ => invalid(format!("the body is not valid JSON ({e})")),
+        })?;
+    let (history_key, system_keys, tools_key) = fields(source);
+    let mut history_raw: Option<&RawValue> = None;
+    let mut rest = Map::new();
+    for (key, value) in raw {
+        if key == history_key {
+            history_raw = Some(value);
+        } else {
+            let value: Value = serde_json::from_str(value.get())
+                .map_err(|e| invalid(format!("`{key}` could not be read ({e})")))?;
+            rest.insert(key, value);
+        }
+    }
+    let mut body = rest;
+    let (history, history_bytes): (Vec<Value>, Vec<u8>) = match history_raw {
+        Some(raw) if raw.get().starts_with('[') => (
+            serde_json::from_str(raw.get()).map_err(|e| invalid(e.to_string()))?,
+            raw.get().as_bytes().to_vec(),
+        ),
+        Some(raw) if source == "openai_responses" && raw.get().starts_with('"') => {
+            let text: String =
+                serde_json::from_str(raw.get()).map_err(|e| invalid(e.to_string()))?;
+            let items = vec![json!({"role": "user", "content": text})];
+            let bytes = serde_json::to_vec(&items).map_err(|e| invalid(e.to_string()))?;
+            (items, bytes)
+        }
+        Some(_) => return Err(invalid(format!("`{history_key}` must be a list"))),
+        None => return Err(invalid(format!("the body has no `{history_key}`"))),
+    };
+    let system = system_keys.iter().find_map(|k| body.remove(*k));
+    let mut tools = body.remove(tools_key);
+    let issues = native::validate_json(source, &[&history_bytes])?;
+    if !issues.is_empty() {
+        return Err(CoreError::Pairing(issues));
+    }
+    let mut settings = Settings::default();
+    let mut left = Vec::new();
+    read_settings(source, &mut body, &mut tools, &mut settings, &mut left);
+    if source == "bedrock_converse" {
+        tools = tools.filter(|t| t.get("tools").is_some());
+    }
+    let Translated {
+        json: messages,
+        system,
+        tools,
+        mut report,
+        ..
+    } = translate_values(
+        source,
+        target,
+        &history,
+        system.as_ref(),
+        tools.as_ref(),
+        options,
+    )?;
+    for key in left {
+        report.add(
+            None,
+            "dropped",
+            format!("field:{key}"),
+            format!("{target} has no place for this field of a {source} body"),
+        );
+    }
+    let mut out = Map::new();
+    let (history_key, system_keys, _) = fields(target);
+    write_settings(target, settings, tools, &mut out, &mut report);
+    // Chat has no top-level system: `translate` wrote it as leading system messages.
+    if let Some(system) = system {
+        out.insert(
+            system_keys.first().copied().unwrap_or("system").into(),
+            system,
+        );
+    }
+    // The history goes in as the bytes the target's validator read, written once.
+    let mut bytes = serde_json::to_vec(&Value::Object(out)).map_err(|e| invalid(e.to_string()))?;
+    bytes.pop();
+    if bytes.len() > 1 {
+        bytes.push(b',');
+    }
+    crate::json::write::write_str(&mut bytes, history_key);
+    bytes.push(b':');
+    bytes.extend_from_slice(&messages);
+    bytes.push(b'}');
+    Ok((bytes, report))
+}
+
+fn read_settings(
+    source: &str,
+    body: &mut Map<String, Value>,
+    tools: &mut Option<Value>,
+    s: &mut Settings,
+    left: &mut Vec<String>,
+) {
+    let stop = |v: Option<Value>| match v {
+        Some(Value::Array(items)) => items,
+        Some(Value::Null) | None => Vec::new(),
+        Some(one) => vec![one],
+    };
+    match source {
+        "gemini" => {
+            let mut config = match body
+                .remove("generationConfig")
+                .or_else(|| body.remove("generation_config"))
+            {
+                Some(Value::Object(c)) => c,
+                _ => Map::new(),
+            };
+            s.max_tokens = config.remove("maxOutputTokens");
+            s.temperature = config.remove("temperature");
+            s.top_p = config.remove("topP");
+            s.top_k = config.remove("topK");
+            s.stop = stop(config.remove("stopSequences"));
+            left.extend(config.keys().map(|k| format!("generationConfig.{k}")));
+            if let Some(Value::Object(mut tc)) = body
+                .remove("toolConfig")
+                .or_else(|| body.remove("tool_config"))
+            {
+                if let Some(Value::Object(f)) = tc.remove("functionCallingConfig") {
+                    let names = f.get("allowedFunctionNames").and_then(Value::as_array);
+                    s.choice = match f.get("mode").and_then(Value::as_str) {
+                        Some("NONE") => Some(Choice::None),
+                        Some("ANY") => Some(match names.map(Vec::as_slice) {
+                            Some([Value::String(one)]) => Choice::Named(one.clone()),
+                            _ => Choice::Any,
+                        }),
+                        Some(_) => Some(Choice::Auto),
+                        None => None,
+                    };
+                }
+                left.extend(tc.keys().map(|k| format!("toolConfig.{k}")));
+            }
+        }
+        "bedrock_converse" => {
+            let mut config = match body.remove("inferenceConfig") {
+                Some(Value::Object(c)) => c,
+                _ => Map::new(),
+            };
+            s.max_tokens = config.remove("maxTokens");
+            s.temperature = config.remove("temperature");
+            s.top_p = config.remove("topP");
+            s.stop = stop(config.remove("stopSequences"));
+            left.extend(config.keys().map(|k| format!("inferenceConfig.{k}")));
+            if let Some(Value::Object(tc)) = tools.as_mut() {
+                s.choice = match tc.remove("toolChoice") {
+                    Some(Value::Object(c)) if c.contains_key("any") => Some(Choice::Any),
+                    Some(Value::Object(c)) if c.contains_key("tool") => c["tool"]
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .map(|n| Choice::Named(n.to_owned())),
+                    Some(_) => Some(Choice::Auto),
+                    None => None,
+                };
+            }
+        }
+        _ => {
+            s.model = body.remove("model");
+            s.max_tokens = ["max_completion_tokens", "max_tokens", "max_output_tokens"]
+                .iter()
+                .find_map(|k| body.remove(*k));
+            s.temperature = body.remove("temperature");
+            s.top_p = body.remove("top_p");
+            s.top_k = body.remove("top_k");
+            s.stop = stop(
+                body.remove("stop")
+                    .or_else(|| body.remove("stop_sequences")),
+            );
+            s.stream = body.remove("stream");
+            s.choice = body.remove("tool_choice").and_then(|c| choice(&c));
+        }
+    }
+    left.extend(body.keys().cloned());
+}
+
+/// A tool choice in OpenAI's or Anthropic's spelling.
+fn choice(c: &Value) -> Option<Choice> {
+    if let Some(word) = c.as_str() {
+        return Some(match word {
+            "none" => Choice::None,
+            "required" | "any" => Choice::Any,
+            _ => Choice::Auto,
+        });
+    }
+    let name = c
+        .get("name")
+        .or_else(|| c.get("function").and_then(|f| f.get("name")))
+        .and_then(Value::as_str);
+    Some(match (c.get("type").and_then(Value::as_str), name) {
+        (Some("none"), _) => Choice::None,
+        (Some("any"), _) => Choice::Any,
+        (Some("tool" | "function"), Some(n)) => Choice::Named(n.to_owned()),
+        _ => Choice::Auto,
+    })
+}
+
+fn write_settings(
+    target: &str,
+    s: Settings,
+    tools: Option<Value>,
+    out: &mut Map<String, Value>,
+    report: &mut Report,
+) {
+    let mut lost_fields: Vec<&str> = Vec::new();
+    let mut lost = |what: &'static str| lost_fields.push(what);
+    let stop = (!s.stop.is_empty()).then(|| Value::Array(s.stop.clone()));
+    let mut inserted_max = false;
+    match target {
+        "gemini" | "bedrock_converse" => {
+            let gemini = target == "gemini";
+            if s.model.is_some() {
+                lost("model");
+            }
+            if s.stream.is_some() {
+                lost("stream");
+            }
+            let mut config = Map::new();
+            let keys = if gemini {
+                ["maxOutputTokens", "temperature", "topP", "stopSequences"]
+            } else {
+                ["maxTokens", "temperature", "topP", "stopSequences"]
+            };
+            for (key, value) in keys
+                .iter()
+                .zip([s.max_tokens, s.temperature, s.top_p, stop])
+            {
+                if let Some(v) = value {
+                    config.insert((*key).into(), v);
+                }
+            }
+            if let Some(k) = s.top_k {
+                if gemini {
+                    config.insert("topK".into(), k);
+                } else {
+                    lost("top_k");
+                }
+            }
+            if !config.is_empty() {
+                let key = if gemini {
+                    "generationConfig"
+                } else {
+                    "inferenceConfig"
+                };
+                out.insert(key.into(), Value::Object(config));
+            }
+            if gemini {
+                if let Some(t) = tools {
+                    out.insert("tools".into(), t);
+                }
+                if let Some(c) = s.choice {
+                    let config = match c {
+                        Choice::Auto => json!({"mode": "AUTO"}),
+                        Choice::None => json!({"mode": "NONE"}),
+                        Choice::Any => json!({"mode": "ANY"}),
+                        Choice::Named(n) => json!({"mode": "ANY", "allowedFunctionNames": [n]}),
+                    };
+                    out.insert(
+                        "toolConfig".into(),
+                        json!({ "functionCallingConfig": config }),
+                    );
+                }
+            } else if let Some(t) = tools {
+                let mut config = json!({ "tools": t });
+                match s.choice {
+                    Some(Choice::Auto) => config["toolChoice"] = json!({"auto": {}}),
+                    Some(Choice::Any) => config["toolChoice"] = json!({"any": {}}),
+                    Some(Choice::Named(n)) => config["toolChoice"] = json!({"tool": {"name": n}}),
+                    Some(Choice::None) => lost("tool_choice:none"),
+                    None => {}
+                }
+                out.insert("toolConfig".into(), config);
+            }
+        }
+        _ => {
+            if let Some(m) = s.model {
+                out.insert("model".into(), m);
+            }
+            let max_key = match target {
+                "openai_chat" => "max_completion_tokens",
+                "openai_responses" => "max_output_tokens",
+                _ => "max_tokens",
+            };
+            match s.max_tokens {
+                Some(v) => {
+                    out.insert(max_key.into(), v);
+                }
+                None if target == "anthropic" => {
+                    out.insert(max_key.into(), json!(DEFAULT_MAX_TOKENS));
+                    inserted_max = true;
+                }
+                None => {}
+            }
+            for (key, value) in [("temperature", s.temperature), ("top_p", s.top_p)] {
+                if let Some(v) = value {
+                    out.insert(key.into(), v);
+                }
+            }
+            match (s.top_k, target) {
+                (Some(k), "anthropic") => {
+                    out.insert("top_k".into(), k);
+                }
+                (Some(_), _) => lost("top_k"),
+                _ => {}
+            }
+            match (stop, target) {
+                (Some(v), "anthropic") => {
+                    out.insert("stop_sequences".into(), v);
+                }
+                (Some(v), "openai_chat") => {
+                    out.insert("stop".into(), v);
+                }
+                (Some(_), _) => lost("stop"),
+                _ => {}
+            }
+            if let Some(v) = s.stream {
+                out.insert("stream".into(), v);
+            }
+            if let Some(t) = tools {
+                out.insert("tools".into(), t);
+            }
+            if let Some(c) = s.choice {
+                let value = match (target, c) {
+                    ("anthropic", Choice::Auto) => json!({"type": "auto"}),
+                    ("anthropic", Choice::None) => json!({"type": "none"}),
+                    ("anthropic", Choice::Any) => json!({"type": "any"}),
+                    ("anthropic", Choice::Named(n)) => json!({"type": "tool", "name": n}),
+                    (_, Choice::Auto) => json!("auto"),
+                    (_, Choice::None) => json!("none"),
+                    (_, Choice::Any) => json!("required"),
+                    ("openai_chat", Choice::Named(n)) => {
+                        json!({"type": "function", "function": {"name": n}})
+                    }
+                    (_, Choice::Named(n)) => json!({"type": "function", "name": n}),
+                };
+                out.insert("tool_choice".into(), value);
+            }
+        }
+    }
+    for what in lost_fields {
+        report.add(
+            None,
+            "dropped",
+            format!("field:{what}"),
+            format!("{target} has no such field"),
+        );
+    }
+    if inserted_max {
+        report.add(
+            None,
+            "inserted",
+            "field:max_tokens",
+            format!("Anthropic requires max_tokens: {DEFAULT_MAX_TOKENS} put in"),
+        );
+    }
+}
