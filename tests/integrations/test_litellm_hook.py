@@ -12,6 +12,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+import litellm
 import pytest
 import strategies as gen
 import yaml
@@ -24,6 +25,7 @@ import ringbound as rb
 from ringbound.integrations.litellm import ROUTES, RingboundHook, http_status, placed
 
 from .litellm_sessions import anthropic_body, chat_body, responses_body
+from .litellm_upstream import FakeUpstream
 
 SMALL = rb.AssemblyConfig(
     model_input_limit=3_000,
@@ -296,3 +298,57 @@ def test_the_example_hook_sizes_every_model_of_the_example_proxy_from_the_model(
         assert cfg.model_input_limit == rb.AssemblyConfig().model_input_limit
         facts = hook.facts_for(entry["litellm_params"]["model"], ("max_tokens", 1_000))
         assert facts.input_limit is not None and facts.output_reserve == 1_000
+
+
+#: OpenAI's explicit prompt caching, which writes ``prompt_cache_options`` (issue 35).
+CACHED = dataclasses.replace(SMALL, cache_stable=True, prompt_cache_mode="explicit")
+OPTIONS = {"mode": "explicit", "ttl": "30m"}
+
+
+def sent_upstream(body: dict[str, Any], call_type: str) -> dict[str, Any]:
+    """The JSON LiteLLM sends an OpenAI upstream for ``body``, as the proxy would route it."""
+    send = {k: v for k, v in body.items() if k != "user"}
+    send["model"] = "openai/gpt-4o"
+    call = litellm.acompletion if call_type == "acompletion" else litellm.aresponses
+    with FakeUpstream() as upstream:
+        asyncio.run(call(api_base=upstream.base_url + "/v1", api_key="sk-test", **send))
+        (got,) = upstream.take()
+    return got.body
+
+
+#: Pydantic's warning on LiteLLM's own ``ReadOnly`` TypedDict items, met on its request path.
+@pytest.mark.filterwarnings("ignore:Items? .* (is|are) using the `ReadOnly` qualifier")
+@pytest.mark.parametrize("call_type", ["acompletion", "aresponses"])
+def test_the_cache_options_go_in_the_body_and_litellm_sends_them_on(call_type: str) -> None:
+    data = BODIES[call_type]("gpt-4o", 30)
+    before = copy.deepcopy(data)
+    out = run(RingboundHook({"gpt-4o": CACHED}), data, call_type)
+    assert out is not None and out["prompt_cache_options"] == OPTIONS
+    assert data == before
+    assert sent_upstream(out, call_type)["prompt_cache_options"] == OPTIONS
+    # Without prompt_cache_mode there are none, as before.
+    plain = run(RingboundHook({"gpt-4o": dataclasses.replace(CACHED, prompt_cache_mode=None)}),
+                data, call_type)  # fmt: skip
+    assert plain is not None and "prompt_cache_options" not in plain
+
+
+def test_the_bodys_own_cache_options_are_kept_and_a_retention_takes_the_ttl_out() -> None:
+    hook = RingboundHook({"gpt-4o": CACHED})
+    own = {"mode": "implicit"}
+    out = run(hook, {**chat_body("gpt-4o", 30), "prompt_cache_options": own}, "acompletion")
+    assert out is not None and out["prompt_cache_options"] is own
+    data = {**chat_body("gpt-4o", 30), "prompt_cache_retention": "24h"}
+    out = run(hook, data, "acompletion")
+    assert out is not None and out["prompt_cache_options"] == {"mode": "explicit"}
+    both = {**data, "prompt_cache_options": {"ttl": "30m"}}
+    with pytest.raises(HTTPException) as e:
+        run(hook, both, "acompletion")
+    assert e.value.status_code == 400 and isinstance(e.value.__cause__, rb.InvalidBodyError)
+
+
+def test_no_cache_options_for_a_model_that_does_not_speak_openais_format() -> None:
+    hook = RingboundHook(CACHED)
+    out = run(hook, chat_body("claude-sonnet-4-5", 30), "acompletion")
+    assert out is not None and "prompt_cache_options" not in out
+    out = run(hook, anthropic_body("claude-sonnet-4-5", 30), "anthropic_messages")
+    assert out is not None and "prompt_cache_options" not in out

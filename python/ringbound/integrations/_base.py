@@ -5,7 +5,7 @@ counts it, and the checks of the arguments it was given."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from ..assembler import Assembler, AssemblyResult
@@ -15,7 +15,17 @@ from ..errors import ConfigError
 from ..ledgers.side_effects import SideEffectLedger
 from ..providers import adapter, check_provider
 
-__all__ = ["Target", "afit_target", "assembler_for", "check_ledger", "fit_target"]
+__all__ = [
+    "Target",
+    "afit_target",
+    "assembler_for",
+    "cache_options",
+    "check_ledger",
+    "fit_target",
+]
+
+#: The providers that take ``prompt_cache_options`` (OpenAI's explicit prompt caching).
+_CACHE_OPTIONS = ("openai_chat", "openai_responses")
 
 
 def assembler_for(
@@ -167,3 +177,20 @@ def check_ledger(ledger: Any) -> SideEffectLedger | None:
             reason="must be a SideEffectLedger",
         )
     return ledger
+
+
+def cache_options(
+    res: AssemblyResult, provider: str | None, given: Mapping[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """The ``prompt_cache_options`` a request built from ``res`` should carry: the assembly's
+    (``prompt_cache_mode`` under ``cache_stable``), for a model that speaks OpenAI's format,
+    and None when the request already names its own (``given``: its other parameters);
+    without the ``ttl`` beside a ``prompt_cache_retention``, which OpenAI refuses with it."""
+    if res.cache_options is None or provider not in _CACHE_OPTIONS:
+        return None
+    given = given or {}
+    if given.get("prompt_cache_options") is not None:
+        return None
+    if given.get("prompt_cache_retention") is not None:
+        return {k: v for k, v in res.cache_options.items() if k != "ttl"}
+    return dict(res.cache_options)

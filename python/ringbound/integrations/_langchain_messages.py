@@ -19,6 +19,7 @@ from langchain_core.messages import (
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from .._core import SYNTHESIZED_RESULT_TEXT
+from ..cache_markers import BREAKPOINT, unmarked
 from ..errors import ConfigError, InvalidMessageError
 from ..notes import is_note
 
@@ -107,10 +108,31 @@ def from_chat(
                 ToolMessage(content=m["content"], tool_call_id=m["tool_call_id"], status="error")
             )
         else:
-            at = bisect.bisect_right(rewritten, last)
-            last = rewritten[at]
-            messages.append(originals[last].model_copy(update={"content": m["content"]}))
+            # A copy carrying a cache breakpoint (``prompt_cache_mode``) of a kept original,
+            # else of the next rewritten one: the caller's message with the copy's content.
+            k = _marked_original(m, chat, last)
+            if k is None:
+                k = rewritten[bisect.bisect_right(rewritten, last)]
+            last = k
+            messages.append(originals[k].model_copy(update={"content": m["content"]}))
     return messages
+
+
+def _marked_original(m: Any, chat: Sequence[Any], after: int) -> int | None:
+    """The index in ``chat`` past ``after`` of the message ``m`` is a marked copy of (equal
+    to it but for ``prompt_cache_breakpoint``), or None when ``m`` carries no breakpoint."""
+    content = m.get("content")
+    if not isinstance(content, list) or not any(
+        isinstance(b, dict) and BREAKPOINT in b for b in content
+    ):
+        return None
+    plain = unmarked(content)
+    for k in range(after + 1, len(chat)):
+        c = chat[k]
+        same = c.get("role") == m.get("role") and c.get("tool_call_id") == m.get("tool_call_id")
+        if same and unmarked(c.get("content")) == plain:
+            return k
+    return None
 
 
 def result(res: Any, originals: Sequence[BaseMessage], chat: Sequence[Any], tools: Any) -> Any:

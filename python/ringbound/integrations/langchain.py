@@ -5,7 +5,7 @@ keeps every message. Needs ``ringbound[langchain]``."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from ..ledgers.side_effects import SideEffectLedger
 from ..providers.base import join_system_note
 from . import _langchain_messages, _langchain_model
-from ._base import Target, afit_target, assembler_for, check_ledger, fit_target
+from ._base import Target, afit_target, assembler_for, cache_options, check_ledger, fit_target
 from ._model import ModelFacts, sized
 
 __all__ = ["RingboundMiddleware", "pre_model_hook"]
@@ -119,7 +119,7 @@ class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             target,
             asm.config,
         )
-        return handler(self._fitted(request, res))
+        return handler(self._fitted(request, res, target.provider))
 
     async def awrap_model_call(
         self,
@@ -135,7 +135,7 @@ class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             target,
             asm.config,
         )
-        return await handler(self._fitted(request, res))
+        return await handler(self._fitted(request, res, target.provider))
 
     def _split(
         self,
@@ -163,13 +163,19 @@ class RingboundMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         tools = None if res.tools is None else _langchain_messages.tools_to_chat(res.tools)
         return chat, tools
 
-    def _fitted(self, request: ModelRequest, res: AssemblyResult) -> ModelRequest:  # type: ignore[type-arg]
+    def _fitted(
+        self,
+        request: ModelRequest,  # type: ignore[type-arg]
+        res: AssemblyResult,
+        provider: str,
+    ) -> ModelRequest:  # type: ignore[type-arg]
         self.last_report = res.report
         system, messages = self._split(request, res)
         return request.override(
             messages=messages,
             system_message=system,
             tools=request.tools if res.tools is not None else [],
+            model_settings=_with_cache_options(request, res, provider),
         )
 
 
@@ -270,6 +276,38 @@ def _inputs(request: ModelRequest) -> tuple[list[Any], list[Any]]:  # type: igno
     system = request.system_message
     head = [] if system is None else [system]
     return [*head, *request.messages], list(request.tools)
+
+
+def _with_cache_options(
+    request: ModelRequest,  # type: ignore[type-arg]
+    res: AssemblyResult,
+    provider: str,
+) -> dict[str, Any]:
+    """The call's settings with the assembly's ``prompt_cache_options`` in ``extra_body``,
+    where ChatOpenAI sends what the OpenAI SDK has no argument for. The call's ``extra_body``
+    replaces the model's, so the model's own is carried over. The settings as they were when
+    there are none to send, the call or the model names its own (also in ``model_kwargs``),
+    or an ``extra_body`` is not a mapping."""
+    settings = request.model_settings
+    layers = [
+        _mapping(getattr(request.model, "extra_body", None)),
+        _mapping(settings.get("extra_body")),
+    ]
+    if any(layer is None for layer in layers):
+        return settings
+    extra = {**layers[0], **layers[1]}
+    given = {**(_mapping(getattr(request.model, "model_kwargs", None)) or {}), **settings, **extra}
+    options = cache_options(res, provider, given)
+    if options is None:
+        return settings
+    return {**settings, "extra_body": {**extra, "prompt_cache_options": options}}
+
+
+def _mapping(value: Any) -> Mapping[str, Any] | None:
+    """``value`` when it is a mapping, ``{}`` for None, else None (left alone)."""
+    if value is None:
+        return {}
+    return value if isinstance(value, Mapping) else None
 
 
 def _with_notes(system: SystemMessage | None, notes: str) -> SystemMessage:

@@ -23,6 +23,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
         "ringbound.integrations.litellm needs the LiteLLM proxy: pip install 'ringbound[litellm]'"
     ) from e
 
+from .. import cache_markers
 from ..assembler import Assembler, AssemblyResult
 from ..body import output_reserve
 from ..config import AssemblyConfig
@@ -37,7 +38,7 @@ from ..errors import (
 from ..models import find
 from ..observability.metrics import MetricsSink
 from ..providers import adapter
-from ._base import Target, afit_target
+from ._base import Target, afit_target, cache_options
 from ._model import ModelFacts, positive, route_provider, sized
 
 __all__ = [
@@ -349,6 +350,8 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
                 _sized(None, route.provider, facts, self._sink)  # warns and counts, or refuses
                 return None
             asm, target = self._entry(config, route.provider, facts)
+            # Both cache lifetimes: refused as assemble_body refuses them, before any work.
+            cache_markers.check_body(route.provider, data)
             tools = data.get("tools")
             system = data.get(route.system) if route.system else None
             res = await _assemble(asm, target, history, tools, system)
@@ -364,6 +367,10 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
         if tools is not None and res.tools is None:
             for key in ("tools", *_TOOL_FIELDS):
                 body.pop(key, None)
+        # LiteLLM passes the member on to OpenAI as it is, on the chat and responses routes.
+        options = cache_options(res, route.provider if target is None else target.provider, data)
+        if options is not None:
+            body["prompt_cache_options"] = options
         return body
 
 
