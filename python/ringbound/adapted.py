@@ -10,6 +10,7 @@ from typing import Any, overload
 import orjson
 
 from . import _core
+from .core_config import default_core
 from .errors import BudgetExceededError, InvalidMessageError, PairingError, PairingIssue
 from .payload import dump_messages, dump_tools
 from .providers.base import (
@@ -217,8 +218,6 @@ def read_view(
 def read_canonical(adapter: Adapter, messages: Sequence[Any], system: Any) -> Canonical:
     """The core's canonical view of a native request, counted with the default config: for
     callers that only look at it (recovery, simulation), never to plan."""
-    from .assembler import default_core  # the assembler imports this module
-
     return _canonical_of(read_view(adapter, messages, system, None, default_core(), None))
 
 

@@ -1,25 +1,29 @@
 """The Assembler façade: serializes the caller's messages once, lets the Rust core plan the
 request with the GIL released, and builds the result from the caller's own message objects
-plus the few insertions the plan asks for."""
+plus the few insertions the plan asks for. It composes the stages around the core (the body
+path, a session's load and save, the count gate, routing), which never import it: they are
+handed it as an ``Assembles`` and pass one ``AssemblyInputs`` on (``ringbound.assembly``)."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from . import _core, cache_lifetime, cache_markers, flow, low_water, notes, routing
 from . import body as bodies
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
+from .assembly import AssemblyInputs, AssemblyResult
 from .caller_values import shown
 from .config import AssemblyConfig
+from .core_config import core_config
 from .counters.gate import count_gate
 from .counting import count_tokens
+from .detect import detect_provider
 from .errors import BudgetExceededError, ConfigError, InvalidMessageError, StaleStateError
 from .ledgers.side_effects import SideEffectLedger
 from .ledgers.tokens import TokenLedger
@@ -32,86 +36,22 @@ from .payload import (
     nesting_guard,
     snapshot,
 )
+from .plan_report import report_of
 from .providers import adapter, check_provider, check_system
 from .providers.base import begin_reading, end_reading, tools_as_openai
 from .providers.chat_adapter import ADAPTER as CHAT_ADAPTER
-from .report import AssemblyReport, LedgerEntry, RewriteRecord, StageRecord
+from .report import LedgerEntry
 from .state import AssemblyState, fingerprint
 from .stores import session as sessions
 from .stores.base import SessionStore, check_store
+from .stores.memory import MemoryStore
 from .summary import runner, summarizers
 from .summary import stage as compaction
-from .summary.redact import Redactor, redacted_entry
+from .summary.redact import Redactor
 from .summary.request import SummaryOutcome
+from .translation import translate, translate_body
 
 __all__ = ["Assembler", "AssemblyResult"]
-
-
-@dataclass(frozen=True)
-class AssemblyResult:
-    """An assembled request.
-
-    Attributes:
-        messages: The list to send. Kept messages are the caller's own objects (same
-            identity, unmodified); insertions are new dicts.
-        tools: The tools to send: the caller's list, or None if it was dropped to fit
-            (``on_still_over_budget: drop_tools_schema_then_fail``) or none was given.
-        report: What the assembly did.
-    """
-
-    messages: list[Any]
-    tools: list[Any] | None
-    report: AssemblyReport
-    #: The checkpoint for the next turn (``cache_stable`` assembly, or when a state was
-    #: given); None otherwise.
-    state: AssemblyState | None = None
-    #: The top-level system to send, for providers that have one (Anthropic ``system``,
-    #: Gemini ``systemInstruction``, Bedrock ``system``, Responses ``instructions``): the
-    #: caller's value, or a new one carrying the side-effect ledger note.
-    system: Any = None
-    #: OpenAI's ``prompt_cache_key`` for this conversation (cache-stable assembly with
-    #: ``cache_markers: auto``; see ``ringbound.cache_markers``): put it in the request body.
-    cache_key: str | None = None
-    #: OpenAI's ``prompt_cache_options`` for the request body (``prompt_cache_mode``), or
-    #: None; ``assemble_body`` writes it (or keeps the body's own).
-    cache_options: dict[str, Any] | None = None
-
-
-@functools.cache
-def default_core() -> _core.CoreConfig:
-    """The core config of the default ``AssemblyConfig``: what reading a request to look at it
-    (never to plan it) counts with."""
-    return _core_config(AssemblyConfig())
-
-
-def _core_config(
-    cfg: AssemblyConfig, image_formula: str = "openai", token_ratio: float = 1.0
-) -> _core.CoreConfig:
-    return _core.CoreConfig(
-        budget=cfg.budget,
-        recent_tool_rings=cfg.recent_tool_rings,
-        recent_user_turns=cfg.recent_user_turns,
-        pin_first_user_message="first_user_message" in cfg.pin,
-        pin_side_effect_ledger="side_effect_ledger" in cfg.pin,
-        pin_security_system_prompt="security_system_prompt" in cfg.pin,
-        short_error_result_tokens=cfg.short_error_result_tokens,
-        max_held_error_rings=cfg.max_held_error_rings,
-        side_effect_tools=list(cfg.side_effect_tools),
-        ledger_fields={k: list(v) for k, v in cfg.ledger_fields.items()},
-        stages=[s for s in cfg.stages if s != "summarize"],
-        drop_tools_schema=cfg.on_still_over_budget == "drop_tools_schema_then_fail",
-        synthesize_missing_results=cfg.on_pairing_error == "synthesize_error_results",
-        encoding=cfg.encoding,
-        tokenizer_backend=cfg.tokenizer_backend,
-        max_messages=cfg.max_messages,
-        max_request_bytes=cfg.max_request_bytes,
-        image_formula=image_formula,
-        token_ratio=token_ratio,
-        max_tool_result_tokens=cfg.max_tool_result_tokens,
-        min_result_tokens=cfg.min_result_tokens,
-        min_recent_tool_rings=cfg.min_recent_tool_rings,
-        min_recent_user_turns=cfg.min_recent_user_turns,
-    )
 
 
 def _cache(cache: Any) -> Any:
@@ -207,7 +147,7 @@ class Assembler:
         if ratio is None or ratio == "auto":
             ratio = 1.0 if self._adapter is None else self._adapter.default_token_ratio
         self._ratio = ratio
-        self._core = _core_config(self.config, self._image_formula, ratio)
+        self._core = core_config(self.config, self._image_formula, ratio)
         self._cache = _cache(cache)
         self._sink = None if sink is None else check_sink(sink)
         self._tracer = None if tracer is None else tracing.check_tracer(tracer)
@@ -220,7 +160,7 @@ class Assembler:
         self._notes = notes.check_placement(self.config.note_placement, self.provider)
         #: Notes placed apart from where the core puts them (``routing`` moves them).
         self._placed = self._notes != "inline_system" and self.provider in notes.IN_MESSAGES
-        self.store = check_store(store)
+        self.store = MemoryStore() if store is None else check_store(store)
         #: Whether assemblies with a ``token_ledger`` are recorded in it (the count gate's
         #: inner assemblers leave that to the gate).
         self._accounts = True
@@ -270,6 +210,7 @@ class Assembler:
         state: AssemblyState | None = None,
         session_id: str | None = None,
         now: float | None = None,
+        target: str | None = None,
     ) -> bodies.BodyResult:
         """Assembles a provider's whole request body: the history (with the system and
         tools) fitted to the budget, every other field kept as it was.
@@ -289,6 +230,9 @@ class Assembler:
             state: As for ``assemble``.
             session_id: As for ``assemble``.
             now: As for ``assemble``.
+            target: Another provider to send the body to: it is translated
+                (``rb.translate_body``, its report in ``result.translation``), then assembled
+                as ``target``'s body by an assembler of this one's policy for it.
 
         Returns:
             The body to send, its report and the next state.
@@ -304,8 +248,21 @@ class Assembler:
             ConfigError: As for ``assemble``; also when the body's output reserve leaves no
                 budget.
         """
+        if target is not None:
+            return self._translated_body(body, target, state=state, session_id=session_id, now=now)
         with cache_lifetime.clock(now):
             return flow.run(self._body_flow(body, state, session_id))
+
+    def _translated_body(self, body: bytes, target: str, **rest: Any) -> bodies.BodyResult:
+        """``assemble_body(..., target=...)``: the body translated to ``target``, then
+        assembled by the assembler of this one's policy for it."""
+        target = check_provider(target)
+        source = detect_provider(body) if self._detect else self.provider
+        if source == target:
+            return self.assemble_body(body, **rest)
+        out, report = translate_body(bytes(body), source=source, target=target)
+        res = self._variants.get(target, None, None).assemble_body(cast(bytes, out), **rest)
+        return dataclasses.replace(res, translation=report)
 
     async def assemble_body_async(
         self,
@@ -332,20 +289,18 @@ class Assembler:
         target, parsed, shape, provider, entry, why = got
         history, tools, system = bodies.split(parsed, shape)
         cache_markers.check_body(provider, parsed)
+        inputs = AssemblyInputs(history, tools, system, state=state, session_id=session_id)
         try:
             with cache_markers.body_fields(parsed):
-                result = yield from target._entry(
-                    history, tools, system, (), None, 0, state, None, session_id
-                )
+                result = yield from target._entry(inputs)
         except InvalidMessageError:
             parsed = bodies.whole(parsed, shape, body)
             if parsed is None:
                 raise
             history, tools, system = bodies.split(parsed, shape)
+            inputs = dataclasses.replace(inputs, messages=history, tools=tools, system=system)
             with cache_markers.body_fields(parsed):
-                result = yield from target._entry(
-                    history, tools, system, (), None, 0, state, None, session_id
-                )
+                result = yield from target._entry(inputs)
         if result.cache_options is not None:
             parsed = {**parsed, "prompt_cache_options": result.cache_options}
         return bodies.joined(parsed, shape, result, tools, provider, entry, why)
@@ -363,6 +318,7 @@ class Assembler:
         token_ledger: TokenLedger | None = None,
         session_id: str | None = None,
         now: float | None = None,
+        target: str | None = None,
     ) -> AssemblyResult:
         """Assembles the next request from ``messages``.
 
@@ -394,6 +350,11 @@ class Assembler:
             now: The time of this request in seconds since the epoch, for tests and
                 replays (default: the wall clock): the state records it, and the provider's
                 cache lifetime is timed from it (``compact_on_cache_expiry``).
+            target: Another provider to send the request to (a failover, a model switch):
+                the session is translated (``rb.translate``, its report in
+                ``result.translation``), then fitted as the target counts, by an assembler
+                of this one's policy for that provider; ``state`` and ``session_id`` are then
+                the target's. ``pinned`` indices, which name source messages, are refused.
 
         Returns:
             The request to send and its report.
@@ -412,121 +373,101 @@ class Assembler:
             StoreError: With ``session_id``: the store failed and ``on_store_error`` is
                 ``fail_closed``.
         """
-        args = (messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+        if target is not None:
+            return self._translated(
+                messages,
+                tools,
+                system,
+                pinned,
+                target,
+                ledger=ledger,
+                tighten=tighten,
+                state=state,
+                token_ledger=token_ledger,
+                session_id=session_id,
+                now=now,
+            )
+        inputs = AssemblyInputs(
+            messages, tools, system, pinned, ledger, tighten, state, token_ledger, session_id
+        )
         with cache_lifetime.clock(now):
-            return flow.run(self._entry(*args, session_id))
+            return flow.run(self._entry(inputs))
 
-    def _entry(
+    def _translated(
         self,
         messages: list[Any],
         tools: list[Any] | None,
         system: Any,
         pinned: Iterable[int] | None,
-        ledger: SideEffectLedger | None,
-        tighten: int,
-        state: AssemblyState | None,
-        token_ledger: TokenLedger | None,
-        session_id: str | None,
-    ) -> flow.Flow[AssemblyResult]:
+        target: str,
+        **rest: Any,
+    ) -> AssemblyResult:
+        """``assemble(..., target=...)``: the session translated to ``target``, then
+        assembled by the assembler of this one's policy for it."""
+        target = check_provider(target)
+        source = detect_provider(messages) if self._detect else self.provider
+        if source == target:
+            return self.assemble(messages, tools, system=system, pinned=pinned, **rest)
+        if pinned:
+            reason = "pinned indices name the source's messages, which translation renumbers"
+            raise ConfigError(f"pinned with target: {reason}", key="pinned", reason=reason)
+        out = translate(messages, source=source, target=target, system=system, tools=tools)
+        res = self._variants.get(target, None, None).assemble(
+            out.messages, out.tools, system=out.system, **rest
+        )
+        return dataclasses.replace(res, translation=out.report)
+
+    def _entry(self, inputs: AssemblyInputs) -> flow.Flow[AssemblyResult]:
         """The flow of one ``assemble`` call: by the detected provider's assembler when this
         one detects, within its session when the call names one."""
         if self._detect:
-            return self._variants.detected(messages)._entry(
-                messages, tools, system, pinned, ledger, tighten, state, token_ledger, session_id
-            )
-        if session_id is not None:
-            return sessions.session_flow(
-                self, self.store, session_id, messages, tools, system, pinned, ledger,
-                tighten, state, token_ledger,
-            )  # fmt: skip
-        return self._flow(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+            return self._variants.detected(inputs.messages)._entry(inputs)
+        if inputs.session_id is not None:
+            return sessions.session_flow(self, self.store, inputs)
+        return self._flow(inputs)
 
-    def _flow(
-        self,
-        messages: list[Any],
-        tools: list[Any] | None,
-        system: Any,
-        pinned: Iterable[int] | None,
-        ledger: SideEffectLedger | None,
-        tighten: int,
-        state: AssemblyState | None,
-        token_ledger: TokenLedger | None,
-        stateful: bool = False,
-    ) -> flow.Flow[AssemblyResult]:
+    def _flow(self, inputs: AssemblyInputs) -> flow.Flow[AssemblyResult]:
         """One assembly as a flow (see ``ringbound.flow``): through the count gate when the
         config or a counter needs one; a framework's messages, or notes placed apart from
         where the core puts them, through ``routing``; the provider's own messages straight
-        to the core. ``stateful`` makes it cache-stable."""
+        to the core."""
         if self._gate is not None:
-            gate = self._gate
-            args = (system, pinned, ledger, tighten, state, token_ledger, stateful)
-            return (yield from gate.flow(messages, tools, *args))
-        native = functools.partial(self._native, stateful=stateful)
-        if self._placed or _framework(messages):
+            return (yield from self._gate.flow(inputs))
+        if self._placed or _framework(inputs.messages):
             return (
                 yield from routing.assemble(
-                    native,
-                    messages,
-                    tools,
-                    system,
-                    pinned,
-                    ledger,
-                    tighten,
-                    state,
-                    token_ledger,
-                    self.config.note_placement,
-                    self.provider,
+                    self._native, inputs, self.config.note_placement, self.provider
                 )
             )
-        return (
-            yield from native(messages, tools, system, pinned, ledger, tighten, state, token_ledger)
-        )
+        return (yield from self._native(inputs))
 
-    def _native(
-        self,
-        messages: list[Any],
-        tools: list[Any] | None,
-        system: Any,
-        pinned: Iterable[int] | None,
-        ledger: SideEffectLedger | None,
-        tighten: int,
-        state: AssemblyState | None,
-        token_ledger: TokenLedger | None,
-        stateful: bool = False,
-    ) -> flow.Flow[AssemblyResult]:
+    def _native(self, inputs: AssemblyInputs) -> flow.Flow[AssemblyResult]:
         """An assembly of messages in the provider's own format, notes where the core puts
         them: the plain path when the call allows it, else the general one, which yields the
         summarizer's run when it compacts."""
-        check_system(self.provider, system)
-        if not stateful and self._takes_plain(pinned, ledger, tighten, state, token_ledger):
-            return self._assemble_plain(messages, tools, system)
-        with self._observed(ledger, token_ledger) as done:
+        check_system(self.provider, inputs.system)
+        if self._takes_plain(inputs):
+            return self._assemble_plain(inputs.messages, inputs.tools, inputs.system)
+        with self._observed(inputs.ledger, inputs.token_ledger) as done:
             with nesting_guard():
-                job = self._begin(
-                    messages, tools, system, pinned, ledger, tighten, state, token_ledger, stateful
-                )
+                job = self._begin(inputs)
             if isinstance(job.draft, compaction.Draft):
                 job.outcome = yield _Summarize(self, job.draft)
             return done(*self._finish(job))
 
-    def _takes_plain(
-        self,
-        pinned: Iterable[int] | None,
-        ledger: SideEffectLedger | None,
-        tighten: int,
-        state: AssemblyState | None,
-        token_ledger: TokenLedger | None,
-    ) -> bool:
+    def _takes_plain(self, inputs: AssemblyInputs) -> bool:
         """Whether a call is one ``_assemble_plain`` makes exactly as the general path would."""
+        pinned, tighten = inputs.pinned, inputs.tighten
         return (
             self._plain
+            and not inputs.stateful
             # Not ``pinned == ()``: the caller's object's own __eq__ may raise.
             and (pinned is None or (type(pinned) is tuple and not pinned))
-            and ledger is None
+            and inputs.ledger is None
             and type(tighten) is int
             and tighten == 0
-            and state is None
-            and token_ledger is None
+            and inputs.state is None
+            and inputs.token_ledger is None
         )
 
     def _assemble_plain(
@@ -549,7 +490,7 @@ class Assembler:
                 messages=listed,
             )
             out = plan.items
-            report = _report(
+            report = report_of(
                 plan.report,
                 self._redactor,
                 messages_before=len(listed),
@@ -587,9 +528,11 @@ class Assembler:
         """``assemble`` for async callers: an async summarizer is awaited, a sync one runs in
         a worker thread, so the event loop is never blocked by a summary; the store's async
         methods are awaited. Same arguments, result and errors as ``assemble``."""
-        args = (messages, tools, system, pinned, ledger, tighten, state, token_ledger)
+        inputs = AssemblyInputs(
+            messages, tools, system, pinned, ledger, tighten, state, token_ledger, session_id
+        )
         with cache_lifetime.clock(now):
-            return await flow.arun(self._entry(*args, session_id))
+            return await flow.arun(self._entry(inputs))
 
     def _observed(
         self, ledger: SideEffectLedger | None, token_ledger: TokenLedger | None = None
@@ -613,7 +556,7 @@ class Assembler:
         """The core config, with another budget when a rendering has to be tightened."""
         if budget == self.config.budget:
             return self._core
-        return _core_config(self._config_at(budget), self._image_formula, self._ratio)
+        return core_config(self._config_at(budget), self._image_formula, self._ratio)
 
     def _config_at(self, budget: int) -> AssemblyConfig:
         """The config with ``budget`` as its whole budget (no reserve, no margin)."""
@@ -634,20 +577,11 @@ class Assembler:
             self._cache,
         )
 
-    def _begin(
-        self,
-        messages: list[Any],
-        tools: list[Any] | None,
-        system: Any,
-        pinned: Iterable[int] | None,
-        ledger: SideEffectLedger | None,
-        tighten: int,
-        state: AssemblyState | None = None,
-        token_ledger: TokenLedger | None = None,
-        stateful: bool = False,
-    ) -> _Job:
+    def _begin(self, inputs: AssemblyInputs) -> _Job:
         """Plans the request; when a summary is due, leaves room for it and says what to ask."""
         start = time.perf_counter()
+        tools, system, ledger, tighten = inputs.tools, inputs.system, inputs.ledger, inputs.tighten
+        state, token_ledger = inputs.state, inputs.token_ledger
         if ledger is not None and not isinstance(ledger, SideEffectLedger):
             raise ConfigError(
                 f"ledger must be a ringbound.SideEffectLedger, got {type(ledger).__name__}",
@@ -655,9 +589,9 @@ class Assembler:
                 reason="must be a SideEffectLedger",
             )
         recorded = None if ledger is None or not len(ledger) else ledger.core_entries()
-        messages = snapshot(messages)
+        messages = snapshot(inputs.messages)
         check_tools(tools)
-        pins = _pins(pinned, len(messages))
+        pins = _pins(inputs.pinned, len(messages))
         repair = self.config.on_pairing_error == "synthesize_error_results"
         if isinstance(tighten, bool) or not isinstance(tighten, int) or tighten < 0:
             raise ConfigError(
@@ -673,7 +607,7 @@ class Assembler:
                 key="state",
                 reason="must be an AssemblyState",
             )
-        if state is not None or stateful or self.config.cache_stable:
+        if state is not None or inputs.stateful or self.config.cache_stable:
             native = self._read(
                 self._adapter or CHAT_ADAPTER, messages, tools, system, pins, repair
             )
@@ -925,7 +859,7 @@ class Assembler:
 
     def _low_for(self, budget: int) -> _core.CoreConfig:
         """The core config of a compaction's low-water plan: the middle's stages only."""
-        return _core_config(
+        return core_config(
             low_water.middle_only(self._config_at(budget)), self._image_formula, self._ratio
         )
 
@@ -1035,7 +969,7 @@ class Assembler:
             system_out, merged = p.rendered.system, p.rendered.merged
         else:
             out, planned, system_out, merged = job.done
-        report = _report(
+        report = report_of(
             planned,
             self._redactor,
             messages_before=len(job.messages),
@@ -1111,52 +1045,6 @@ class _Observed:
         end_reading(self.token)
         if error is not None:
             tracing.rejected(error, self.asm.provider, self.asm._sink, self.span)
-
-
-def _report(
-    planned: _core.PlanReport,
-    redactor: Redactor,
-    *,
-    messages_before: int,
-    messages_after: int,
-    start: float,
-    stage: StageRecord | None = None,
-    summary: Any = None,
-    merged: int = 0,
-    tightened: int = 0,
-    state: str | None = None,
-) -> AssemblyReport:
-    """The report of a plan's numbers, plus what the façade did around it (the summary
-    stage, merges, notches tightened, the cache-stable state)."""
-    stages = [StageRecord(*s) for s in planned.stages]
-    if stage is not None:
-        stages.append(stage)
-    rewrites = [RewriteRecord(*r) for r in planned.rewrites]
-    return AssemblyReport(
-        tokens_before=planned.tokens_before,
-        tokens_after=planned.tokens_after,
-        budget=planned.budget,
-        dropped_rings=planned.dropped_rings,
-        dropped_turns=planned.dropped_turns,
-        truncated_results=[r.index for r in rewrites if r.kind == "truncated"],
-        rewrites=rewrites,
-        summarized=summary is not None and summary.tokens > 0,
-        summary_failed=summary is not None and summary.failed,
-        summary=summary,
-        stages=stages,
-        repairs=planned.repairs,
-        ledger_added=[redacted_entry(LedgerEntry(*e), redactor) for e in planned.ledger_added],
-        ledger_entries=planned.ledger_entries,
-        bucket_tokens=planned.bucket_tokens,
-        tools_dropped=planned.tools_dropped,
-        merged=merged,
-        messages_before=messages_before,
-        messages_after=messages_after,
-        elapsed_s=time.perf_counter() - start,
-        tokens_before_exact=planned.tokens_before_exact,
-        tightened=tightened,
-        state=state,
-    )
 
 
 def _within(planned: _core.PlanReport, span: tuple[int, int] | None) -> bool:

@@ -12,24 +12,22 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
-from . import _core, items_body
+from . import _core, cache_markers, items_body
+from .assembly import Assembles
 from .body_members import TOO_DEEP, shallow_members
+from .body_result import BodyResult, budget_rule, native_result
 from .config import AssemblyConfig
 from .detect import detect_provider
 from .errors import ConfigError, InvalidBodyError, InvalidMessageError
+from .models import lookup, resolve
 from .observability import tracing
 from .raw_items import RawItems, dumps_with_items, items_json, raw_items
-from .report import AssemblyReport
-from .state import AssemblyState
 
-if TYPE_CHECKING:
-    from .assembler import Assembler
-
-__all__ = ["NATIVE_PROVIDERS", "BodyResult"]
+__all__ = ["NATIVE_PROVIDERS", "BodyResult", "Variants"]
 
 #: Providers whose bodies the core assembles without the GIL whatever the plan; the other
 #: formats' bodies are, when the plan only drops whole items (``items_body.PROVIDERS``).
@@ -109,53 +107,24 @@ Reserve = tuple[str, int]
 _VARIANTS = 256
 
 
-@dataclass(frozen=True)
-class BodyResult:
-    """An assembled request body.
-
-    Attributes:
-        body: The JSON body to send: every field of the input but the history, the system and
-            the tools as it was (and in the native path, as the same bytes).
-        report: What the assembly did.
-        state: The checkpoint for the next turn when a ``state`` was given or the config is
-            ``cache_stable``; None otherwise.
-        provider: The body's format (the assembler's, or the one detected).
-        path: ``native`` (the core read and wrote the body, the GIL released), ``items``
-            (the history's items read by the core from the body's bytes, and the kept ones
-            written back as those bytes; the other fields parsed and written in Python,
-            insertions rendered by the provider's adapter) or ``dict`` (parsed in Python,
-            assembled by ``assemble``, serialized again).
-        path_reason: Why the native path was not taken; None on the native path.
-        model: The models-table entry the body's ``model`` picked (``Assembler.for_models``),
-            else None.
-    """
-
-    body: bytes
-    report: AssemblyReport
-    state: AssemblyState | None = None
-    provider: str = "openai_chat"
-    path: str = "native"
-    path_reason: str | None = None
-    model: str | None = None
-
-
 class Variants:
-    """The assemblers one ``Assembler`` uses for bodies of another provider, model or output
-    reserve: same policy, summarizer, store, cache and sinks, built once and shared."""
+    """The assemblers one assembler uses for bodies of another provider, model or output
+    reserve: same policy, summarizer, store, cache and sinks, built once and shared (made as
+    the base is made: by its own class)."""
 
     def __init__(
-        self, base: Assembler, kwargs: dict[str, Any], overrides: dict[str, Any] | None
+        self, base: Assembles, kwargs: dict[str, Any], overrides: dict[str, Any] | None
     ) -> None:
         self._base = base
         self._kwargs = kwargs
         #: ``AssemblyConfig.for_model`` overrides when bodies pick their model's entry.
         self.overrides = overrides
-        self._made: dict[tuple[str, str | None, int | None], Assembler] = {}
+        self._made: dict[tuple[str, str | None, int | None], Assembles] = {}
         #: Bodies' heads read for the base provider (``_head``), by their bytes.
         self.heads: dict[bytes, _Head] = {}
         self._lock = threading.Lock()
 
-    def get(self, provider: str, model: str | None, reserve: Reserve | None) -> Assembler:
+    def get(self, provider: str, model: str | None, reserve: Reserve | None) -> Assembles:
         """The assembler for a body of ``provider`` naming ``model`` (a table name, or None
         for the base config) and output reserve ``reserve`` (None for the config's).
 
@@ -170,16 +139,14 @@ class Variants:
         if made is not None:
             return made
         config = self._config(model, reserve)
-        from .assembler import Assembler
-
-        made = Assembler(config, provider=provider, **self._kwargs)
+        made: Assembles = type(base)(config, provider=provider, **self._kwargs)  # type: ignore[call-arg]
         with self._lock:
             if len(self._made) >= _VARIANTS:
                 self._made.clear()
             self._made[key] = made
         return made
 
-    def detected(self, messages: Any) -> Assembler:
+    def detected(self, messages: Any) -> Assembles:
         """The assembler for ``messages`` of the format ``detect_provider`` finds in them."""
         return self.get(detect_provider(messages), None, None)
 
@@ -192,8 +159,6 @@ class Variants:
         field, count = reserve
         values = sized.to_dict()
         if model is not None:
-            from .models import lookup
-
             values["model_input_limit"] = lookup(model).input_limit(count)
         limit = values["model_input_limit"]
         if limit - count - sized.margin_tokens <= 0:
@@ -229,19 +194,17 @@ def _bytes(body: Any) -> bytes:
     )
 
 
-def _model_entry(asm: Assembler, model: Any) -> str | None:
+def _model_entry(asm: Assembles, model: Any) -> str | None:
     """The models-table name of a body's ``model`` when the assembler picks entries by model
     (unknown names use the assembler's own config, said by a warning and a metric, or refused
     under ``ringbound.models.set_strict``)."""
     if asm._variants.overrides is None or not isinstance(model, str):
         return None
-    from .models import resolve
-
     info = resolve(model, where="the body's model", provider=asm.provider, sink=asm._sink)
     return None if info is None else info.name
 
 
-def _native_reason(asm: Assembler, state: Any, session_id: Any) -> str | None:
+def _native_reason(asm: Assembles, state: Any, session_id: Any) -> str | None:
     """Why a chat body cannot take the native path, or None when it can."""
     if session_id is not None:
         return "session_id: the session store is read and written in Python"
@@ -257,7 +220,7 @@ def _native_reason(asm: Assembler, state: Any, session_id: Any) -> str | None:
 
 
 def assemble(
-    asm: Assembler, body: Any, state: Any = None, session_id: Any = None
+    asm: Assembles, body: Any, state: Any = None, session_id: Any = None
 ) -> BodyResult | _DictPath:
     """``Assembler.assemble_body``: the native result, or what the dict path needs."""
     data = _bytes(body)
@@ -278,6 +241,7 @@ def assemble(
         cut = _core.split_body_at(data, _SHAPES[asm.provider].history, limit)
         if cut is not None:
             head = _head(asm, cut.head)
+            cache_markers.check_body(asm.provider, head.parsed)
             why = _native_reason(head.target, state, session_id)
             if why is None:
                 keys = (head.shape.history, head.shape.system)
@@ -301,6 +265,7 @@ def assemble(
             raise
         return deep
     provider = detect_provider(parsed) if asm._detect else asm.provider
+    cache_markers.check_body(provider, parsed)
     shape = _SHAPES[provider].spelled(parsed)
     entry = _model_entry(asm, parsed.get("model"))
     target = asm._variants.get(provider, entry, output_reserve(parsed))
@@ -334,7 +299,7 @@ def assemble(
 _READ_BY_DETECTION = frozenset({"messages", "input", "contents", "system", "model"})
 
 
-def _deep_chat_body(asm: Assembler, data: bytes, state: Any, session_id: Any) -> BodyResult | None:
+def _deep_chat_body(asm: Assembles, data: bytes, state: Any, session_id: Any) -> BodyResult | None:
     """A body nested too deeply for the JSON parser (a ``metadata`` 100,000 deep), assembled
     as it is with ``provider="openai_chat"``: when its other members tell OpenAI Chat and the
     native path may take it, the core reads it from its bytes, the deep value passed through
@@ -368,7 +333,7 @@ _RENDERED = (
 class _DictPath(NamedTuple):
     """What the dict (or items) path needs of a body the native path did not take."""
 
-    target: Assembler
+    target: Assembles
     parsed: dict[str, Any]
     shape: _Shape
     provider: str
@@ -376,53 +341,16 @@ class _DictPath(NamedTuple):
     why: str
 
 
-def _native(asm: Assembler, data: bytes, entry: str | None) -> BodyResult:
+def _native(asm: Assembles, data: bytes, entry: str | None) -> BodyResult:
     start = time.perf_counter()
     span = tracing.start_span(asm._tracer, asm.provider)
     try:
+        # The core refuses both cache lifetimes set together, as the dict path does.
         got = _core.assemble_openai_chat_body(data, asm._core, budget_rule(asm), asm._cache)
         return native_result(asm, data, got, start, span, entry)
     except BaseException as e:
         tracing.rejected(e, asm.provider, asm._sink, span)
         raise
-
-
-def budget_rule(asm: Assembler) -> tuple[int, int, float, int]:
-    """How the core sizes a body's budget by its output reserve, as ``asm``'s config does:
-    ``(limit, margin, fill, default_reserve)``."""
-    cfg = asm.config
-    return (
-        cfg.model_input_limit,
-        cfg.margin_tokens,
-        cfg.emergency_ratio,
-        cfg.output_reserve_tokens,
-    )
-
-
-def native_result(
-    asm: Assembler,
-    data: bytes,
-    got: tuple[bytes, _core.PlanReport, int, int],
-    start: float,
-    span: Any,
-    entry: str | None,
-    merged: int = 0,
-) -> BodyResult:
-    """The result of a body the core wrote: ``got`` is its ``(body, report, before, after)``,
-    ``merged`` the neighbours it wrote as one item."""
-    from .assembler import _report
-
-    out, planned, before, after = got
-    report = _report(
-        planned,
-        asm._redactor,
-        messages_before=before,
-        messages_after=after,
-        start=start,
-        merged=merged,
-    )
-    tracing.assembled(report, data, asm.provider, asm._sink, span)
-    return BodyResult(body=out, report=report, provider=asm.provider, model=entry)
 
 
 class _Head:
@@ -438,7 +366,7 @@ class _Head:
         self.parsed = parsed
         self.shape = shape
         self.entry = entry
-        self.target: Assembler = target
+        self.target: Assembles = target
         self._inputs: tuple[items_body.Inputs | None] | None = None
 
     def native_inputs(self) -> items_body.Inputs | None:
@@ -460,7 +388,7 @@ _HEADS = 64
 _HEAD_BYTES = 256 << 10
 
 
-def _head(asm: Assembler, head: bytes) -> _Head:
+def _head(asm: Assembles, head: bytes) -> _Head:
     """The reading of a body's ``head`` for ``asm``, kept by its bytes.
 
     Raises:

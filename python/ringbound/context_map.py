@@ -379,7 +379,11 @@ class _Fates:
         return _REWRITE_MARK[kind], stage, saved
 
     def _dropped(self, u: _Span, stages: list[str]) -> tuple[str, str | None, int]:
-        wanted = ("drop_rings", "drop_error_rings") if u.kind == "ring" else ("drop_plain_turns",)
+        wanted = (
+            ("drop_rings", "drop_referenced_rings", "drop_error_rings")
+            if u.kind == "ring"
+            else ("drop_plain_turns", "drop_citing_turns")
+        )
         # The report counts each drop stage's units but not which unit each took: when two
         # stages could have taken a ring, both are named.
         ran = [s for s in wanted if s in stages] or [s for s in stages if s == "shrink_recent"]

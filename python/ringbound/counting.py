@@ -7,8 +7,10 @@ import functools
 from typing import Any
 
 from . import _core
+from .adapted import read_view
 from .caller_values import shown
 from .config import AssemblyConfig
+from .core_config import core_config
 from .errors import ConfigError, InvalidMessageError, PairingIssue
 from .payload import check_tools, dump_messages, dump_tools, nesting_guard, snapshot
 from .providers import adapter, check_provider, check_system
@@ -75,8 +77,6 @@ def _count(
             "openai",
             1.0 if token_ratio is None else token_ratio,
         )
-    from .adapted import read_view  # the adapters' reading imports this module
-
     native = adapter(provider)
     tools_payload = dump_tools(tools_as_openai(native, tools)) if tools else None
     ratio = token_ratio if token_ratio is not None else native.default_token_ratio
@@ -93,10 +93,8 @@ def _counting_core(
 ) -> Any:
     """The core config an assembler with these counting settings has (only its counting is
     read: nothing is planned with it)."""
-    from .assembler import _core_config
-
     cfg = AssemblyConfig(encoding=encoding, tokenizer_backend=tokenizer_backend)
-    return _core_config(cfg, image_formula, ratio)
+    return core_config(cfg, image_formula, ratio)
 
 
 def _check_ratio(ratio: Any) -> None:

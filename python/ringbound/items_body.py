@@ -18,16 +18,14 @@ what is wrong in its own words.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from . import _core
+from .assembly import Assembles
+from .body_result import BodyResult, budget_rule, native_result
 from .observability import tracing
 from .payload import dump_tools
 from .providers.base import tools_as_openai
-
-if TYPE_CHECKING:
-    from .assembler import Assembler
-    from .body import BodyResult
 
 #: The providers whose bodies this path writes (OpenAI Chat has a native path of its own).
 PROVIDERS = frozenset({"openai_responses", "anthropic", "gemini", "bedrock_converse"})
@@ -61,7 +59,7 @@ def inputs(provider: str, adapter: Any, tools: Any, system: Any) -> Inputs | Non
 
 
 def assemble(
-    asm: Assembler,
+    asm: Assembles,
     data: bytes,
     cut: _core.SplitBody,
     given: Inputs | None,
@@ -74,8 +72,6 @@ def assemble(
     ``cut`` is ``data`` as the core split it (``_core.split_body_at``), ``given`` what the
     core counts of its other fields (``inputs``; None: the native path cannot take it);
     ``keys`` name the history and the system as the body spells them."""
-    from .body import budget_rule, native_result
-
     if given is None:
         return None
     start = time.perf_counter()

@@ -26,7 +26,8 @@ class StageRecord:
 
     Attributes:
         stage: Stage name (``dedupe_superseded_reads``, ``truncate_oversized_results``,
-            ``degrade_media``, ``drop_rings``, ``drop_plain_turns``, ``drop_error_rings``,
+            ``degrade_media``, ``drop_rings``, ``drop_plain_turns``, ``drop_referenced_rings``,
+            ``drop_citing_turns``, ``drop_error_rings``,
             ``summarize``, ``truncate_protected_results``, ``shrink_recent``,
             ``drop_tools_schema``; ``merge_ledger_notes`` when the input held
             several ledger notes, which become one at the first one's place).

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 
 import ringbound as rb
 from ringbound import _core
-from ringbound.assembler import default_core
+from ringbound.core_config import default_core
 from ringbound.providers import adapter
 
 PROVIDERS = ("anthropic", "openai_responses", "gemini", "bedrock_converse")

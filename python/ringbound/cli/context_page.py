@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 
 from ..context_map import ContextMap
-from .inspect import GLYPHS, LABELS, STYLES, grid_cells
+from .context_grid import GLYPHS, LABELS, STYLES, grid_cells
 
 __all__ = ["page"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .simulate import STATEFUL, STATELESS, TRIM, Simulation
+from .replay import STATEFUL, STATELESS, TRIM, Simulation
 
 __all__ = ["AXES", "FORMATS", "plot_simulation"]
 

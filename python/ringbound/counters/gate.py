@@ -11,8 +11,9 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..assembly import Assembles, AssemblyInputs, AssemblyResult
 from ..config import AssemblyConfig
 from ..errors import BudgetExceededError, ConfigError, CounterError
 from ..flow import Flow
@@ -24,9 +25,6 @@ from ..payload import dump_messages
 from ..report import ProviderCount
 from .base import Counter
 
-if TYPE_CHECKING:
-    from ..assembler import Assembler, AssemblyResult
-
 __all__ = ["MAX_RECHECKS", "PRIOR_MARGIN_SHARE", "CountGate", "count_gate"]
 
 #: Times a request the provider counted over budget is tightened and counted again.
@@ -37,7 +35,7 @@ PRIOR_MARGIN_SHARE = 0.05
 _INNER_KEPT = 8
 
 
-def count_gate(asm: Assembler, counter: Any, calibrator: Any, cache: Any) -> CountGate | None:
+def count_gate(asm: Assembles, counter: Any, calibrator: Any, cache: Any) -> CountGate | None:
     """The gate an Assembler needs, or None when its config and counter need none."""
     cfg = asm.config
     if counter is not None:
@@ -97,19 +95,18 @@ class CountGate:
     """Runs an Assembler's assemblies through the calibrated figures and its counter."""
 
     def __init__(
-        self, asm: Assembler, counter: Counter | None, calibrator: Calibrator, cache: Any
+        self, asm: Assembles, counter: Counter | None, calibrator: Calibrator, cache: Any
     ) -> None:
         self.asm = asm
         self.counter = counter
         self.calibrator = calibrator
         self._cache = cache
-        self._inner: OrderedDict[tuple[float, int], Assembler] = OrderedDict()
+        self._inner: OrderedDict[tuple[float, int], Assembles] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _inner_for(self, ratio: float, margin: int, *, keep: bool = True) -> Assembler:
-        """An assembler of the same policy with these figures, reporting to no sink."""
-        from ..assembler import Assembler
-
+    def _inner_for(self, ratio: float, margin: int, *, keep: bool = True) -> Assembles:
+        """An assembler of the same policy with these figures, reporting to no sink (made by
+        the gated assembler's own class)."""
         key = (ratio, margin)
         with self._lock:
             inner = self._inner.get(key)
@@ -123,7 +120,7 @@ class CountGate:
             safety_margin_tokens=margin,
             token_counter="tiktoken",
         )
-        inner = Assembler(
+        inner: Assembles = type(self.asm)(  # type: ignore[call-arg]
             AssemblyConfig.from_dict(values),
             provider=self.asm.provider,
             summarizer=self.asm._summarizer,
@@ -209,7 +206,7 @@ class CountGate:
             )
         return True
 
-    def _tighter(self, s: _Settling) -> Assembler:
+    def _tighter(self, s: _Settling) -> Assembles:
         """The assembler of the next try: its budget scaled by budget / provider count."""
         assert s.result is not None and s.tokens is not None
         s.rechecks += 1
@@ -261,27 +258,16 @@ class CountGate:
         )
         return result
 
-    def flow(
-        self,
-        messages: Any,
-        tools: Any,
-        system: Any,
-        pinned: Any,
-        ledger: Any,
-        tighten: int,
-        state: Any,
-        token_ledger: Any,
-        stateful: bool = False,
-    ) -> Flow[AssemblyResult]:
+    def flow(self, inputs: AssemblyInputs) -> Flow[AssemblyResult]:
         """``Assembler.assemble`` through the gate, as a flow (``ringbound.flow``): each
         assembly nested, each provider count an effect."""
         asm = self.asm
         span = tracing.start_span(asm._tracer, asm.provider)
-        args = (system, pinned, ledger, tighten, state, token_ledger, stateful)
+        token_ledger = inputs.token_ledger
         try:
             s = self._start(token_ledger)
             inner = self._inner_for(s.ratio, s.margin)
-            s.result = yield from inner._flow(messages, tools, *args)
+            s.result = yield from inner._flow(inputs)
             if self._wants_count(s):
                 assert self.counter is not None
                 while True:
@@ -294,12 +280,12 @@ class CountGate:
                     s.elapsed_s += time.perf_counter() - start
                     if not self._counted(s, tokens, error):
                         break
-                    s.result = yield from self._tighter(s)._flow(messages, tools, *args)
+                    s.result = yield from self._tighter(s)._flow(inputs)
             result = self._finish(s, token_ledger)
         except BaseException as e:
             tracing.rejected(e, asm.provider, asm._sink, span)
             raise
-        return self._report(result, messages, span)
+        return self._report(result, inputs.messages, span)
 
 
 @dataclasses.dataclass(frozen=True)

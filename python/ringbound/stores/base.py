@@ -142,11 +142,8 @@ def check_put(data: object, expected: object) -> None:
 
 
 def check_store(store: object) -> SessionStore:
-    """``store``, or a new ``MemoryStore`` when None; ConfigError for anything else."""
-    if store is None:
-        from .memory import MemoryStore
-
-        return MemoryStore()
+    """``store`` if it is a ``SessionStore``, else ConfigError (the assembler makes a
+    ``MemoryStore`` of its own when given none)."""
     if not isinstance(store, SessionStore):
         raise ConfigError(
             f"store must be a ringbound.SessionStore (MemoryStore, RedisStore, or a subclass), "

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import cache_markers
+from ..assembly import Assembles, AssemblyInputs, AssemblyResult
 from ..errors import ConfigError, StaleStateError, StoreError
 from ..flow import Flow
 from ..ledgers.side_effects import SideEffectLedger
@@ -26,9 +27,6 @@ from ..observability.metrics import get_default_sink
 from ..state import AssemblyState
 from .base import SessionStore, Stored, check_session_id
 from .record import SessionRecord, UnreadableRecord
-
-if TYPE_CHECKING:
-    from ..assembler import Assembler, AssemblyResult
 
 __all__ = ["MAX_CONFLICTS", "StoreOutcome", "session_flow"]
 
@@ -104,12 +102,12 @@ class _Put:
 #: One assembly's flow: (state, ledger, token ledger, cache-stable) -> the assembly.
 _Assembly = Callable[
     [AssemblyState | None, SideEffectLedger | None, TokenLedger | None, bool],
-    "Flow[AssemblyResult]",
+    Flow[AssemblyResult],
 ]
 
 
 def _steps(
-    asm: Assembler,
+    asm: Assembles,
     store: SessionStore,
     session_id: str,
     history: int,
@@ -236,7 +234,7 @@ def _check(session_id: Any, state: Any, ledger: Any, token_ledger: Any) -> str:
 
 
 def _finish(
-    asm: Assembler, session_id: str, done: tuple[AssemblyResult, StoreOutcome]
+    asm: Assembles, session_id: str, done: tuple[AssemblyResult, StoreOutcome]
 ) -> AssemblyResult:
     result, outcome = done
     if outcome.error is not None and outcome.error != "conflict":
@@ -249,7 +247,7 @@ def _finish(
     return dataclasses.replace(result, report=report, cache_key=key)
 
 
-def _count(asm: Assembler, op: str) -> None:
+def _count(asm: Assembles, op: str) -> None:
     """``sink.store_error(op, provider)``, for sinks that have it (PrometheusSink does)."""
     sink = asm._sink if asm._sink is not None else get_default_sink()
     method = getattr(sink, "store_error", None)
@@ -265,28 +263,20 @@ def _count(asm: Assembler, op: str) -> None:
         )
 
 
-def _rejected(asm: Assembler, e: StoreError) -> None:
+def _rejected(asm: Assembles, e: StoreError) -> None:
     if e.reason != "conflict":
         _count(asm, e.op)
     tracing.rejected(e, asm.provider, asm._sink, None)
 
 
 def session_flow(
-    asm: Assembler,
-    store: SessionStore,
-    session_id: Any,
-    messages: Any,
-    tools: Any,
-    system: Any,
-    pinned: Iterable[int] | None,
-    ledger: Any,
-    tighten: int,
-    state: Any,
-    token_ledger: Any,
+    asm: Assembles, store: SessionStore, inputs: AssemblyInputs
 ) -> Flow[AssemblyResult]:
-    """``Assembler.assemble`` with a session id, as a flow (see the module's docstring): the
-    session's steps around the assembly of ``messages``, and its report."""
-    session_id = _check(session_id, state, ledger, token_ledger)
+    """``Assembler.assemble`` with a session id (``inputs.session_id``), as a flow (see the
+    module's docstring): the session's steps around the assembly of ``inputs``, and its
+    report."""
+    ledger, token_ledger = inputs.ledger, inputs.token_ledger
+    session_id = _check(inputs.session_id, inputs.state, ledger, token_ledger)
 
     def assembly(
         state: AssemblyState | None,
@@ -294,9 +284,19 @@ def session_flow(
         tokens: TokenLedger | None,
         stateful: bool,
     ) -> Flow[AssemblyResult]:
-        return asm._flow(messages, tools, system, pinned, work, tighten, state, tokens, stateful)
+        return asm._flow(
+            dataclasses.replace(
+                inputs,
+                state=state,
+                ledger=work,
+                token_ledger=tokens,
+                session_id=None,
+                stateful=stateful,
+            )
+        )
 
-    steps = _steps(asm, store, session_id, _history(messages), assembly, ledger, token_ledger)
+    history = _history(inputs.messages)
+    steps = _steps(asm, store, session_id, history, assembly, ledger, token_ledger)
     try:
         done = yield from steps
     except StoreError as e:
