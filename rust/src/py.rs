@@ -421,8 +421,9 @@ fn _walked_json<'py>(
     })
 }
 
-/// Empties the process-wide count cache, the parsed native items and the tokenizer's remembered
-/// piece counts: what a cold benchmark needs, and nothing else needs (all only save time).
+/// Empties the process-wide count cache, the parsed native items, the tokenizer's remembered
+/// piece counts and the translations' checkpoints: what a cold benchmark needs, and nothing
+/// else needs (all only save time).
 #[pyfunction]
 fn cache_clear(py: Python<'_>) -> PyResult<()> {
     guard(py, || {
@@ -431,6 +432,7 @@ fn cache_clear(py: Python<'_>) -> PyResult<()> {
         crate::readings::clear();
         crate::rewrite::forget_cuts();
         crate::count::forget_pieces();
+        crate::translate::resume::global().clear();
         Ok(())
     })
 }

@@ -3,7 +3,7 @@
 //! mapped to where the target keeps them; a field the target has no place for is reported.
 
 use super::portable::Choice;
-use super::{translate_values, Options, Report, Translated};
+use super::{translate_history, History, Options, Report};
 use crate::error::CoreError;
 use crate::native;
 use serde_json::value::RawValue;
@@ -61,6 +61,18 @@ pub fn translate_body(
     body: &[u8],
     options: &Options,
 ) -> Result<(Vec<u8>, Report), CoreError> {
+    translate_body_with(source, target, body, options, Some(super::resume::global()))
+}
+
+/// `translate_body` resuming from, and leaving checkpoints in, `checkpoints` (None: every
+/// translation from scratch).
+pub(crate) fn translate_body_with(
+    source: &str,
+    target: &str,
+    body: &[u8],
+    options: &Options,
+    checkpoints: Option<&super::resume::Checkpoints>,
+) -> Result<(Vec<u8>, Report), CoreError> {
     for p in [source, target] {
         native::item_seed(p)?;
     }
@@ -83,24 +95,22 @@ pub fn translate_body(
         }
     }
     let mut body = rest;
-    let (history, history_bytes): (Vec<Value>, Vec<u8>) = match history_raw {
-        Some(raw) if raw.get().starts_with('[') => (
-            serde_json::from_str(raw.get()).map_err(|e| invalid(e.to_string()))?,
-            raw.get().as_bytes().to_vec(),
-        ),
+    let synthesized;
+    let history: &[u8] = match history_raw {
+        Some(raw) if raw.get().starts_with('[') => raw.get().as_bytes(),
         Some(raw) if source == "openai_responses" && raw.get().starts_with('"') => {
             let text: String =
                 serde_json::from_str(raw.get()).map_err(|e| invalid(e.to_string()))?;
             let items = vec![json!({"role": "user", "content": text})];
-            let bytes = serde_json::to_vec(&items).map_err(|e| invalid(e.to_string()))?;
-            (items, bytes)
+            synthesized = serde_json::to_vec(&items).map_err(|e| invalid(e.to_string()))?;
+            &synthesized
         }
         Some(_) => return Err(invalid(format!("`{history_key}` must be a list"))),
         None => return Err(invalid(format!("the body has no `{history_key}`"))),
     };
     let system = system_keys.iter().find_map(|k| body.remove(*k));
     let mut tools = body.remove(tools_key);
-    let issues = native::validate_json(source, &[&history_bytes])?;
+    let issues = native::validate_json(source, &[history])?;
     if !issues.is_empty() {
         return Err(CoreError::Pairing(issues));
     }
@@ -110,19 +120,19 @@ pub fn translate_body(
     if source == "bedrock_converse" {
         tools = tools.filter(|t| t.get("tools").is_some());
     }
-    let Translated {
+    let History {
         json: messages,
         system,
         tools,
         mut report,
-        ..
-    } = translate_values(
+    } = translate_history(
         source,
         target,
-        &history,
+        history,
         system.as_ref(),
         tools.as_ref(),
         options,
+        checkpoints,
     )?;
     for key in left {
         report.add(

@@ -29,7 +29,7 @@ fn allowed(b: u8) -> bool {
 
 /// Ids given so far, so each call gets an id no earlier call has and each result finds the id
 /// its call got.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Ids {
     rule: Option<IdRule>,
     taken: std::collections::HashSet<String>,
@@ -66,6 +66,21 @@ impl Ids {
         }
         self.open.insert(id.to_owned(), out.clone());
         out
+    }
+
+    /// Approximate heap bytes.
+    pub fn size(&self) -> usize {
+        self.taken.iter().map(|s| s.len() + 32).sum::<usize>()
+            + self
+                .open
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 48)
+                .sum::<usize>()
+            + self
+                .rewritten
+                .iter()
+                .map(|(a, b)| a.len() + b.len() + 48)
+                .sum::<usize>()
     }
 
     /// The target id of a result answering source id `id`: its call's.

@@ -9,6 +9,7 @@ pub mod ids;
 pub mod portable;
 pub mod read;
 pub mod report;
+pub mod resume;
 mod schema;
 mod settle;
 pub mod write;
@@ -139,9 +140,9 @@ pub(crate) fn translate_values(
             report: Report::default(),
         });
     }
-    let conversation = read::read(source, items, system, tools)?;
+    let conversation = read::read(source, items, 0, system, tools)?;
     let mut report = Report::default();
-    let settled = settle::settle(source, target, conversation, options, &mut report)?;
+    let (settled, _) = settle::settle(source, target, conversation, options, &mut report, 0)?;
     let out = write::write(target, &settled, options, &mut report)?;
     let check: Vec<u8> =
         serde_json::to_vec(&out.messages).map_err(|e| CoreError::InvalidMessage {
@@ -161,6 +162,226 @@ pub(crate) fn translate_values(
     })
 }
 
+/// A history translated, as the JSON the target's validator read.
+pub(crate) struct History {
+    pub json: Vec<u8>,
+    pub system: Option<Value>,
+    pub tools: Option<Value>,
+    pub report: Report,
+}
+
+/// `translate` of the history `raw` (a JSON array of `source`'s items, its pairing checked),
+/// resumed from a checkpoint of `checkpoints` where one holds the translation of the same
+/// items up to a cut, and leaving one for the next turn of the session. The output is the
+/// translation from scratch, byte for byte.
+pub(crate) fn translate_history(
+    source: &str,
+    target: &str,
+    raw: &[u8],
+    system: Option<&Value>,
+    tools: Option<&Value>,
+    options: &Options,
+    checkpoints: Option<&resume::Checkpoints>,
+) -> Result<History, CoreError> {
+    let elements = crate::json_array::split(raw)?;
+    let parse = |from: usize| -> Result<Vec<Value>, CoreError> {
+        elements[from..]
+            .iter()
+            .map(|e| parse_json(e, "messages"))
+            .collect()
+    };
+    // Only what the source's validator read reaches here; a summary given by item index
+    // is not part of the key, so such translations are not resumed.
+    let checkpoints =
+        checkpoints.filter(|c| c.enabled() && source != target && options.summaries.is_empty());
+    let Some(checkpoints) = checkpoints else {
+        let out = translate_values(source, target, &parse(0)?, system, tools, options)?;
+        return Ok(History {
+            json: out.json,
+            system: out.system,
+            tools: out.tools,
+            report: out.report,
+        });
+    };
+    let starts: Vec<usize> = elements
+        .iter()
+        .map(|e| e.as_ptr() as usize - raw.as_ptr() as usize)
+        .collect();
+    let seed = resume::seed(source, target, options, system);
+    let keys = resume::keys(seed, raw, &starts);
+    let found = checkpoints.find(&keys);
+    if let Some((at, checkpoint)) = found {
+        let run = Run {
+            source,
+            target,
+            raw,
+            keys: &keys,
+            options,
+            checkpoints,
+        };
+        let resumed = parse(at)
+            .and_then(|items| run.from(at, Some(keys[at]), &checkpoint, items, system, tools));
+        // A tail the checkpoint cannot serve (a new compaction), or any error, goes the
+        // long way, which gives the translation's own answer.
+        if let Ok(Some(history)) = resumed {
+            return Ok(history);
+        }
+    }
+    let empty = resume::Checkpoint {
+        state: write::State::new(target),
+        bytes: Vec::new(),
+        system: None,
+        left_out: Vec::new(),
+        settled: Vec::new(),
+        written: Vec::new(),
+    };
+    let run = Run {
+        source,
+        target,
+        raw,
+        keys: &keys,
+        options,
+        checkpoints,
+    };
+    run.from(0, None, &empty, parse(0)?, system, tools)
+        .map(|h| h.expect("a run from the start always writes"))
+}
+
+/// One translation of a history, from a checkpoint (the empty one at item 0).
+struct Run<'a> {
+    source: &'a str,
+    target: &'a str,
+    raw: &'a [u8],
+    keys: &'a [u128],
+    options: &'a Options,
+    checkpoints: &'a resume::Checkpoints,
+}
+
+impl Run<'_> {
+    /// The items from `at` on (`items`) translated after `checkpoint` (found under `key`;
+    /// None for a run from the start); None when the checkpoint cannot serve them.
+    fn from(
+        &self,
+        at: usize,
+        key: Option<u128>,
+        checkpoint: &resume::Checkpoint,
+        items: Vec<Value>,
+        system: Option<&Value>,
+        tools: Option<&Value>,
+    ) -> Result<Option<History>, CoreError> {
+        let (source, target, options) = (self.source, self.target, self.options);
+        let fresh = key.is_none();
+        let conversation = read::read(source, &items, at, system, tools)?;
+        drop(items);
+        let compacted = conversation.turns.iter().any(|t| {
+            t.parts
+                .iter()
+                .any(|p| matches!(p, portable::Part::Compaction { .. }))
+        });
+        if compacted && !fresh {
+            // A compaction decides what before it is left out, the checkpoint's items too.
+            return Ok(None);
+        }
+        let cut = resume::cut(source, &conversation.turns, fresh);
+        let left_out = conversation.left_out.len();
+        let left_out_before = conversation
+            .left_out
+            .iter()
+            .filter(|(item, _, _)| cut.is_some_and(|c| *item < c))
+            .count();
+        let mut report = Report::default();
+        let (settled, settled_at_cut) = settle::settle(
+            source,
+            target,
+            conversation,
+            options,
+            &mut report,
+            cut.unwrap_or(usize::MAX),
+        )?;
+        let settled_end = report.changes.len();
+        let from = (!fresh).then(|| checkpoint.state.clone());
+        let wrote = write::write_from(
+            target,
+            &settled,
+            from,
+            options,
+            &mut report,
+            cut.unwrap_or(usize::MAX),
+        )?;
+        drop(settled);
+        let base = wrote.state.closed;
+        let mut json = Vec::with_capacity(self.raw.len() + checkpoint.bytes.len() / 8);
+        json.push(b'[');
+        json.extend_from_slice(&checkpoint.bytes);
+        let mut ends = Vec::with_capacity(wrote.state.out.len());
+        for item in &wrote.state.out {
+            if json.len() > 1 {
+                json.push(b',');
+            }
+            serde_json::to_writer(&mut json, item).map_err(|e| CoreError::InvalidMessage {
+                index: None,
+                reason: format!("the translation could not be written ({e})"),
+            })?;
+            ends.push(json.len());
+        }
+        json.push(b']');
+        let issues = native::validate_json(target, &[&json])?;
+        if !issues.is_empty() {
+            return Err(CoreError::Pairing(issues));
+        }
+        let changes = std::mem::take(&mut report.changes);
+        let (tail_left_out, rest) = changes.split_at(left_out);
+        let (tail_settled, rest) = rest.split_at(settled_end - left_out);
+        let (tail_written, finish) = rest.split_at(wrote.changes - settled_end);
+        let joined = |a: &[Change], b: &[Change]| [a, b].concat();
+        let history = History {
+            json,
+            system: if fresh {
+                wrote.system
+            } else {
+                checkpoint.system.clone()
+            },
+            tools: wrote.tools,
+            report: Report {
+                changes: [
+                    &checkpoint.left_out[..],
+                    tail_left_out,
+                    &checkpoint.settled,
+                    tail_settled,
+                    &checkpoint.written,
+                    tail_written,
+                    finish,
+                ]
+                .concat(),
+                ids: std::mem::take(&mut report.ids),
+            },
+        };
+        if let (Some(cut), Some(mark)) = (cut, wrote.mark) {
+            let closing = mark.state.closed - base;
+            let end = match closing {
+                0 => 1 + checkpoint.bytes.len(),
+                n => ends[n - 1],
+            };
+            let next = resume::Checkpoint {
+                bytes: history.json[1..end].to_vec(),
+                state: mark.state,
+                system: history.system.clone(),
+                left_out: joined(&checkpoint.left_out, &tail_left_out[..left_out_before]),
+                settled: joined(
+                    &checkpoint.settled,
+                    &tail_settled[..settled_at_cut - left_out],
+                ),
+                written: joined(
+                    &checkpoint.written,
+                    &tail_written[..mark.changes - settled_end],
+                ),
+            };
+            self.checkpoints.insert(self.keys[cut], next, key);
+        }
+        Ok(Some(history))
+    }
+}
+
 /// The items of `messages` (a JSON array of `source`'s items) that are opaque compactions a
 /// translation keeps, and so needs a summary of (`Options::summaries`).
 ///
@@ -170,7 +391,7 @@ pub fn opaque_compactions(source: &str, messages: &[u8]) -> Result<Vec<usize>, C
         Value::Array(items) => items,
         _ => return Err(read::unknown_shape("messages must be a JSON array")),
     };
-    let conversation = read::read(source, &items, None, None)?;
+    let conversation = read::read(source, &items, 0, None, None)?;
     Ok(settle::opaque(&conversation))
 }
 

@@ -18,22 +18,30 @@ pub enum Place {
     Result,
 }
 
+/// Settles `conversation` for `target`, reporting each change; also gives how many changes
+/// the report held when the first turn of source item `cut` or later came (where a later
+/// translation of the same session resumes: `resume`).
 pub fn settle(
     source: &str,
     target: &str,
     mut conversation: Conversation,
     options: &Options,
     report: &mut Report,
-) -> Result<Conversation, CoreError> {
+    cut: usize,
+) -> Result<(Conversation, usize), CoreError> {
     for (item, what, why) in std::mem::take(&mut conversation.left_out) {
         report.add(Some(item), "dropped", what, why);
     }
     let latest = latest_compaction(&conversation);
     let mut turns = Vec::with_capacity(conversation.turns.len());
+    let mut at_cut = None;
     for (k, turn) in std::mem::take(&mut conversation.turns)
         .into_iter()
         .enumerate()
     {
+        if turn.item >= cut && at_cut.is_none() {
+            at_cut = Some(report.changes.len());
+        }
         if latest.is_some_and(|at| k < at) && !turn.speaker.is_instruction() {
             report.add(
                 Some(turn.item),
@@ -58,7 +66,7 @@ pub fn settle(
         turns.push(Turn { parts, ..turn });
     }
     conversation.turns = turns;
-    Ok(conversation)
+    Ok((conversation, at_cut.unwrap_or(report.changes.len())))
 }
 
 /// The turn of the latest compaction, before which the source's provider reads nothing.

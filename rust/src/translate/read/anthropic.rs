@@ -7,8 +7,8 @@ use crate::error::CoreError;
 use crate::translate::portable::{BoundKind, Conversation, Part, Source, Speaker, Turn};
 use serde_json::Value;
 
-pub fn read(items: &[Value], out: &mut Conversation) -> Result<(), CoreError> {
-    for (i, item) in items.iter().enumerate() {
+pub fn read(items: &[Value], first: usize, out: &mut Conversation) -> Result<(), CoreError> {
+    for (i, item) in (first..).zip(items) {
         let m = obj(i, item, "a message")?;
         let role = need(i, m, "role", "message")?;
         let speaker = match role.as_str() {

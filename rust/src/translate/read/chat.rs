@@ -6,8 +6,8 @@ use crate::translate::portable::{Conversation, Part, Source, Speaker, Turn};
 use crate::view::opens_like_an_error;
 use serde_json::Value;
 
-pub fn read(items: &[Value], out: &mut Conversation) -> Result<(), CoreError> {
-    for (i, item) in items.iter().enumerate() {
+pub fn read(items: &[Value], first: usize, out: &mut Conversation) -> Result<(), CoreError> {
+    for (i, item) in (first..).zip(items) {
         let m = obj(i, item, "a message")?;
         let role = need(i, m, "role", "message")?;
         let speaker = match role.as_str() {

@@ -8,10 +8,10 @@ use crate::error::CoreError;
 use crate::translate::portable::{BoundKind, Conversation, Part, Source, Speaker, Turn};
 use serde_json::Value;
 
-pub fn read(items: &[Value], out: &mut Conversation) -> Result<(), CoreError> {
+pub fn read(items: &[Value], first: usize, out: &mut Conversation) -> Result<(), CoreError> {
     // The calls of the latest model turn: (id, name, answered).
     let mut open: Vec<(String, String, bool)> = Vec::new();
-    for (k, item) in items.iter().enumerate() {
+    for (k, item) in (first..).zip(items) {
         let c = obj(k, item, "a content")?;
         let model = match string(c, "role").as_deref() {
             Some("model") => true,

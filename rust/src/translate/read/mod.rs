@@ -14,20 +14,23 @@ use serde_json::{Map, Value};
 
 pub(super) type Obj = Map<String, Value>;
 
-/// Reads `items` (the source's history), its top-level `system` and its `tools`.
+/// Reads `items` (the source's history from its item `first` on: a translation resumed
+/// where an earlier one left off reads only the items after), its top-level `system` and its
+/// `tools`.
 pub fn read(
     source: &str,
     items: &[Value],
+    first: usize,
     system: Option<&Value>,
     tools: Option<&Value>,
 ) -> Result<Conversation, CoreError> {
     let mut out = Conversation::default();
     match source {
-        "openai_chat" => chat::read(items, &mut out)?,
-        "openai_responses" => responses::read(items, &mut out)?,
-        "anthropic" => anthropic::read(items, &mut out)?,
-        "gemini" => gemini::read(items, &mut out)?,
-        "bedrock_converse" => bedrock::read(items, &mut out)?,
+        "openai_chat" => chat::read(items, first, &mut out)?,
+        "openai_responses" => responses::read(items, first, &mut out)?,
+        "anthropic" => anthropic::read(items, first, &mut out)?,
+        "gemini" => gemini::read(items, first, &mut out)?,
+        "bedrock_converse" => bedrock::read(items, first, &mut out)?,
         other => return Err(unknown(other)),
     }
     if let Some(system) = system.filter(|v| !v.is_null()) {

@@ -8,8 +8,8 @@ use crate::translate::portable::{BoundKind, Conversation, Part, Source, Speaker,
 use crate::view::opens_like_an_error;
 use serde_json::Value;
 
-pub fn read(items: &[Value], out: &mut Conversation) -> Result<(), CoreError> {
-    for (i, item) in items.iter().enumerate() {
+pub fn read(items: &[Value], first: usize, out: &mut Conversation) -> Result<(), CoreError> {
+    for (i, item) in (first..).zip(items) {
         let o = obj(i, item, "an input item")?;
         let ty = string(o, "type").unwrap_or_else(|| "message".to_owned());
         let (speaker, part_or_parts): (Speaker, Vec<Part>) = match ty.as_str() {

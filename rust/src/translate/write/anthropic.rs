@@ -2,19 +2,18 @@
 //! neighbours merged (results into the user message after their calls, first in it); blank
 //! text left out, as Anthropic refuses it; a user turn opens the conversation.
 
-use super::{arguments_object, blank, leading_system, push_merged, Written};
-use crate::translate::ids::Ids;
-use crate::translate::portable::{Conversation, Part, Source, Speaker};
+use super::{arguments_object, blank, push_merged, State};
+use crate::translate::portable::{Part, Source, Speaker, Turn};
 use crate::translate::Report;
 use serde_json::{json, Value};
 
 /// The user turn put before a conversation that opens with the assistant.
 pub const OPENING_TEXT: &str = "(session start)";
 
-pub fn write(c: &Conversation, ids: &mut Ids, report: &mut Report) -> Written {
-    let (system, start) = leading_system(c);
-    let mut out: Vec<Value> = Vec::new();
-    for turn in &c.turns[start..] {
+/// Writes one turn after those `st` holds.
+pub fn turn(st: &mut State, turn: &Turn, report: &mut Report) {
+    let (out, ids) = (&mut st.out, &mut st.ids);
+    {
         let role = if turn.speaker == Speaker::Assistant {
             "assistant"
         } else {
@@ -60,27 +59,26 @@ pub fn write(c: &Conversation, ids: &mut Ids, report: &mut Report) -> Written {
                 format!("Anthropic needs a user turn first: `{OPENING_TEXT}` put before"),
             );
             push_merged(
-                &mut out,
+                out,
                 "user",
                 vec![json!({"type": "text", "text": OPENING_TEXT})],
             );
         }
-        push_merged(&mut out, role, blocks);
+        push_merged(out, role, blocks);
     }
-    let system = match system.len() {
+}
+
+/// The top-level system of `texts`: a string for one, text blocks for more.
+pub fn system(texts: &[String]) -> Option<Value> {
+    match texts.len() {
         0 => None,
-        1 => Some(json!(system[0])),
+        1 => Some(json!(texts[0])),
         _ => Some(Value::Array(
-            system
+            texts
                 .iter()
                 .map(|t| json!({"type": "text", "text": t}))
                 .collect(),
         )),
-    };
-    Written {
-        messages: out,
-        system,
-        tools: None,
     }
 }
 

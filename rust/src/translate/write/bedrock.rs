@@ -2,9 +2,8 @@
 //! neighbours merged; a user turn of `toolResult` blocks holds nothing else, so text after
 //! results goes behind a short assistant turn; images and documents by format, inline.
 
-use super::{arguments_object, blank, leading_system, push_merged, Written};
-use crate::translate::ids::Ids;
-use crate::translate::portable::{Conversation, Part, Source, Speaker};
+use super::{arguments_object, blank, push_merged, State};
+use crate::translate::portable::{Part, Source, Speaker, Turn};
 use crate::translate::Report;
 use serde_json::{json, Value};
 
@@ -13,10 +12,10 @@ pub const OPENING_TEXT: &str = "(session start)";
 /// The assistant turn put between tool results and user content after them.
 pub const BRIDGE_TEXT: &str = "(tool results received)";
 
-pub fn write(c: &Conversation, ids: &mut Ids, report: &mut Report) -> Written {
-    let (system, start) = leading_system(c);
-    let mut out: Vec<Value> = Vec::new();
-    for turn in &c.turns[start..] {
+/// Writes one turn after those `st` holds.
+pub fn turn(st: &mut State, turn: &Turn, report: &mut Report) {
+    let (out, ids) = (&mut st.out, &mut st.ids);
+    {
         let role = if turn.speaker == Speaker::Assistant {
             "assistant"
         } else {
@@ -48,7 +47,7 @@ pub fn write(c: &Conversation, ids: &mut Ids, report: &mut Report) -> Written {
             }
         }
         if blocks.is_empty() {
-            continue;
+            return;
         }
         if out.is_empty() && role == "assistant" {
             report.add(
@@ -57,7 +56,7 @@ pub fn write(c: &Conversation, ids: &mut Ids, report: &mut Report) -> Written {
                 "opening_turn",
                 format!("Bedrock needs a user turn first: `{OPENING_TEXT}` put before"),
             );
-            push_merged(&mut out, "user", vec![json!({"text": OPENING_TEXT})]);
+            push_merged(out, "user", vec![json!({"text": OPENING_TEXT})]);
         }
         let results = |v: &Value| v.get("toolResult").is_some();
         if role == "user" {
@@ -74,19 +73,17 @@ pub fn write(c: &Conversation, ids: &mut Ids, report: &mut Report) -> Written {
                              `{BRIDGE_TEXT}` from the assistant put between"
                         ),
                     );
-                    push_merged(&mut out, "assistant", vec![json!({"text": BRIDGE_TEXT})]);
+                    push_merged(out, "assistant", vec![json!({"text": BRIDGE_TEXT})]);
                 }
             }
         }
-        push_merged(&mut out, role, blocks);
+        push_merged(out, role, blocks);
     }
-    let system = (!system.is_empty())
-        .then(|| Value::Array(system.iter().map(|t| json!({"text": t})).collect()));
-    Written {
-        messages: out,
-        system,
-        tools: None,
-    }
+}
+
+/// The top-level system of `texts`.
+pub fn system(texts: &[String]) -> Option<Value> {
+    (!texts.is_empty()).then(|| Value::Array(texts.iter().map(|t| json!({"text": t})).collect()))
 }
 
 fn blocks_of(item: usize, parts: &[Part], report: &mut Report) -> Vec<Value> {

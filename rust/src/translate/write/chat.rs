@@ -1,19 +1,24 @@
 //! OpenAI Chat: system texts as leading system messages, one `tool` message per result right
 //! after its call's message, images and files as user content parts.
 
-use super::{flagged, Written};
-use crate::translate::ids::Ids;
-use crate::translate::portable::{Conversation, Part, Source, Speaker};
+use super::{flagged, State};
+use crate::translate::portable::{Part, Source, Speaker, Turn};
 use crate::translate::Report;
 use serde_json::{json, Value};
 
-pub fn write(c: &Conversation, ids: &mut Ids, report: &mut Report) -> Written {
-    let mut out: Vec<Value> = c
-        .system
-        .iter()
-        .map(|t| json!({"role": "system", "content": t}))
-        .collect();
-    for turn in &c.turns {
+/// The source's top-level system as the leading system messages Chat keeps it in.
+pub fn open(system: &[String], st: &mut State) {
+    st.out.extend(
+        system
+            .iter()
+            .map(|t| json!({"role": "system", "content": t})),
+    );
+}
+
+/// Writes one turn after those `st` holds.
+pub fn turn(st: &mut State, turn: &Turn, report: &mut Report) {
+    let (out, ids) = (&mut st.out, &mut st.ids);
+    {
         match turn.speaker {
             Speaker::System | Speaker::Developer => {
                 let role = if turn.speaker == Speaker::System {
@@ -49,7 +54,7 @@ pub fn write(c: &Conversation, ids: &mut Ids, report: &mut Report) -> Written {
                 if texts.is_empty() && calls.is_empty() {
                     // Nothing is left of it (its reasoning was all it held): Chat refuses an
                     // assistant message with neither content nor calls.
-                    continue;
+                    return;
                 }
                 let mut m = json!({"role": "assistant", "content": if texts.is_empty() {
                     Value::Null
@@ -84,11 +89,6 @@ pub fn write(c: &Conversation, ids: &mut Ids, report: &mut Report) -> Written {
                 }
             }
         }
-    }
-    Written {
-        messages: out,
-        system: None,
-        tools: None,
     }
 }
 

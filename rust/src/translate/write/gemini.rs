@@ -3,24 +3,20 @@
 //! for call; each response named as its call and carrying its id; a user turn first. Each
 //! call step is signed with the sentinel Gemini documents for calls from elsewhere.
 
-use super::{arguments_object, leading_system, push_parts, Written};
-use crate::translate::ids::Ids;
-use crate::translate::portable::{Conversation, Part, Source, Speaker};
+use super::{arguments_object, push_parts, State};
+use crate::translate::portable::{Part, Source, Speaker, Turn};
 use crate::translate::{Options, Report};
 use serde_json::{json, Value};
-use std::collections::HashMap;
 
 /// The user turn put before a conversation that opens with the model.
 pub const OPENING_TEXT: &str = "(The session starts here.)";
 /// Gemini's documented value for a call whose signature is not Gemini's own.
 pub const SENTINEL: &str = "skip_thought_signature_validator";
 
-pub fn write(c: &Conversation, ids: &mut Ids, options: &Options, report: &mut Report) -> Written {
-    let (system, start) = leading_system(c);
-    let mut out: Vec<Value> = Vec::new();
-    let mut names: HashMap<String, String> = HashMap::new();
-    let mut signed = 0usize;
-    for turn in &c.turns[start..] {
+/// Writes one turn after those `st` holds.
+pub fn turn(st: &mut State, turn: &Turn, report: &mut Report) {
+    let (out, ids, names) = (&mut st.out, &mut st.ids, &mut st.names);
+    {
         let model = turn.speaker == Speaker::Assistant;
         super::report_late_instruction(turn, "Gemini has one systemInstruction", report);
         let mut parts = Vec::new();
@@ -68,7 +64,7 @@ pub fn write(c: &Conversation, ids: &mut Ids, options: &Options, report: &mut Re
             }
         }
         if parts.is_empty() {
-            continue;
+            return;
         }
         if out.is_empty() && model {
             report.add(
@@ -77,12 +73,19 @@ pub fn write(c: &Conversation, ids: &mut Ids, options: &Options, report: &mut Re
                 "opening_turn",
                 format!("Gemini needs a user turn first: `{OPENING_TEXT}` put before"),
             );
-            push_parts(&mut out, "user", vec![json!({ "text": OPENING_TEXT })]);
+            push_parts(out, "user", vec![json!({ "text": OPENING_TEXT })]);
         }
-        push_parts(&mut out, if model { "model" } else { "user" }, parts);
+        push_parts(out, if model { "model" } else { "user" }, parts);
     }
+}
+
+/// Signs each call step of the contents `st` holds (not those closed before: signed already)
+/// with the sentinel, when `options` ask, and reports how many steps of the whole history
+/// were; gives the positions in `st.out` of those signed now.
+pub fn sign(st: &mut State, options: &Options, report: &mut Report) -> Vec<usize> {
+    let mut now = Vec::new();
     if options.gemini_sentinel {
-        for content in &mut out {
+        for (k, content) in st.out.iter_mut().enumerate() {
             if content["role"] != "model" {
                 continue;
             }
@@ -91,10 +94,11 @@ pub fn write(c: &Conversation, ids: &mut Ids, options: &Options, report: &mut Re
                 .and_then(|ps| ps.iter_mut().find(|p| p.get("functionCall").is_some()));
             if let Some(part) = first {
                 part["thoughtSignature"] = json!(SENTINEL);
-                signed += 1;
+                now.push(k);
             }
         }
     }
+    let signed = st.signed + now.len();
     if signed > 0 {
         report.add(
             None,
@@ -106,13 +110,13 @@ pub fn write(c: &Conversation, ids: &mut Ids, options: &Options, report: &mut Re
             ),
         );
     }
-    let system = (!system.is_empty())
-        .then(|| json!({"parts": system.iter().map(|t| json!({"text": t})).collect::<Vec<_>>()}));
-    Written {
-        messages: out,
-        system,
-        tools: None,
-    }
+    now
+}
+
+/// The `systemInstruction` of `texts`.
+pub fn system(texts: &[String]) -> Option<Value> {
+    (!texts.is_empty())
+        .then(|| json!({"parts": texts.iter().map(|t| json!({"text": t})).collect::<Vec<_>>()}))
 }
 
 fn media(p: &Part) -> Option<Value> {

@@ -13,6 +13,7 @@ use super::portable::{Conversation, Part, Turn};
 use super::{Options, Report};
 use crate::error::CoreError;
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 
 /// A target's request parts.
 pub struct Written {
@@ -21,29 +22,154 @@ pub struct Written {
     pub tools: Option<Value>,
 }
 
+/// What a writer carries from one turn to the next. Only the last item written can still
+/// change (a later turn of its role merges into it), so a translation resumed at a turn
+/// needs the items before only as the bytes they were written as (`closed` of them).
+#[derive(Clone, Debug)]
+pub struct State {
+    /// Items written before those in `out`, which no later turn changes.
+    pub closed: usize,
+    pub out: Vec<Value>,
+    pub ids: Ids,
+    /// Gemini: the tool name of each call id, to name each response as its call.
+    pub names: HashMap<String, String>,
+    /// Gemini: how many of the `closed` items were signed with the sentinel.
+    pub signed: usize,
+}
+
+impl State {
+    /// A writer's state before any turn.
+    pub fn new(target: &str) -> State {
+        let rule = if target == "openai_chat" {
+            IdRule::CHAT
+        } else {
+            IdRule::STRICT_64
+        };
+        State {
+            closed: 0,
+            out: Vec::new(),
+            ids: Ids::new(rule),
+            names: HashMap::new(),
+            signed: 0,
+        }
+    }
+
+    /// The state as a resumed translation needs it: the last item kept, those before closed.
+    fn marked(&self) -> State {
+        State {
+            closed: self.closed + self.out.len().saturating_sub(1),
+            out: self.out.last().cloned().into_iter().collect(),
+            ids: self.ids.clone(),
+            names: self.names.clone(),
+            signed: self.signed,
+        }
+    }
+}
+
+/// Where a writer stood at the first turn of a source item: its state and the changes the
+/// report held.
+pub struct Mark {
+    pub state: State,
+    pub changes: usize,
+}
+
+/// The writing of some turns from a state.
+pub struct Wrote {
+    /// The state after the last turn, `out` finished (Gemini's steps signed).
+    pub state: State,
+    /// The state at the first turn of the cut item (`signed` counting the steps signed at the
+    /// finish among the items it closes), if such a turn came.
+    pub mark: Option<Mark>,
+    /// The changes the report held after the turns, before what the finish reported.
+    pub changes: usize,
+    /// The top-level system, when the leading turns were written (a fresh state).
+    pub system: Option<Value>,
+    pub tools: Option<Value>,
+}
+
+/// `conversation` written in `target`'s shape from scratch.
 pub fn write(
     target: &str,
     conversation: &Conversation,
     options: &Options,
     report: &mut Report,
 ) -> Result<Written, CoreError> {
-    let rule = if target == "openai_chat" {
-        IdRule::CHAT
-    } else {
-        IdRule::STRICT_64
-    };
-    let mut ids = Ids::new(rule);
-    let mut w = match target {
-        "openai_chat" => chat::write(conversation, &mut ids, report),
-        "openai_responses" => responses::write(conversation, &mut ids, report),
-        "anthropic" => anthropic::write(conversation, &mut ids, report),
-        "gemini" => gemini::write(conversation, &mut ids, options, report),
-        "bedrock_converse" => bedrock::write(conversation, &mut ids, report),
+    let w = write_from(target, conversation, None, options, report, usize::MAX)?;
+    Ok(Written {
+        messages: w.state.out,
+        system: w.system,
+        tools: w.tools,
+    })
+}
+
+/// The turns of `conversation` written in `target`'s shape after `from`, the state a
+/// translation of the session's earlier items left (None: from the start, the leading system
+/// turns made the target's system), marking the state at the first turn of source item `cut`
+/// or later.
+pub fn write_from(
+    target: &str,
+    conversation: &Conversation,
+    from: Option<State>,
+    options: &Options,
+    report: &mut Report,
+    cut: usize,
+) -> Result<Wrote, CoreError> {
+    let turn: fn(&mut State, &Turn, &mut Report) = match target {
+        "openai_chat" => chat::turn,
+        "openai_responses" => responses::turn,
+        "anthropic" => anthropic::turn,
+        "gemini" => gemini::turn,
+        "bedrock_converse" => bedrock::turn,
         other => return Err(super::read::unknown(other)),
     };
-    w.tools = super::schema::write_tools(target, &conversation.tools, options, report)?;
-    report.ids = std::mem::take(&mut ids.rewritten);
-    Ok(w)
+    let (mut st, system, start) = match from {
+        Some(st) => (st, None, 0),
+        None => {
+            let mut st = State::new(target);
+            let (texts, start) = if target == "openai_chat" {
+                // Chat has no top-level system: the source's goes first as system messages.
+                chat::open(&conversation.system, &mut st);
+                (Vec::new(), 0)
+            } else {
+                leading_system(conversation)
+            };
+            let system = match target {
+                "openai_responses" => responses::system(&texts),
+                "anthropic" => anthropic::system(&texts),
+                "gemini" => gemini::system(&texts),
+                "bedrock_converse" => bedrock::system(&texts),
+                _ => None,
+            };
+            (st, system, start)
+        }
+    };
+    let mut mark = None;
+    for t in &conversation.turns[start..] {
+        if t.item >= cut && mark.is_none() {
+            mark = Some(Mark {
+                state: st.marked(),
+                changes: report.changes.len(),
+            });
+        }
+        turn(&mut st, t, report);
+    }
+    let changes = report.changes.len();
+    if target == "gemini" {
+        let signed = gemini::sign(&mut st, options, report);
+        if let Some(m) = mark.as_mut() {
+            let closing = m.state.closed - st.closed;
+            m.state.signed += signed.iter().filter(|&&k| k < closing).count();
+        }
+    }
+    let tools = super::schema::write_tools(target, &conversation.tools, options, report)?;
+    report.ids = st.ids.rewritten.clone();
+    Ok(Wrote {
+        state: st,
+        mark,
+        changes,
+        system,
+        tools,
+    })
 }
 
 /// Reports a system or developer turn after the conversation started, which a target with one

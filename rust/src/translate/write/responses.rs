@@ -3,16 +3,15 @@
 //! `call_id` (no item `id`: those are OpenAI's own, and a foreign one is refused).
 
 use super::chat::url;
-use super::{flagged, leading_system, Written};
-use crate::translate::ids::Ids;
-use crate::translate::portable::{Conversation, Part, Source, Speaker};
+use super::{flagged, State};
+use crate::translate::portable::{Part, Source, Speaker, Turn};
 use crate::translate::Report;
 use serde_json::{json, Value};
 
-pub fn write(c: &Conversation, ids: &mut Ids, report: &mut Report) -> Written {
-    let (system, start) = leading_system(c);
-    let mut out = Vec::new();
-    for turn in &c.turns[start..] {
+/// Writes one turn after those `st` holds.
+pub fn turn(st: &mut State, turn: &Turn, report: &mut Report) {
+    let (out, ids) = (&mut st.out, &mut st.ids);
+    {
         match turn.speaker {
             Speaker::System | Speaker::Developer | Speaker::User => {
                 let role = match turn.speaker {
@@ -87,11 +86,11 @@ pub fn write(c: &Conversation, ids: &mut Ids, report: &mut Report) -> Written {
             }
         }
     }
-    Written {
-        messages: out,
-        system: (!system.is_empty()).then(|| json!(system.join("\n\n"))),
-        tools: None,
-    }
+}
+
+/// The `instructions` of `texts`.
+pub fn system(texts: &[String]) -> Option<Value> {
+    (!texts.is_empty()).then(|| json!(texts.join("\n\n")))
 }
 
 /// Input content parts.
