@@ -242,7 +242,7 @@ const SPLIT_ARRAY: &RawValue = RawValue::NULL;
 /// of read by serde, every other key and value read by serde, and the array's byte range;
 /// None when the scan cannot tell (not an object, a stray byte between fields, no such array
 /// or two): serde then decides and reports.
-fn split_history<'a>(
+pub(crate) fn split_history<'a>(
     json: &'a str,
     key: &str,
 ) -> Option<(Fields<'a>, Elements<'a>, std::ops::Range<usize>)> {

@@ -365,6 +365,56 @@ pub fn validate_json(provider: &str, parts: &[&[u8]]) -> Result<Vec<PairingIssue
     with_provider(provider, Validate(parts))?
 }
 
+/// `validate_json` of one array's items, split already (`json_array::split`), for a caller
+/// that meets the same items again and again: a session translated on every turn, its
+/// source read and its output read back. Each item met before is taken from its provider's
+/// cache; OpenAI Chat's provider keeps none (an assembly caches Chat messages by count key,
+/// and reads them otherwise), so its items are kept here, for this use only.
+pub fn validate_elements(
+    provider: &str,
+    elements: &[&[u8]],
+) -> Result<Vec<PairingIssue>, CoreError> {
+    if provider != OpenAIChat::KEY {
+        struct Validate<'a>(&'a [&'a [u8]]);
+        impl ForProvider for Validate<'_> {
+            type Out = Result<Vec<PairingIssue>, CoreError>;
+            fn run<P: Provider>(self, p: P) -> Self::Out {
+                Ok(p.validate(&p.parse_elements(self.0)?))
+            }
+        }
+        return with_provider(provider, Validate(elements))?;
+    }
+    let cache = chat_items();
+    let mut items = Vec::with_capacity(elements.len());
+    for (i, &raw) in elements.iter().enumerate() {
+        let key = cache.key(raw);
+        let item = match cache.get(key) {
+            Some(hit) => hit,
+            None => {
+                let item = Arc::new(OpenAIChat.parse(i, raw)?);
+                cache.insert(key, Arc::clone(&item), raw.len());
+                item
+            }
+        };
+        items.push(item);
+    }
+    OpenAIChat.check_items(&items)?;
+    Ok(OpenAIChat.validate(&items))
+}
+
+/// The OpenAI Chat messages `validate_elements` has read, by the hash of their JSON.
+fn chat_items() -> &'static crate::providers::item_cache::ItemCache<Message> {
+    static CACHE: std::sync::OnceLock<crate::providers::item_cache::ItemCache<Message>> =
+        std::sync::OnceLock::new();
+    // Any seed apart from the other providers': this cache is the only one of Chat items.
+    CACHE.get_or_init(|| crate::providers::item_cache::ItemCache::new(0x6368_6174_5f76_616c))
+}
+
+/// Empties the OpenAI Chat messages `validate_elements` keeps (what a cold benchmark needs).
+pub fn clear_validated() {
+    chat_items().clear();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

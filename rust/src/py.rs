@@ -433,6 +433,7 @@ fn cache_clear(py: Python<'_>) -> PyResult<()> {
         crate::rewrite::forget_cuts();
         crate::count::forget_pieces();
         crate::translate::resume::global().clear();
+        crate::native::clear_validated();
         Ok(())
     })
 }

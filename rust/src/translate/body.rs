@@ -76,44 +76,112 @@ pub(crate) fn translate_body_with(
     for p in [source, target] {
         native::item_seed(p)?;
     }
-    // The history stays as its bytes: read once by the source's parser, once into values.
+    let history_key = history_field(source);
+    // The history found by the scan the gateway path uses (`body::split_history`): its items
+    // split, not read by serde, so a session's items met before are only hashed (serde's
+    // reading of the whole body was a third of a resumed translation). The scan proves only
+    // the structure between items: on any error, the body read by serde decides.
+    let split = std::str::from_utf8(body)
+        .ok()
+        .and_then(|text| crate::body::split_history(text, history_key).map(|s| (text, s)));
+    let fast = split.is_some();
+    let result = match split {
+        Some((text, (top, elements, range))) => {
+            let others = top.0.into_iter().filter(|(k, _)| k != history_key);
+            let others = others.map(|(k, v)| (k.into_owned(), v)).collect();
+            translate_fields(
+                source,
+                target,
+                others,
+                Some(Given::Split(text[range].as_bytes(), elements)),
+                options,
+                checkpoints,
+            )
+        }
+        None => {
+            let (others, history) = read_fields(body, history_key)?;
+            let history = history.map(Given::Raw);
+            translate_fields(source, target, others, history, options, checkpoints)
+        }
+    };
+    match result {
+        Err(e) if fast => Err(read_fields(body, history_key).err().unwrap_or(e)),
+        result => result,
+    }
+}
+
+/// The top-level fields of `body` read by serde, the history (at `history_key`) apart.
+fn read_fields<'a>(
+    body: &'a [u8],
+    history_key: &str,
+) -> Result<(Vec<(String, &'a RawValue)>, Option<&'a RawValue>), CoreError> {
     let raw: std::collections::BTreeMap<String, &RawValue> =
         serde_json::from_slice(body).map_err(|e| match e.classify() {
             serde_json::error::Category::Data => invalid("the body must be a JSON object"),
             _ => invalid(format!("the body is not valid JSON ({e})")),
         })?;
-    let (history_key, system_keys, tools_key) = fields(source);
-    let mut history_raw: Option<&RawValue> = None;
-    let mut rest = Map::new();
+    let mut history = None;
+    let mut others = Vec::new();
     for (key, value) in raw {
         if key == history_key {
-            history_raw = Some(value);
+            history = Some(value);
         } else {
-            let value: Value = serde_json::from_str(value.get())
-                .map_err(|e| invalid(format!("`{key}` could not be read ({e})")))?;
-            rest.insert(key, value);
+            others.push((key, value));
         }
     }
-    let mut body = rest;
-    let synthesized;
-    let history: &[u8] = match history_raw {
-        Some(raw) if raw.get().starts_with('[') => raw.get().as_bytes(),
-        Some(raw) if source == "openai_responses" && raw.get().starts_with('"') => {
-            let text: String =
-                serde_json::from_str(raw.get()).map_err(|e| invalid(e.to_string()))?;
+    Ok((others, history))
+}
+
+/// The history's JSON array: as given, or the one user message of a Responses `input` string.
+fn history_bytes(source: &str, history_key: &str, raw: &RawValue) -> Result<Vec<u8>, CoreError> {
+    match raw.get() {
+        a if a.starts_with('[') => Ok(a.as_bytes().to_vec()),
+        s if source == "openai_responses" && s.starts_with('"') => {
+            let text: String = serde_json::from_str(s).map_err(|e| invalid(e.to_string()))?;
             let items = vec![json!({"role": "user", "content": text})];
-            synthesized = serde_json::to_vec(&items).map_err(|e| invalid(e.to_string()))?;
-            &synthesized
+            serde_json::to_vec(&items).map_err(|e| invalid(e.to_string()))
         }
-        Some(_) => return Err(invalid(format!("`{history_key}` must be a list"))),
+        _ => Err(invalid(format!("`{history_key}` must be a list"))),
+    }
+}
+
+/// A body's history as read.
+enum Given<'a> {
+    /// The JSON array and its items, split.
+    Split(&'a [u8], Vec<&'a [u8]>),
+    /// The value, read by serde.
+    Raw(&'a RawValue),
+}
+
+/// `translate_body` of a body read: its fields but the history (`others`), and the history
+/// (None: the body has none).
+fn translate_fields(
+    source: &str,
+    target: &str,
+    others: Vec<(String, &RawValue)>,
+    history: Option<Given<'_>>,
+    options: &Options,
+    checkpoints: Option<&super::resume::Checkpoints>,
+) -> Result<(Vec<u8>, Report), CoreError> {
+    let (history_key, system_keys, tools_key) = fields(source);
+    let mut rest = Map::new();
+    for (key, value) in others {
+        let value: Value = serde_json::from_str(value.get())
+            .map_err(|e| invalid(format!("`{key}` could not be read ({e})")))?;
+        rest.insert(key, value);
+    }
+    let bytes;
+    let (history, elements) = match history {
+        Some(Given::Split(array, elements)) => (array, Some(elements)),
+        Some(Given::Raw(raw)) => {
+            bytes = history_bytes(source, history_key, raw)?;
+            (bytes.as_slice(), None)
+        }
         None => return Err(invalid(format!("the body has no `{history_key}`"))),
     };
+    let mut body = rest;
     let system = system_keys.iter().find_map(|k| body.remove(*k));
     let mut tools = body.remove(tools_key);
-    let issues = native::validate_json(source, &[history])?;
-    if !issues.is_empty() {
-        return Err(CoreError::Pairing(issues));
-    }
     let mut settings = Settings::default();
     let mut left = Vec::new();
     read_settings(source, &mut body, &mut tools, &mut settings, &mut left);
@@ -129,6 +197,7 @@ pub(crate) fn translate_body_with(
         source,
         target,
         history,
+        elements,
         system.as_ref(),
         tools.as_ref(),
         options,

@@ -170,20 +170,28 @@ pub(crate) struct History {
     pub report: Report,
 }
 
-/// `translate` of the history `raw` (a JSON array of `source`'s items, its pairing checked),
-/// resumed from a checkpoint of `checkpoints` where one holds the translation of the same
+/// `translate` of the history `raw` (a JSON array of `source`'s items, its pairing checked
+/// here; `elements`, its items if split already), resumed from a checkpoint of `checkpoints` where one holds the translation of the same
 /// items up to a cut, and leaving one for the next turn of the session. The output is the
 /// translation from scratch, byte for byte.
 pub(crate) fn translate_history(
     source: &str,
     target: &str,
     raw: &[u8],
+    elements: Option<Vec<&[u8]>>,
     system: Option<&Value>,
     tools: Option<&Value>,
     options: &Options,
     checkpoints: Option<&resume::Checkpoints>,
 ) -> Result<History, CoreError> {
-    let elements = crate::json_array::split(raw)?;
+    let elements = match elements {
+        Some(split) => split,
+        None => crate::json_array::split(raw)?,
+    };
+    let issues = native::validate_elements(source, &elements)?;
+    if !issues.is_empty() {
+        return Err(CoreError::Pairing(issues));
+    }
     let parse = |from: usize| -> Result<Vec<Value>, CoreError> {
         elements[from..]
             .iter()
@@ -325,7 +333,7 @@ impl Run<'_> {
             ends.push(json.len());
         }
         json.push(b']');
-        let issues = native::validate_json(target, &[&json])?;
+        let issues = native::validate_elements(target, &crate::json_array::split(&json)?)?;
         if !issues.is_empty() {
             return Err(CoreError::Pairing(issues));
         }
