@@ -222,14 +222,18 @@ fn translate_fields(
         );
     }
     // The history goes in as the bytes the target's validator read, written once.
-    let mut bytes = serde_json::to_vec(&Value::Object(out)).map_err(|e| invalid(e.to_string()))?;
-    bytes.pop();
-    if bytes.len() > 1 {
-        bytes.push(b',');
+    let mut head = serde_json::to_vec(&Value::Object(out)).map_err(|e| invalid(e.to_string()))?;
+    head.pop();
+    if head.len() > 1 {
+        head.push(b',');
     }
-    crate::json::write::write_str(&mut bytes, history_key);
-    bytes.push(b':');
-    bytes.extend_from_slice(&messages);
+    crate::json::write::write_str(&mut head, history_key);
+    head.push(b':');
+    // The head goes before the history in the history's own buffer (written with room for
+    // it): one move of its bytes, not a copy into a buffer of the body's size.
+    let mut bytes = messages;
+    bytes.reserve(head.len() + 1);
+    bytes.splice(0..0, head);
     bytes.push(b'}');
     Ok((bytes, report))
 }

@@ -18,6 +18,7 @@ use crate::error::CoreError;
 use crate::native;
 pub use report::{Change, Report};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// What becomes of reasoning the model wrote in readable text.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -237,7 +238,7 @@ pub(crate) fn translate_history(
     }
     let empty = resume::Checkpoint {
         state: write::State::new(target),
-        bytes: Vec::new(),
+        items: Vec::new(),
         system: None,
         left_out: Vec::new(),
         settled: Vec::new(),
@@ -318,22 +319,39 @@ impl Run<'_> {
         )?;
         drop(settled);
         let base = wrote.state.closed;
-        let mut json = Vec::with_capacity(self.raw.len() + checkpoint.bytes.len() / 8);
+        let closed_len: usize = checkpoint.items.iter().map(|i| i.len() + 1).sum();
+        // Room for the body's fields to go before the history without a second buffer.
+        let mut json = Vec::with_capacity(closed_len + self.raw.len() + 4096);
         json.push(b'[');
-        json.extend_from_slice(&checkpoint.bytes);
-        let mut ends = Vec::with_capacity(wrote.state.out.len());
+        for item in &checkpoint.items {
+            if json.len() > 1 {
+                json.push(b',');
+            }
+            json.extend_from_slice(item);
+        }
+        // Where each item written now is in `json`.
+        let mut spans = Vec::with_capacity(wrote.state.out.len());
         for item in &wrote.state.out {
             if json.len() > 1 {
                 json.push(b',');
             }
+            let start = json.len();
             serde_json::to_writer(&mut json, item).map_err(|e| CoreError::InvalidMessage {
                 index: None,
                 reason: format!("the translation could not be written ({e})"),
             })?;
-            ends.push(json.len());
+            spans.push(start..json.len());
         }
         json.push(b']');
-        let issues = native::validate_elements(target, &crate::json_array::split(&json)?)?;
+        // Read back by the target's rules, its items as written (the closed ones were
+        // written so before, and its item cache knows them).
+        let elements: Vec<&[u8]> = checkpoint
+            .items
+            .iter()
+            .map(|i| &i[..])
+            .chain(spans.iter().map(|s| &json[s.clone()]))
+            .collect();
+        let issues = native::validate_elements(target, &elements)?;
         if !issues.is_empty() {
             return Err(CoreError::Pairing(issues));
         }
@@ -366,12 +384,12 @@ impl Run<'_> {
         };
         if let (Some(cut), Some(mark)) = (cut, wrote.mark) {
             let closing = mark.state.closed - base;
-            let end = match closing {
-                0 => 1 + checkpoint.bytes.len(),
-                n => ends[n - 1],
-            };
+            let items = checkpoint.items.iter().cloned();
+            let now = spans[..closing]
+                .iter()
+                .map(|s| Arc::from(&history.json[s.clone()]));
             let next = resume::Checkpoint {
-                bytes: history.json[1..end].to_vec(),
+                items: items.chain(now).collect(),
                 state: mark.state,
                 system: history.system.clone(),
                 left_out: joined(&checkpoint.left_out, &tail_left_out[..left_out_before]),

@@ -32,8 +32,8 @@ use super::{Options, Reasoning, Unsupported};
 pub struct Checkpoint {
     /// The writer's state at the cut's first turn.
     pub state: State,
-    /// The `state.closed` items written before the cut, as JSON joined by commas.
-    pub bytes: Vec<u8>,
+    /// The `state.closed` items written before the cut, each as its JSON.
+    pub items: Vec<Arc<[u8]>>,
     /// The target's top-level system, which the leading system turns made.
     pub system: Option<Value>,
     /// The changes of the items before the cut: what their readers left out, what settling
@@ -53,7 +53,7 @@ impl Checkpoint {
         };
         let ids = &self.state.ids;
         std::mem::size_of::<Checkpoint>()
-            + self.bytes.len()
+            + self.items.iter().map(|i| i.len() + 16).sum::<usize>()
             + self.state.out.iter().map(approx_value_size).sum::<usize>()
             + ids.size()
             + self
