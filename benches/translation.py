@@ -65,7 +65,8 @@ def section(repeat: int, clock: Callable[[], float]) -> str:
     lines = [
         f"A 200-turn session ({size // 1000} KB body), each source to the next provider.",
         "",
-        "| source -> target | `assemble_body` warm, ms | `translate_body` warm, ms | ratio | bar ≤ 2x |",
+        "| source -> target | `assemble_body` warm, ms | `translate_body` warm, ms | ratio "
+        "| bar ≤ 2x |",
         "| --- | --- | --- | --- | --- |",
     ]
     for source, target in PAIRS:
