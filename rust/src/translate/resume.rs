@@ -18,6 +18,7 @@
 //! emptied by `cache_clear`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use serde_json::Value;
@@ -150,6 +151,9 @@ pub struct Checkpoints {
     kept: Mutex<Kept>,
     max_entries: usize,
     max_bytes: usize,
+    /// Translations resumed from a checkpoint found (`find`), to tell a resumed path from
+    /// one that only ever started over.
+    hits: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -166,6 +170,7 @@ impl Checkpoints {
             kept: Mutex::default(),
             max_entries,
             max_bytes,
+            hits: AtomicUsize::new(0),
         }
     }
 
@@ -190,6 +195,7 @@ impl Checkpoints {
         for (r, key) in keys.iter().enumerate().rev() {
             if let Some(entry) = kept.map.get_mut(key) {
                 entry.2 = tick;
+                self.hits.fetch_add(1, Ordering::Relaxed);
                 return Some((r, Arc::clone(&entry.0)));
             }
         }
@@ -242,6 +248,11 @@ impl Checkpoints {
         self.kept().bytes
     }
 
+    /// Checkpoints found so far.
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::Relaxed)
+    }
+
     pub fn clear(&self) {
         let mut kept = self.kept();
         kept.map.clear();
@@ -259,4 +270,80 @@ pub const MAX_BYTES: usize = 128 << 20;
 pub fn global() -> &'static Checkpoints {
     static GLOBAL: OnceLock<Checkpoints> = OnceLock::new();
     GLOBAL.get_or_init(|| Checkpoints::new(MAX_ENTRIES, MAX_BYTES))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::translate::write::State;
+
+    fn checkpoint(bytes: usize) -> Checkpoint {
+        Checkpoint {
+            state: State::new("anthropic"),
+            items: vec![Arc::from(vec![b'x'; bytes])],
+            system: None,
+            left_out: Vec::new(),
+            settled: Vec::new(),
+            written: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn stays_bounded_in_entries_and_bytes_dropping_the_oldest() {
+        let few = Checkpoints::new(4, usize::MAX);
+        for key in 0..100u128 {
+            few.insert(key, checkpoint(10), None);
+            assert!(few.len() <= 4);
+        }
+        // The newest are kept, the oldest went.
+        assert!(few.find(&[99]).is_some() && few.find(&[0]).is_none());
+        let small = Checkpoints::new(usize::MAX, 64 << 10);
+        for key in 0..100u128 {
+            small.insert(key, checkpoint(10_000), None);
+            assert!(small.bytes() <= 64 << 10, "{} bytes", small.bytes());
+        }
+        assert!(!small.is_empty());
+        small.insert(1000, checkpoint(1 << 20), None);
+        assert!(
+            small.find(&[1000]).is_none(),
+            "one over the bound is not kept"
+        );
+        small.clear();
+        assert!(small.is_empty() && small.bytes() == 0);
+    }
+
+    #[test]
+    fn a_checkpoint_the_session_moved_past_goes_and_the_latest_cut_wins() {
+        let kept = Checkpoints::new(16, usize::MAX);
+        kept.insert(1, checkpoint(1), None);
+        kept.insert(2, checkpoint(1), None);
+        assert_eq!(kept.find(&[7, 1, 2, 9]).map(|(r, _)| r), Some(2));
+        kept.insert(3, checkpoint(1), Some(2));
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept.find(&[2]).map(|(r, _)| r), None);
+        assert_eq!(kept.hits(), 1);
+        let off = Checkpoints::new(0, usize::MAX);
+        off.insert(1, checkpoint(1), None);
+        assert!(off.find(&[1]).is_none());
+    }
+
+    #[test]
+    fn keys_follow_the_bytes_up_to_each_item_and_the_seed() {
+        let options = Options::new();
+        let a = seed("openai_chat", "anthropic", &options, None);
+        assert_ne!(a, seed("openai_chat", "gemini", &options, None));
+        let text = Options {
+            reasoning: Reasoning::Text,
+            ..Options::new()
+        };
+        assert_ne!(a, seed("openai_chat", "anthropic", &text, None));
+        let system = serde_json::json!("rules");
+        assert_ne!(a, seed("openai_chat", "anthropic", &options, Some(&system)));
+        let one = br#"[{"a":1},{"b":2},{"c":3}]"#;
+        let two = br#"[{"a":1},{"b":2},{"c":4},{"d":5}]"#;
+        let k1 = keys(a, one, &[1, 9, 17]);
+        let k2 = keys(a, two, &[1, 9, 17, 25]);
+        assert_eq!(k1[..3], k2[..3], "the same bytes before each cut");
+        assert_ne!(keys(a + 1, one, &[1])[0], k1[0]);
+    }
 }
