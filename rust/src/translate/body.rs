@@ -110,11 +110,14 @@ pub(crate) fn translate_body_with(
     }
 }
 
+/// A body's top-level fields other than its history, each value as its JSON.
+type Others<'a> = Vec<(String, &'a RawValue)>;
+
 /// The top-level fields of `body` read by serde, the history (at `history_key`) apart.
 fn read_fields<'a>(
     body: &'a [u8],
     history_key: &str,
-) -> Result<(Vec<(String, &'a RawValue)>, Option<&'a RawValue>), CoreError> {
+) -> Result<(Others<'a>, Option<&'a RawValue>), CoreError> {
     let raw: std::collections::BTreeMap<String, &RawValue> =
         serde_json::from_slice(body).map_err(|e| match e.classify() {
             serde_json::error::Category::Data => invalid("the body must be a JSON object"),
@@ -158,7 +161,7 @@ enum Given<'a> {
 fn translate_fields(
     source: &str,
     target: &str,
-    others: Vec<(String, &RawValue)>,
+    others: Others<'_>,
     history: Option<Given<'_>>,
     options: &Options,
     checkpoints: Option<&super::resume::Checkpoints>,

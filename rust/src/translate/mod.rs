@@ -175,6 +175,7 @@ pub(crate) struct History {
 /// here; `elements`, its items if split already), resumed from a checkpoint of `checkpoints` where one holds the translation of the same
 /// items up to a cut, and leaving one for the next turn of the session. The output is the
 /// translation from scratch, byte for byte.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn translate_history(
     source: &str,
     target: &str,

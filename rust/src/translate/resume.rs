@@ -130,7 +130,7 @@ pub fn cut(source: &str, turns: &[Turn], fresh: bool) -> Option<usize> {
     let mut spoken = !fresh;
     let mut best = None;
     for t in 1..turns.len() {
-        spoken |= t - 1 >= floor && !turns[t - 1].speaker.is_instruction();
+        spoken |= t > floor && !turns[t - 1].speaker.is_instruction();
         let clean = turns[t].item != turns[t - 1].item
             && latest.is_none_or(|l| t > l)
             && spoken
