@@ -288,3 +288,54 @@ def test_a_round_trip_gives_back_the_texts_and_calls(
     assert [t for t in want if t not in got] == []
     assert list(calls(back.messages)) == list(calls(items))
     assert results(back.messages) == results(items) or a in ("anthropic", "bedrock_converse")
+
+
+#: Where a body keeps its top-level system, for the sources that have one.
+SYSTEM_KEYS = {
+    "openai_responses": "instructions",
+    "anthropic": "system",
+    "gemini": "systemInstruction",
+    "bedrock_converse": "system",
+}
+
+
+def _translated(body: bytes, source: str, target: str, reasoning: str) -> object:
+    """``translate_body``'s bytes and report, or the error's type and text."""
+    try:
+        return rb.translate_body(body, source=source, target=target, reasoning=reasoning)
+    except rb.RingboundError as e:
+        return type(e).__name__, str(e)
+
+
+@pytest.mark.parametrize(("source", "target"), PAIRS, ids=lambda p: p)
+@settings(max_examples=8, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    chat=gen.sessions(max_units=5),
+    seed=st.integers(0, 2**16),
+    reasoning=st.sampled_from(("drop", "text")),
+)
+def test_a_session_translated_turn_after_turn_is_the_translation_from_scratch(
+    source: str, target: str, chat: list[dict[str, Any]], seed: int, reasoning: str
+) -> None:
+    """``translate_body`` resumes a growing session from where its last turn left off (issue
+    34); each turn's body and report must be those of a translation with the caches empty,
+    and a prefix that breaks pairing must fail the same way."""
+    from ringbound import _core
+
+    items, system = native(source, chat)
+    items, _, _, _ = with_bound_items(source, items, random.Random(seed), compaction=False)
+    bodies = []
+    for k in range(1, len(items) + 1):
+        body: dict[str, Any] = {"model": "m", "max_tokens": 50}
+        body[_core.history_field(source)] = items[:k]
+        if system is not None:
+            body[SYSTEM_KEYS[source]] = system
+        bodies.append(json.dumps(body).encode())
+    cold = []
+    for body in bodies:
+        _core.cache_clear()
+        cold.append(_translated(body, source, target, reasoning))
+    _core.cache_clear()
+    warm = [_translated(body, source, target, reasoning) for body in bodies]
+    for k, (a, b) in enumerate(zip(cold, warm, strict=True)):
+        assert a == b, f"turn {k}"
