@@ -3,17 +3,20 @@ serves "claude" from a fake Anthropic upstream that answers every request 529 (o
 falls back to "gpt", a fake OpenAI upstream whose model calls a tool on every turn. A 30-turn
 agent session on /v1/messages (it began on Claude: a thinking block with its signature, an
 email sent) goes on through the switch; the session outgrows gpt's configured window, which is
-far smaller than Claude's, so only the fallback trims it. Each request OpenAI receives must be
-valid chat, paired, within gpt's window as OpenAI counts it, with the system and the goal, and
-carry nothing Anthropic-bound (LiteLLM's own translation would send the thinking block as
-``thinking_blocks`` with its signature, and ``reasoning_content``)."""
+far smaller than Claude's, so only the fallback trims it. LiteLLM bridges an Anthropic body to
+an OpenAI model either through chat completions (``use_chat_completions_url_for_anthropic_
+messages``) or, by default, through the Responses API: one proxy for each. Each request OpenAI
+receives must be valid in its format, paired, within gpt's window as OpenAI counts it, with the
+system and the goal, and carry nothing Anthropic-bound (LiteLLM's own translation would send
+the thinking block as ``thinking_blocks`` with its signature, and ``reasoning_content``)."""
 
 from __future__ import annotations
 
 import json
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -46,18 +49,21 @@ def _log(day: int) -> str:
     return f"day {day}: " + " ".join(f"event-{day}-{k} ok" for k in range(60))
 
 
-def _tool_call(body: dict[str, Any]) -> dict[str, Any]:
-    """gpt's answer: read the next day's log (the day after the last one read)."""
-    days = [
-        json.loads(c["function"]["arguments"]).get("day", 0)
-        for m in body["messages"]
-        for c in m.get("tool_calls") or ()
-    ]
-    day = max([0, *days]) + 1
+def _next_day(arguments: list[str]) -> str:
+    """gpt's next call: read the day after the last one read."""
+    days = [json.loads(a).get("day", 0) for a in arguments]
+    return json.dumps({"day": max([0, *days]) + 1})
+
+
+def _chat_tool_call(body: dict[str, Any]) -> dict[str, Any]:
+    """gpt's chat answer: a call to read_log."""
+    arguments = _next_day(
+        [c["function"]["arguments"] for m in body["messages"] for c in m.get("tool_calls") or ()]
+    )
     call = {
         "id": f"call_{secrets.token_hex(6)}",
         "type": "function",
-        "function": {"name": "read_log", "arguments": json.dumps({"day": day})},
+        "function": {"name": "read_log", "arguments": arguments},
     }
     return {
         "id": "chatcmpl-fake",
@@ -72,6 +78,41 @@ def _tool_call(body: dict[str, Any]) -> dict[str, Any]:
             }
         ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+    }
+
+
+def _responses_tool_call(body: dict[str, Any]) -> dict[str, Any]:
+    """gpt's Responses answer: a call to read_log."""
+    arguments = _next_day(
+        [i["arguments"] for i in body["input"] if i.get("type") == "function_call"]
+    )
+    call_id = f"call_{secrets.token_hex(6)}"
+    return {
+        "id": "resp_fake",
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "status": "completed",
+        "model": body.get("model", "fake"),
+        "output": [
+            {
+                "type": "function_call",
+                "id": "fc_" + call_id,
+                "call_id": call_id,
+                "name": "read_log",
+                "arguments": arguments,
+                "status": "completed",
+            }
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": 10,
+            "output_tokens": 2,
+            "total_tokens": 12,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
     }
 
 
@@ -93,29 +134,82 @@ def _begun_on_claude() -> list[dict[str, Any]]:
     ]
 
 
+def _check_chat(body: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
+    """Asserts the chat request OpenAI received is one it takes; its calls' ids, in order."""
+    messages = body["messages"]
+    assert rb.validate(messages, provider="openai_chat") == []
+    calls = [c["id"] for m in messages for c in m.get("tool_calls") or ()]
+    results = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    tokens = rb.count_tokens(messages, provider="openai_chat", tools=body.get("tools"))
+    assert tokens <= GPT_WINDOW - body["max_tokens"] == GPT_WINDOW - MAX_TOKENS
+    # The system rules first, then (after the ledger note, when there is one) the goal.
+    assert messages[0] == {"role": "system", "content": SYSTEM}
+    first = next(m for m in messages if m["role"] == "user")
+    assert first == {"role": "user", "content": GOAL}
+    assert all(m["role"] == "system" for m in messages[: messages.index(first)])
+    assert not any("thinking_blocks" in m or "reasoning_content" in m for m in messages)
+    notes = [m["content"] for m in messages if _core.LEDGER_MARKER in str(m.get("content"))]
+    return calls, results, notes
+
+
+def _check_responses(body: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
+    """Asserts the Responses request OpenAI received is one it takes; its calls' ids."""
+    items, instructions = body["input"], body.get("instructions")
+    assert rb.validate(items, provider="openai_responses", system=instructions) == []
+    calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
+    results = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+    tokens = rb.count_tokens(
+        items, provider="openai_responses", tools=body.get("tools"), system=instructions
+    )
+    assert tokens <= GPT_WINDOW - body["max_output_tokens"] == GPT_WINDOW - MAX_TOKENS
+    # The system rules lead the instructions (the ledger note, when there is one, follows).
+    assert instructions.startswith(SYSTEM)
+    first = next(i for i in items if i.get("role") == "user")
+    assert _text(first["content"]) == GOAL
+    assert not any(i.get("type") == "reasoning" for i in items)
+    notes = [instructions] if _core.LEDGER_MARKER in instructions else []
+    return calls, results, notes
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content)
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """How LiteLLM sends an Anthropic messages body to an OpenAI model."""
+
+    name: str
+    #: ``litellm_settings.use_chat_completions_url_for_anthropic_messages``.
+    chat: bool
+    path: str
+    check: Callable[[dict[str, Any]], tuple[list[str], list[str], list[str]]]
+
+
+BRIDGES = [
+    Bridge("chat", True, "/v1/chat/completions", _check_chat),
+    Bridge("responses", False, "/v1/responses", _check_responses),
+]
+
+
 @pytest.fixture(scope="module")
 def upstreams() -> Iterator[tuple[FakeUpstream, FakeUpstream]]:
-    with (
-        FakeUpstream(failing=OVERLOADED) as anthropic,
-        FakeUpstream(answers={"/v1/chat/completions": _tool_call}) as openai,
-    ):
+    answers = {"/v1/chat/completions": _chat_tool_call, "/v1/responses": _responses_tool_call}
+    with FakeUpstream(failing=OVERLOADED) as anthropic, FakeUpstream(answers=answers) as openai:
         yield anthropic, openai
 
 
-@pytest.fixture(scope="module")
-def proxy(
-    upstreams: tuple[FakeUpstream, FakeUpstream], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Proxy]:
-    anthropic, openai = upstreams
-    work = tmp_path_factory.mktemp("litellm-fallback")
-    config = {
+def _proxy_config(anthropic: str, openai: str, bridge: Bridge) -> dict[str, Any]:
+    return {
         "model_list": [
             {
                 "model_name": "claude",
                 "litellm_params": {
                     "model": "anthropic/claude-sonnet-4-5",
                     "api_key": "sk-fake",
-                    "api_base": anthropic.base_url,
+                    "api_base": anthropic,
                 },
             },
             {
@@ -123,7 +217,7 @@ def proxy(
                 "litellm_params": {
                     "model": "openai/gpt-4o",
                     "api_key": "sk-fake",
-                    "api_base": openai.base_url + "/v1",
+                    "api_base": openai + "/v1",
                 },
                 "model_info": {"max_input_tokens": GPT_WINDOW},
             },
@@ -134,12 +228,22 @@ def proxy(
         "litellm_settings": {
             "callbacks": "ringbound_hook.hook",
             "drop_params": True,
-            # /v1/messages to an OpenAI model: chat completions, not LiteLLM's default bridge
-            # to the Responses API.
-            "use_chat_completions_url_for_anthropic_messages": True,
+            "use_chat_completions_url_for_anthropic_messages": bridge.chat,
         },
         "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"},
     }
+
+
+@pytest.fixture(scope="module", params=BRIDGES, ids=[b.name for b in BRIDGES])
+def proxy(
+    request: pytest.FixtureRequest,
+    upstreams: tuple[FakeUpstream, FakeUpstream],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Proxy, Bridge]]:
+    anthropic, openai = upstreams
+    bridge: Bridge = request.param
+    work = tmp_path_factory.mktemp(f"litellm-fallback-{bridge.name}")
+    config = _proxy_config(anthropic.base_url, openai.base_url, bridge)
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     (work / "ringbound_hook.py").write_text(HOOK)
     key = "sk-" + secrets.token_hex(32)
@@ -151,7 +255,7 @@ def proxy(
         PYTHONPATH=pythonpath(),
     )
     with running_proxy(work / "config.yaml", env, key, work) as running:
-        yield running
+        yield running, bridge
 
 
 def _tools() -> list[dict[str, Any]]:
@@ -161,32 +265,10 @@ def _tools() -> list[dict[str, Any]]:
     ]
 
 
-def _check_received(body: dict[str, Any]) -> int:
-    """Asserts what OpenAI received is a request OpenAI takes; its tokens as OpenAI counts."""
-    messages = body["messages"]
-    assert rb.validate(messages, provider="openai_chat") == []
-    calls = [c["id"] for m in messages for c in m.get("tool_calls") or ()]
-    results = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
-    assert sorted(calls) == sorted(results) and len(set(calls)) == len(calls)
-    tokens = rb.count_tokens(messages, provider="openai_chat", tools=body.get("tools"))
-    assert tokens <= GPT_WINDOW - body["max_tokens"]
-    # The system rules first, then (after the ledger note, when there is one) the goal.
-    assert messages[0] == {"role": "system", "content": SYSTEM}
-    (first,) = [m for m in messages if m["role"] == "user"][:1]
-    assert first == {"role": "user", "content": GOAL}
-    assert all(m["role"] == "system" for m in messages[: messages.index(first)])
-    # Nothing only Anthropic can read: LiteLLM's translation alone sends the thought as
-    # ``thinking_blocks`` (with the signature) and ``reasoning_content``.
-    assert SIGNATURE not in json.dumps(body)
-    assert not any("thinking_blocks" in m or "reasoning_content" in m for m in messages)
-    assert body["model"] == "gpt-4o" and body["max_tokens"] == MAX_TOKENS
-    return tokens
-
-
 def test_a_30_turn_session_goes_on_through_a_fallback_from_anthropic_to_openai(
-    proxy: Proxy, upstreams: tuple[FakeUpstream, FakeUpstream]
+    proxy: tuple[Proxy, Bridge], upstreams: tuple[FakeUpstream, FakeUpstream]
 ) -> None:
-    anthropic, openai = upstreams
+    (running, bridge), (anthropic, openai) = proxy, upstreams
     history = _begun_on_claude()
     trimmed = 0
     for turn in range(TURNS):
@@ -198,39 +280,36 @@ def test_a_30_turn_session_goes_on_through_a_fallback_from_anthropic_to_openai(
             "tools": _tools(),
             "max_tokens": MAX_TOKENS,
         }
-        status, answer = proxy.post("/v1/messages", body)
+        status, answer = running.post("/v1/messages", body)
         assert status == 200, (turn, answer)
         assert [r.path for r in anthropic.take()] == ["/v1/messages"]  # claude was tried
         (got,) = openai.take()
-        assert got.path == "/v1/chat/completions"
-        _check_received(got.body)
-        sent_calls = sum(1 for m in history for b in m["content"] if _is(b, "tool_use"))
-        kept_calls = sum(len(m.get("tool_calls") or ()) for m in got.body["messages"])
-        if kept_calls < sent_calls:
+        assert got.path == bridge.path and got.body["model"] == "gpt-4o"
+        calls, results, notes = bridge.check(got.body)
+        # Every call answered, once: the ids as the agent sent them (Anthropic's toolu_ ids
+        # and gpt's call_ ids alike, which OpenAI takes as they are).
+        assert sorted(calls) == sorted(results) and len(set(calls)) == len(calls)
+        # Nothing only Anthropic can read: LiteLLM's translation alone sends the thought,
+        # with its signature.
+        assert SIGNATURE not in json.dumps(got.body)
+        sent = [b["id"] for m in history for b in m["content"] if _is(b, "tool_use")]
+        assert set(calls) <= set(sent)
+        if len(calls) < len(sent):
             trimmed += 1
             # The email, dropped with its ring, is still known: the ledger note says so.
-            notes = [
-                m["content"]
-                for m in got.body["messages"]
-                if m["role"] == "system" and _core.LEDGER_MARKER in m["content"]
-            ]
             assert len(notes) == 1 and "ana@example.com" in notes[0]
         # The agent goes on with what gpt answered, in Anthropic's shape: its tool call,
         # then the result.
         (use,) = [b for b in answer["content"] if b["type"] == "tool_use"]
+        result = {
+            "type": "tool_result",
+            "tool_use_id": use["id"],
+            "content": _log(use["input"]["day"]),
+        }
         history = [
             *history,
             {"role": "assistant", "content": answer["content"]},
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": use["id"],
-                        "content": _log(use["input"]["day"]),
-                    }
-                ],
-            },
+            {"role": "user", "content": [result]},
         ]
     # The session outgrew gpt's window, and every turn after that was trimmed to fit.
     full = rb.count_tokens(history, provider="anthropic", system=SYSTEM, tools=_tools())
