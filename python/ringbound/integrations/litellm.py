@@ -42,7 +42,7 @@ from ..observability.metrics import MetricsSink
 from ..providers import adapter
 from ..translation import TranslationReport, translate
 from ._base import Target, afit_target, cache_options
-from ._model import ModelFacts, positive, route_provider, sized
+from ._model import _SIZED, ModelFacts, positive, route_provider, sized
 
 __all__ = [
     "PLACEMENTS",
@@ -110,6 +110,7 @@ _TOOL_FIELDS = ("tool_choice", "parallel_tool_calls")
 _SERVER_HISTORY = ("previous_response_id", "conversation")
 #: Assemblers kept at once; past it the oldest goes (a ``ConfigSource`` may build configs).
 _MAX_ASSEMBLERS = 64
+_DEFAULTS = AssemblyConfig()
 #: Stands for "no config given": every model is sized from what the proxy knows of it.
 _DERIVE = object()
 
@@ -403,6 +404,9 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
         # What each in-flight call asked for and what its fallback attempt started from, by
         # LiteLLM's call id: the per-deployment hook sees one attempt at a time.
         self._calls = _Calls()
+        # A fallback model's config made from the requested model's (``_policy``), by the
+        # identity of the config it was made from, which the entry keeps alive.
+        self._policies: dict[int, tuple[AssemblyConfig, AssemblyConfig]] = {}
         # Fail at start-up, not on the first request, for a summarizer, sink or cache that
         # Assembler refuses.
         Assembler(AssemblyConfig(), summarizer=summarizer, sink=sink, cache=cache)
@@ -573,6 +577,21 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
             body["tools"] = res.tools
         return body
 
+    def _policy(self, config: AssemblyConfig | None) -> AssemblyConfig | None:
+        """``config`` without what sizes it for its model (window, reserve, encoding, ratio),
+        for a fallback model that has no config of its own: the requested model's window
+        would let the body overflow the fallback's. Made once per config, so the Assembler
+        built for it is reused."""
+        if config is None:
+            return None
+        made = self._policies.get(id(config))
+        if made is None or made[0] is not config:
+            if len(self._policies) >= _MAX_ASSEMBLERS:
+                self._policies.clear()
+            bare = dataclasses.replace(config, **{f: getattr(_DEFAULTS, f) for f in _SIZED})
+            made = self._policies[id(config)] = (config, bare)
+        return made[1]
+
     def _config_and_facts(
         self,
         data: dict[str, Any],
@@ -589,7 +608,7 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
         """
         config = self.config_for(model)
         if config is None and fallback_from is not None:
-            config = self.config_for(fallback_from)
+            config = self._policy(self.config_for(fallback_from))
         if config is None and not self._derive:
             return None
         facts = self.facts_for(model, output_reserve(data))
