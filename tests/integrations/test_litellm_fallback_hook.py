@@ -179,3 +179,54 @@ def test_an_unfittable_fallback_is_the_client_s_400() -> None:
     with pytest.raises(HTTPException) as e:
         attempt(hook, body, "acompletion", "gpt", "openai/gpt-4o")
     assert e.value.status_code == 400
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.observed: list[str] = []
+
+    def observe(self, report: rb.AssemblyReport, provider: str) -> None:
+        self.observed.append(provider)
+
+    def reject(self, error: rb.RingboundError, provider: str) -> None:
+        raise AssertionError(f"rejected: {error}")
+
+
+def test_a_translated_fallback_is_reported_to_the_sink_and_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = Sink()
+    hook = RingboundHook({"claude": BIG, "gpt": SMALL}, sink=sink)
+    body = pre_call(hook, _anthropic_session(), "anthropic_messages")
+    attempt(hook, body, "anthropic_messages", "gpt", "openai/gpt-4o")
+    bridge = {**with_id({"messages": [], "max_tokens": 256}), "model": "openai/gpt-4o"}
+    bridge["litellm_metadata"] = {"model_group": "gpt"}
+    with caplog.at_level("INFO", logger="ringbound"):
+        asyncio.run(hook.async_pre_call_deployment_hook(bridge, "acompletion"))
+    # The pre-call hook's assembly, the attempt's (Anthropic's format), the bridge's (chat).
+    assert sink.observed == ["anthropic", "anthropic", "openai_chat"]
+    (line,) = [r.getMessage() for r in caplog.records if "fallback" in r.getMessage()]
+    assert "'gpt'" in line and "anthropic -> openai_chat" in line
+    assert "dropped signature" in line and "dropped reasoning" in line
+
+
+def test_a_chat_bridge_to_claude_is_counted_as_anthropic_counts() -> None:
+    """/v1/responses falling back to Claude: LiteLLM bridges the Responses body to chat and
+    converts that for Anthropic itself; the chat body is fitted as Anthropic counts it."""
+    from .litellm_sessions import responses_body
+
+    # Outside a proxy, the model group's name is what LiteLLM's model map is asked about.
+    claude = "anthropic/claude-sonnet-4-5"
+    hook = RingboundHook({"gpt": BIG, claude: SMALL})
+    body = pre_call(hook, with_id(responses_body("gpt", TURNS)), "aresponses")
+    outer = attempt(hook, body, "aresponses", claude, claude)
+    assert outer is not None and len(outer["input"]) < len(body["input"])
+    bridge = {**with_id({"messages": [], "max_tokens": 256}), "model": claude}
+    bridge["litellm_metadata"] = {"model_group": claude}
+    out = asyncio.run(hook.async_pre_call_deployment_hook(bridge, "acompletion"))
+    assert out is not None and rb.validate(out["messages"]) == []
+    native = rb.translate(out["messages"], source="openai_chat", target="anthropic")
+    tokens = rb.count_tokens(
+        native.messages, provider="anthropic", system=native.system, tools=native.tools
+    )
+    assert tokens <= SMALL.model_input_limit - 256 - SMALL.safety_margin_tokens

@@ -50,7 +50,6 @@ __all__ = [
     "ConfigSource",
     "RingboundHook",
     "Route",
-    "Source",
     "http_status",
     "placed",
     "upstream_facts",
@@ -188,7 +187,7 @@ def _with_result(
 
 
 @dataclass(frozen=True)
-class Source:
+class _AttemptBody:
     """The body a fallback attempt started from, in its route's format: what ringbound
     translates when LiteLLM bridges the attempt to another format.
 
@@ -205,10 +204,10 @@ class Source:
     tools: Any
 
     @staticmethod
-    def of(data: dict[str, Any], route: Route) -> Source:
+    def of(data: dict[str, Any], route: Route) -> _AttemptBody:
         """The source held by the body ``data`` of ``route``."""
         system = data.get(route.system) if route.system else None
-        return Source(route, data.get(route.history), system, data.get("tools"))
+        return _AttemptBody(route, data.get(route.history), system, data.get("tools"))
 
 
 #: Calls remembered at once; past it the oldest goes (a call is done in seconds, and a call
@@ -235,7 +234,7 @@ class _Calls:
         """The pre-call hook saw the client ask for ``model``."""
         self._slot(call_id)[0] = model if isinstance(model, str) else None
 
-    def started(self, call_id: str, source: Source) -> None:
+    def started(self, call_id: str, source: _AttemptBody) -> None:
         """A fallback attempt started from ``source``."""
         self._slot(call_id)[1] = source
 
@@ -250,7 +249,7 @@ class _Calls:
         model = body.get("model") if isinstance(body, dict) else None
         return model if isinstance(model, str) else None
 
-    def source(self, call_id: str) -> Source | None:
+    def source(self, call_id: str) -> _AttemptBody | None:
         """What the call's latest fallback attempt started from, if one did."""
         slot = self._calls.get(call_id)
         return None if slot is None else slot[1]
@@ -351,6 +350,13 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
     as in ``Assembler.assemble_body``. A model nothing knows is logged and counted
     (``ringbound.models.resolve``) and passed through untouched, or answered 500 under
     ``ringbound.models.set_strict(True)``.
+
+    On a router fallback (``fallbacks`` in the proxy's config), LiteLLM calls
+    ``async_pre_call_deployment_hook`` before the attempt on the fallback model: the body is
+    refitted for that model (its window, its count), and where LiteLLM bridges it to another
+    format (an Anthropic messages body to an OpenAI model), ringbound's translation of it
+    replaces LiteLLM's. A fallback model without a config of its own takes the requested
+    model's policy, sized for the fallback model.
 
     A ringbound error becomes an ``HTTPException`` the proxy answers as an OpenAI-shaped error
     (status from ``http_status``; ``provider_specific_fields.ringbound`` holds the error class
@@ -503,7 +509,7 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
             # LiteLLM's own bridge (Anthropic messages to chat or Responses): this call's body
             # is LiteLLM's translation of the one the fallback attempt started with.
             return await self._translated(kwargs, route, source, group, requested)
-        self._calls.started(call_id, Source.of(kwargs, route))
+        self._calls.started(call_id, _AttemptBody.of(kwargs, route))
         return await self._fit(kwargs, route, group, fallback_from=requested)
 
     async def _fit(
@@ -539,7 +545,7 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
         return _with_result(data, route, res, tools, system, options)
 
     async def _translated(
-        self, kwargs: dict[str, Any], route: Route, source: Source, model: str, requested: str
+        self, kwargs: dict[str, Any], route: Route, source: _AttemptBody, model: str, requested: str
     ) -> dict[str, Any] | None:
         """The bridge call's body with ringbound's translation of the fallback attempt's
         ``source`` into this call's format, fitted for ``model`` as that format counts.
@@ -551,7 +557,7 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
         if route.history not in kwargs or isinstance(kwargs.get(route.history), str):
             return None
         try:
-            found = self._config_and_facts(kwargs, model, requested, upstream=route.provider)
+            found = self._config_and_facts(kwargs, model, requested)
             if found is None:
                 return None
             out = translate(
@@ -564,9 +570,11 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
                 # saying what was there (reported) rather than failing the whole request.
                 unsupported="placeholder",
             )
-            asm, _ = self._entry(found[0], route.provider, found[1])
+            # A chat bridge call may still go to another provider (LiteLLM converts chat for
+            # Claude or Gemini itself): the entry's target then counts it as that one does.
+            asm, target = self._entry(found[0], route.provider, found[1])
             cache_markers.check_body(route.provider, kwargs)
-            res = await asm.assemble_async(out.messages, tools=out.tools, system=out.system)
+            res = await _assemble(asm, target, out.messages, out.tools, out.system)
         except RingboundError as e:
             raise _http_error(e, kwargs) from e
         _log_translation(source.route.provider, route.provider, model, out.report)
@@ -597,11 +605,9 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
         data: dict[str, Any],
         model: Any,
         fallback_from: str | None = None,
-        upstream: str | None = None,
     ) -> tuple[AssemblyConfig | None, ModelFacts] | None:
         """The config and model facts to assemble ``data`` for ``model`` by, or None to leave
-        the body as it is (no config for it, or a model nothing knows). ``upstream`` is the
-        format the body is sent in, when it is not the one the model's route says.
+        the body as it is (no config for it, or a model nothing knows).
 
         Raises:
             ConfigError: Under strict models, a model nothing knows.
@@ -612,10 +618,8 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
         if config is None and not self._derive:
             return None
         facts = self.facts_for(model, output_reserve(data))
-        if upstream is not None:
-            facts = dataclasses.replace(facts, provider=upstream)
         if config is None and not _knows(facts):
-            _sized(None, upstream or "openai_chat", facts, self._sink)  # warns and counts
+            _sized(None, "openai_chat", facts, self._sink)  # warns and counts, or refuses
             return None
         return config, facts
 
