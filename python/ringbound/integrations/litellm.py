@@ -109,6 +109,7 @@ _TOOL_FIELDS = ("tool_choice", "parallel_tool_calls")
 _SERVER_HISTORY = ("previous_response_id", "conversation")
 #: Assemblers kept at once; past it the oldest goes (a ``ConfigSource`` may build configs).
 _MAX_ASSEMBLERS = 64
+#: The default of each field: what a fallback model's borrowed config resets (``_policy``).
 _DEFAULTS = AssemblyConfig()
 #: Stands for "no config given": every model is sized from what the proxy knows of it.
 _DERIVE = object()
@@ -532,7 +533,7 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
         tools = data.get("tools")
         system = data.get(route.system) if route.system else None
         try:
-            found = self._config_and_facts(data, model, fallback_from)
+            found = self._config_and_facts(data, model, route.provider, fallback_from)
             if found is None:
                 return None
             asm, target = self._entry(found[0], route.provider, found[1])
@@ -552,12 +553,13 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
 
         LiteLLM's own translation carries provider-bound parts into the other format (an
         Anthropic thinking block and its signature become the chat message's
-        ``thinking_blocks`` and ``reasoning_content``, which OpenAI does not take); ringbound's
-        drops them, keeps every call paired, and reports what it changed."""
+        ``thinking_blocks`` and ``reasoning_content``, the signature only Anthropic can
+        verify); ringbound's drops them, keeps every call paired, and reports what it
+        changed."""
         if route.history not in kwargs or isinstance(kwargs.get(route.history), str):
             return None
         try:
-            found = self._config_and_facts(kwargs, model, requested)
+            found = self._config_and_facts(kwargs, model, route.provider, requested)
             if found is None:
                 return None
             out = translate(
@@ -604,10 +606,12 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
         self,
         data: dict[str, Any],
         model: Any,
+        provider: str,
         fallback_from: str | None = None,
     ) -> tuple[AssemblyConfig | None, ModelFacts] | None:
-        """The config and model facts to assemble ``data`` for ``model`` by, or None to leave
-        the body as it is (no config for it, or a model nothing knows).
+        """The config and model facts to assemble ``data`` (in ``provider``'s format) for
+        ``model`` by, or None to leave the body as it is (no config for it, or a model nothing
+        knows).
 
         Raises:
             ConfigError: Under strict models, a model nothing knows.
@@ -619,7 +623,7 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
             return None
         facts = self.facts_for(model, output_reserve(data))
         if config is None and not _knows(facts):
-            _sized(None, "openai_chat", facts, self._sink)  # warns and counts, or refuses
+            _sized(None, provider, facts, self._sink)  # warns and counts, or refuses
             return None
         return config, facts
 
