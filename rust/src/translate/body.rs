@@ -205,7 +205,16 @@ fn translate_fields(
         tools.as_ref(),
         options,
         checkpoints,
-    )?;
+    )
+    .map_err(|e| {
+        // A history serde cannot read into values (nested past its depth limit) is an invalid
+        // body, as when the whole history was read so before anything else: only the error
+        // path pays for that reading now.
+        match serde_json::from_slice::<Vec<Value>>(history) {
+            Err(read) => invalid(read.to_string()),
+            Ok(_) => e,
+        }
+    })?;
     for key in left {
         report.add(
             None,

@@ -558,3 +558,29 @@ fn checkpoints_stay_bounded_over_many_sessions() {
         "each session's second turn resumed"
     );
 }
+
+#[test]
+fn a_body_read_by_the_scan_fails_as_serde_would_have_failed_it() {
+    let deep = format!(
+        r#"{{"messages":[{{"role":"user","content":"hi"}},{{"role":"user","content":[{}{}]}}]}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let bad_escape = r#"{"messages":[{"role":"user","content":"x\q"}]}"#;
+    let trailing = r#"{"messages":[{"role":"user","content":"hi"}]} x"#;
+    for body in [deep.as_str(), bad_escape, trailing] {
+        let checkpoints = resume::Checkpoints::new(8, 1 << 20);
+        let err = body::translate_body_with(
+            "openai_chat",
+            "anthropic",
+            body.as_bytes(),
+            &Options::new(),
+            Some(&checkpoints),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, CoreError::InvalidBody { .. }),
+            "{body:.40}: {err}"
+        );
+    }
+}
