@@ -11,6 +11,7 @@ from importlib import resources
 from typing import Any
 
 import pytest
+from canonical_writers import from_canonical
 
 import ringbound as rb
 from ringbound.cli.cache_rules import WRITE_FACTOR, PromptCache
@@ -24,7 +25,6 @@ from ringbound.cli.simulate import (
     cli_main,
     simulate,
 )
-from ringbound.providers import adapter
 
 BUNDLED = resources.files("ringbound") / "data" / "tau_bench_airline_session.json"
 EPHEMERAL = {"type": "ephemeral"}
@@ -94,7 +94,7 @@ def test_short_prefixes_are_not_cached_and_openai_caches_from_1024() -> None:
 
 
 def test_writes_and_reads_are_priced() -> None:
-    messages, system = adapter("anthropic").from_canonical(agent_session(30))
+    messages, system = from_canonical("anthropic", agent_session(30))
     session = Session(messages, None, bare=False, system=system)
     sim = simulate(session, config(8000), provider="anthropic", cache="anthropic", langchain=False)
     assert sim.write_factor == WRITE_FACTOR
@@ -119,7 +119,7 @@ def test_writes_and_reads_are_priced() -> None:
 @pytest.fixture(scope="module", params=["anthropic", "bedrock_converse"])
 def long_replay(request: pytest.FixtureRequest) -> Simulation:
     provider = request.param
-    messages, system = adapter(provider).from_canonical(agent_session(turns=300))
+    messages, system = from_canonical(provider, agent_session(turns=300))
     cfg = config(30_000, side_effect_tools=SIDE_EFFECT_TOOLS)
     return simulate(
         Session(messages, None, bare=False, system=system),
@@ -155,7 +155,7 @@ def test_without_the_stable_cut_marker_the_cache_misses() -> None:
     """Only the caller's markers (the replay then marks the system and the last message, as a
     caller would): a reused turn's prefix ends where no marker of this request is, so under
     the strict rules it is not read. The stable-cut marker is what makes the hits."""
-    messages, system = adapter("anthropic").from_canonical(agent_session(60))
+    messages, system = from_canonical("anthropic", agent_session(60))
     session = Session(messages, None, bare=False, system=system)
     fractions = {}
     for mode in ("auto", "caller_only"):
@@ -242,7 +242,7 @@ def test_a_timed_replay_expires_the_cache_and_compacts_when_it_has() -> None:
     and costs less than it."""
     from ringbound.cli.simulate import TIMED
 
-    msgs, system = adapter("anthropic").from_canonical(agent_session(80))
+    msgs, system = from_canonical("anthropic", agent_session(80))
     session = Session(msgs, None, True, system=system)
     sim = simulate(
         session, config(6_000), provider="anthropic", cache="anthropic", think_time=240, seed=2
