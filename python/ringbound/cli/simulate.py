@@ -24,6 +24,7 @@ from ..counting import count_tokens, validate
 from ..errors import ConfigError, RingboundError
 from ..providers import adapter, check_provider
 from ..summary import summarizers
+from ..translation import translate
 from .cache_rules import PromptCache, rules_for
 from .fidelity import cli_main as fidelity_main
 from .replay import STATEFUL, STATELESS, TIMED, TRIM, Simulation, Turn, Way
@@ -477,13 +478,15 @@ def _as_provider(session: Session, provider: str) -> Session:
             key="provider",
             reason="cannot convert the session",
         )
-    messages, system = adapter(provider).from_canonical(list(session.messages))
+    # The core's writer: Anthropic's ledger and summary notes become system blocks, a late
+    # system message user text, call ids the target's own (``rb.translate``).
+    native = translate(list(session.messages), source="openai_chat", target=provider)
     tools = None
     if session.tools:
         tools = [
             _TOOLS_FROM_CHAT[provider](_mapping(t).get("function") or {}) for t in session.tools
         ]
-    return Session(messages, tools, bare=False, system=system)
+    return Session(native.messages, tools, bare=False, system=native.system)
 
 
 _TOOLS_FROM_CHAT: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
