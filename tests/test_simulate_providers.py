@@ -10,6 +10,7 @@ import itertools
 from importlib import resources
 from typing import Any
 
+import orjson
 import pytest
 from canonical_writers import from_canonical
 
@@ -176,6 +177,24 @@ def test_the_command_replays_under_the_providers_rules(provider: str) -> None:
     text_ = out.getvalue()
     rules = "openai" if provider == "openai_chat" else provider
     assert f"{provider}, 27 turns" in text_ and f"under {rules}'s caching rules" in text_
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "bedrock_converse", "openai_responses"])
+def test_a_chat_session_ending_in_an_open_call_converts_and_replays(
+    provider: str, tmp_path: Any
+) -> None:
+    """A log cut off while a call ran: the writer takes pairing-valid sessions only, so the
+    open call is left out of the conversion, and the replay says so as it does for a session
+    already in the provider's format."""
+    session = agent_session(turns=8)
+    last_call = max(k for k, m in enumerate(session) if m.get("tool_calls"))
+    path = tmp_path / "cut.json"
+    path.write_bytes(orjson.dumps(session[: last_call + 1]))
+    out = io.StringIO()
+    assert cli_main(str(path), provider=provider, budget=3000, json_out=True, out=out) == 0
+    body = orjson.loads(out.getvalue())
+    assert body["unreplayed_messages"] == 1
+    assert body["provider"] == provider
 
 
 def test_the_command_refuses_a_conversion_it_cannot_make() -> None:

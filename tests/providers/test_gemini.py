@@ -18,6 +18,7 @@ import pydantic
 import pytest
 import strategies as gen
 from canonical_writers import GEMINI_OPENING_TEXT, from_canonical
+from canonical_writers import _g_canonical_text as chat_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -815,7 +816,7 @@ def _content_of(chat: list[dict[str, Any]]) -> tuple[Counter[str], Counter[Any],
     for m in chat:
         content = m.get("content")
         if m["role"] == "tool":
-            text = mod._canonical_text(content)
+            text = chat_text(content)
             if text.startswith('{"output": '):
                 text = json.loads(text)["output"]
             results[(m["tool_call_id"], text)] += 1
