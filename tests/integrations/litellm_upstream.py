@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -83,10 +84,26 @@ class Received:
     body: dict[str, Any]
 
 
-class FakeUpstream:
-    """The fake provider: ``with FakeUpstream() as up: ... up.base_url ... up.received``."""
+#: What Anthropic answers when it is overloaded (HTTP 529), the error LiteLLM falls back on.
+OVERLOADED = (
+    529,
+    {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+)
 
-    def __init__(self) -> None:
+
+class FakeUpstream:
+    """The fake provider: ``with FakeUpstream() as up: ... up.base_url ... up.received``.
+
+    ``failing``, a (status, body) pair, makes it record every request and answer each with
+    that error instead (``OVERLOADED``: an Anthropic upstream that is down); ``answers``
+    replaces the answer of some routes (an agent's model that calls tools).
+    """
+
+    def __init__(
+        self,
+        failing: tuple[int, dict[str, Any]] | None = None,
+        answers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
+    ) -> None:
         self.received: list[Received] = []
         self._lock = threading.Lock()
         upstream = self
@@ -95,13 +112,16 @@ class FakeUpstream:
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 path = self.path.split("?", 1)[0]
-                answer = ANSWERS.get(path)
+                answer = (answers or {}).get(path) or ANSWERS.get(path)
                 if answer is None:
                     self._reply(404, {"error": {"message": f"no route {path}"}})
                     return
                 body = json.loads(raw)
                 with upstream._lock:
                     upstream.received.append(Received(path, body))
+                if failing is not None:
+                    self._reply(*failing)
+                    return
                 self._reply(200, answer(body))
 
             def _reply(self, status: int, payload: dict[str, Any]) -> None:

@@ -10,7 +10,9 @@ Needs the ``litellm`` extra (``pip install 'ringbound[litellm]'``)."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,8 +40,9 @@ from ..errors import (
 from ..models import find
 from ..observability.metrics import MetricsSink
 from ..providers import adapter
+from ..translation import TranslationReport, translate
 from ._base import Target, afit_target, cache_options
-from ._model import ModelFacts, positive, route_provider, sized
+from ._model import _SIZED, ModelFacts, positive, route_provider, sized
 
 __all__ = [
     "PLACEMENTS",
@@ -51,6 +54,8 @@ __all__ = [
     "placed",
     "upstream_facts",
 ]
+
+_logger = logging.getLogger("ringbound")
 
 #: What picks the config of a request from its ``model``: None leaves the request as it is.
 ConfigSource = Callable[[str], "AssemblyConfig | None"]
@@ -104,6 +109,8 @@ _TOOL_FIELDS = ("tool_choice", "parallel_tool_calls")
 _SERVER_HISTORY = ("previous_response_id", "conversation")
 #: Assemblers kept at once; past it the oldest goes (a ``ConfigSource`` may build configs).
 _MAX_ASSEMBLERS = 64
+#: The default of each field: what a fallback model's borrowed config resets (``_policy``).
+_DEFAULTS = AssemblyConfig()
 #: Stands for "no config given": every model is sized from what the proxy knows of it.
 _DERIVE = object()
 
@@ -147,6 +154,130 @@ def _detail(error: RingboundError) -> dict[str, Any]:
     elif isinstance(error, SummaryError):
         fields["reason"] = error.reason
     return {"error": f"ringbound: {error}", "ringbound": fields}
+
+
+def _http_error(error: RingboundError, data: dict[str, Any]) -> HTTPException:
+    """The HTTPException the proxy answers for ``error`` raised assembling ``data``."""
+    status = http_status(error)
+    if isinstance(error, ConfigError) and error.key == "model_input_limit" and output_reserve(data):
+        status = 400  # the body's own max_tokens leaves no room: the client's to fix
+    return HTTPException(status_code=status, detail=_detail(error))
+
+
+def _with_result(
+    data: dict[str, Any],
+    route: Route,
+    res: AssemblyResult,
+    tools: Any,
+    system: Any,
+    options: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """A new body: ``data`` with the assembled history and system, and every other field as
+    it came (``data`` itself is never modified)."""
+    body = dict(data)
+    body[route.history] = res.messages
+    if route.system is not None and res.system is not system:
+        body[route.system] = res.system
+    if tools is not None and res.tools is None:
+        for key in ("tools", *_TOOL_FIELDS):
+            body.pop(key, None)
+    # LiteLLM passes the member on to OpenAI as it is, on the chat and responses routes.
+    if options is not None:
+        body["prompt_cache_options"] = options
+    return body
+
+
+@dataclass(frozen=True)
+class _AttemptBody:
+    """The body a fallback attempt started from, in its route's format: what ringbound
+    translates when LiteLLM bridges the attempt to another format.
+
+    Attributes:
+        route: The route (and so the format) of the attempt's body.
+        history: Its history (``messages`` or ``input``).
+        system: Its top-level system, or None.
+        tools: Its tools, or None.
+    """
+
+    route: Route
+    history: Any
+    system: Any
+    tools: Any
+
+    @staticmethod
+    def of(data: dict[str, Any], route: Route) -> _AttemptBody:
+        """The source held by the body ``data`` of ``route``."""
+        system = data.get(route.system) if route.system else None
+        return _AttemptBody(route, data.get(route.history), system, data.get("tools"))
+
+
+#: Calls remembered at once; past it the oldest goes (a call is done in seconds, and a call
+#: forgotten mid-fallback only loses ringbound's translation, LiteLLM's own is then sent).
+_MAX_CALLS = 1024
+
+
+class _Calls:
+    """What the hook knows of each in-flight call, by LiteLLM's ``litellm_call_id`` (the same
+    id on the pre-call hook and on every attempt and bridge call of one request)."""
+
+    def __init__(self) -> None:
+        self._calls: OrderedDict[str, list[Any]] = OrderedDict()
+
+    def _slot(self, call_id: str) -> list[Any]:
+        slot = self._calls.get(call_id)
+        if slot is None:
+            if len(self._calls) >= _MAX_CALLS:
+                self._calls.popitem(last=False)
+            slot = self._calls[call_id] = [None, None]
+        return slot
+
+    def requested(self, call_id: str, model: Any) -> None:
+        """The pre-call hook saw the client ask for ``model``."""
+        self._slot(call_id)[0] = model if isinstance(model, str) else None
+
+    def started(self, call_id: str, source: _AttemptBody) -> None:
+        """A fallback attempt started from ``source``."""
+        self._slot(call_id)[1] = source
+
+    def model(self, call_id: str, kwargs: dict[str, Any]) -> str | None:
+        """The model the client asked for: as the pre-call hook saw it, else the proxy's copy
+        of the client's body (a hook installed after the request began)."""
+        slot = self._calls.get(call_id)
+        if slot is not None and slot[0] is not None:
+            return str(slot[0])
+        request = kwargs.get("proxy_server_request")
+        body = request.get("body") if isinstance(request, dict) else None
+        model = body.get("model") if isinstance(body, dict) else None
+        return model if isinstance(model, str) else None
+
+    def source(self, call_id: str) -> _AttemptBody | None:
+        """What the call's latest fallback attempt started from, if one did."""
+        slot = self._calls.get(call_id)
+        return None if slot is None else slot[1]
+
+
+def _model_group(kwargs: dict[str, Any]) -> str | None:
+    """The proxy's model name of the deployment an attempt goes to: the router writes it as
+    ``model_group`` into the call's ``litellm_metadata`` (``metadata`` on older routes)."""
+    for key in ("litellm_metadata", "metadata"):
+        meta = kwargs.get(key)
+        group = meta.get("model_group") if isinstance(meta, dict) else None
+        if isinstance(group, str) and group:
+            return group
+    return None
+
+
+def _log_translation(source: str, target: str, model: str, report: TranslationReport) -> None:
+    """One INFO line per translated fallback, with what the translation dropped or changed."""
+    if _logger.isEnabledFor(logging.INFO):
+        changes = sorted({f"{c.action} {c.what}" for c in report.changes})
+        _logger.info(
+            "ringbound: fallback to %r: history translated %s -> %s (%s)",
+            model,
+            source,
+            target,
+            ", ".join(changes) or "nothing changed",
+        )
 
 
 def _source(config: Any, default: AssemblyConfig | None) -> ConfigSource:
@@ -221,6 +352,13 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
     (``ringbound.models.resolve``) and passed through untouched, or answered 500 under
     ``ringbound.models.set_strict(True)``.
 
+    On a router fallback (``fallbacks`` in the proxy's config), LiteLLM calls
+    ``async_pre_call_deployment_hook`` before the attempt on the fallback model: the body is
+    refitted for that model (its window, its count), and where LiteLLM bridges it to another
+    format (an Anthropic messages body to an OpenAI model), ringbound's translation of it
+    replaces LiteLLM's. A fallback model without a config of its own takes the requested
+    model's policy, sized for the fallback model.
+
     A ringbound error becomes an ``HTTPException`` the proxy answers as an OpenAI-shaped error
     (status from ``http_status``; ``provider_specific_fields.ringbound`` holds the error class
     and its fields). Each assembly reports to the metrics sink.
@@ -270,6 +408,12 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
         # What the proxy knows of each (model, reserve), read once: the router and LiteLLM's
         # model map are not read again on every request.
         self._facts: dict[tuple[Any, int | None], ModelFacts] = {}
+        # What each in-flight call asked for and what its fallback attempt started from, by
+        # LiteLLM's call id: the per-deployment hook sees one attempt at a time.
+        self._calls = _Calls()
+        # A fallback model's config made from the requested model's (``_policy``), by the
+        # identity of the config it was made from, which the entry keeps alive.
+        self._policies: dict[int, tuple[AssemblyConfig, AssemblyConfig]] = {}
         # Fail at start-up, not on the first request, for a summarizer, sink or cache that
         # Assembler refuses.
         Assembler(AssemblyConfig(), summarizer=summarizer, sink=sink, cache=cache)
@@ -333,6 +477,52 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
         route = ROUTES.get(call_type)
         if route is None or not isinstance(data, dict):
             return None
+        if isinstance(data.get("litellm_call_id"), str):
+            self._calls.requested(data["litellm_call_id"], data.get("model"))
+        return await self._fit(data, route, data.get("model"))
+
+    async def async_pre_call_deployment_hook(
+        self, kwargs: dict[str, Any], call_type: Any
+    ) -> dict[str, Any] | None:
+        """LiteLLM's per-attempt hook: on a fallback, the body refitted for the fallback model
+        (and, where LiteLLM bridges to another format, ringbound's translation); else None.
+
+        The pre-call hook fits the body once, for the model the client named; the router then
+        tries each deployment, and on a fallback (a 529 from Anthropic, say) calls this hook
+        again, inside ``litellm.anthropic_messages``/``acompletion``/``aresponses``, with the
+        fallback deployment's ``model``, ``model_info`` and model group. A fallback model with
+        a smaller window or another tokenizer would otherwise get a body fitted for the first
+        one, and a 400. See ``docs/integrations/litellm.md``, "Fallbacks".
+
+        Raises:
+            fastapi.HTTPException: The assembly raised a ringbound error.
+        """
+        route = ROUTES.get(getattr(call_type, "value", call_type))
+        call_id = kwargs.get("litellm_call_id") if isinstance(kwargs, dict) else None
+        if route is None or not isinstance(call_id, str):
+            return None
+        group = _model_group(kwargs)
+        requested = self._calls.model(call_id, kwargs)
+        if group is None or requested is None or group == requested:
+            return None  # the model the pre-call hook fitted the body for
+        source = self._calls.source(call_id)
+        if source is not None and source.route != route:
+            # LiteLLM's own bridge (Anthropic messages to chat or Responses): this call's body
+            # is LiteLLM's translation of the one the fallback attempt started with.
+            return await self._translated(kwargs, route, source, group, requested)
+        self._calls.started(call_id, _AttemptBody.of(kwargs, route))
+        return await self._fit(kwargs, route, group, fallback_from=requested)
+
+    async def _fit(
+        self,
+        data: dict[str, Any],
+        route: Route,
+        model: Any,
+        fallback_from: str | None = None,
+    ) -> dict[str, Any] | None:
+        """``data`` assembled for ``model`` on ``route``: a new body, or None to leave it.
+        A fallback model with no config of its own takes the config of the model the client
+        asked for (``fallback_from``): the policy is the client's, the window the model's."""
         history = data.get(route.history)
         if history is None or isinstance(history, str):
             return None
@@ -340,38 +530,102 @@ class RingboundHook(CustomLogger):  # type: ignore[misc]
             data.get(k) is not None for k in _SERVER_HISTORY
         ):
             return None
+        tools = data.get("tools")
+        system = data.get(route.system) if route.system else None
         try:
-            model = data.get("model")
-            config = self.config_for(model)
-            if config is None and not self._derive:
+            found = self._config_and_facts(data, model, route.provider, fallback_from)
+            if found is None:
                 return None
-            facts = self.facts_for(model, output_reserve(data))
-            if config is None and not _knows(facts):
-                _sized(None, route.provider, facts, self._sink)  # warns and counts, or refuses
-                return None
-            asm, target = self._entry(config, route.provider, facts)
+            asm, target = self._entry(found[0], route.provider, found[1])
             # Both cache lifetimes: refused as assemble_body refuses them, before any work.
             cache_markers.check_body(route.provider, data)
-            tools = data.get("tools")
-            system = data.get(route.system) if route.system else None
             res = await _assemble(asm, target, history, tools, system)
         except RingboundError as e:
-            status = http_status(e)
-            if isinstance(e, ConfigError) and e.key == "model_input_limit" and output_reserve(data):
-                status = 400  # the body's own max_tokens leaves no room: the client's to fix
-            raise HTTPException(status_code=status, detail=_detail(e)) from e
-        body = dict(data)
-        body[route.history] = res.messages
-        if route.system is not None and res.system is not system:
-            body[route.system] = res.system
-        if tools is not None and res.tools is None:
-            for key in ("tools", *_TOOL_FIELDS):
-                body.pop(key, None)
-        # LiteLLM passes the member on to OpenAI as it is, on the chat and responses routes.
+            raise _http_error(e, data) from e
         options = cache_options(res, route.provider if target is None else target.provider, data)
-        if options is not None:
-            body["prompt_cache_options"] = options
+        return _with_result(data, route, res, tools, system, options)
+
+    async def _translated(
+        self, kwargs: dict[str, Any], route: Route, source: _AttemptBody, model: str, requested: str
+    ) -> dict[str, Any] | None:
+        """The bridge call's body with ringbound's translation of the fallback attempt's
+        ``source`` into this call's format, fitted for ``model`` as that format counts.
+
+        LiteLLM's own translation carries provider-bound parts into the other format (an
+        Anthropic thinking block and its signature become the chat message's
+        ``thinking_blocks`` and ``reasoning_content``, the signature only Anthropic can
+        verify); ringbound's drops them, keeps every call paired, and reports what it
+        changed."""
+        if route.history not in kwargs or isinstance(kwargs.get(route.history), str):
+            return None
+        try:
+            found = self._config_and_facts(kwargs, model, route.provider, requested)
+            if found is None:
+                return None
+            out = translate(
+                source.history,
+                source=source.route.provider,
+                target=route.provider,
+                system=source.system,
+                tools=source.tools,
+                # A fallback must go on: a part the target cannot carry becomes a short text
+                # saying what was there (reported) rather than failing the whole request.
+                unsupported="placeholder",
+            )
+            # A chat bridge call may still go to another provider (LiteLLM converts chat for
+            # Claude or Gemini itself): the entry's target then counts it as that one does.
+            asm, target = self._entry(found[0], route.provider, found[1])
+            cache_markers.check_body(route.provider, kwargs)
+            res = await _assemble(asm, target, out.messages, out.tools, out.system)
+        except RingboundError as e:
+            raise _http_error(e, kwargs) from e
+        _log_translation(source.route.provider, route.provider, model, out.report)
+        body = _with_result(kwargs, route, res, kwargs.get("tools"), None, None)
+        if route.system is not None:
+            body[route.system] = res.system  # the translated system, or none at all
+        if out.tools is not None and res.tools is not None:
+            body["tools"] = res.tools
         return body
+
+    def _policy(self, config: AssemblyConfig | None) -> AssemblyConfig | None:
+        """``config`` without what sizes it for its model (window, reserve, encoding, ratio),
+        for a fallback model that has no config of its own: the requested model's window
+        would let the body overflow the fallback's. Made once per config, so the Assembler
+        built for it is reused."""
+        if config is None:
+            return None
+        made = self._policies.get(id(config))
+        if made is None or made[0] is not config:
+            if len(self._policies) >= _MAX_ASSEMBLERS:
+                self._policies.clear()
+            bare = dataclasses.replace(config, **{f: getattr(_DEFAULTS, f) for f in _SIZED})
+            made = self._policies[id(config)] = (config, bare)
+        return made[1]
+
+    def _config_and_facts(
+        self,
+        data: dict[str, Any],
+        model: Any,
+        provider: str,
+        fallback_from: str | None = None,
+    ) -> tuple[AssemblyConfig | None, ModelFacts] | None:
+        """The config and model facts to assemble ``data`` (in ``provider``'s format) for
+        ``model`` by, or None to leave the body as it is (no config for it, or a model nothing
+        knows).
+
+        Raises:
+            ConfigError: Under strict models, a model nothing knows.
+        """
+        config = self.config_for(model)
+        if config is None and fallback_from is not None:
+            config = self._policy(self.config_for(fallback_from))
+        if config is None and not self._derive:
+            return None
+        facts = self.facts_for(model, output_reserve(data))
+        if config is None and not _knows(facts):
+            _sized(None, provider, facts, self._sink)  # warns and counts, or refuses
+            return None
+        return config, facts
 
 
 def upstream_facts(model: Any, reserve: int | None = None) -> ModelFacts:
