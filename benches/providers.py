@@ -18,7 +18,7 @@ from measure import CLOCKS, Case, interleaved_medians
 
 import ringbound as rb
 from ringbound import _core
-from ringbound.providers import PROVIDERS, adapter
+from ringbound.providers import PROVIDERS
 
 #: Assistant turns of the generated session.
 TURNS = 200
@@ -36,7 +36,8 @@ def native(provider: str, chat: list[dict[str, Any]]) -> tuple[list[Any], Any]:
     """The session in ``provider``'s shape: ``(messages, system)``."""
     if provider == "openai_chat":
         return chat, None
-    return adapter(provider).from_canonical(chat)
+    native = rb.translate(chat, source="openai_chat", target=provider)
+    return native.messages, native.system
 
 
 def _history_only(run: Callable[[], Any]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
+from canonical_writers import from_canonical
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import budget_for, fractions, policies, sessions, tools_schema
@@ -21,7 +22,6 @@ from strategies import budget_for, fractions, policies, sessions, tools_schema
 import ringbound as rb
 from ringbound import _core
 from ringbound.cli.simulate import SIDE_EFFECT_TOOLS, agent_session
-from ringbound.providers import adapter
 
 #: Fields a gateway sends next to the history, none of which assembly may touch.
 EXTRA = {
@@ -294,7 +294,7 @@ SHAPES = {
 
 
 def provider_body(provider: str, turns: int = 30) -> tuple[dict[str, Any], list[Any], Any, Any]:
-    messages, system = adapter(provider).from_canonical(agent_session(turns=turns))
+    messages, system = from_canonical(provider, agent_session(turns=turns))
     history, system_key, fields = SHAPES[provider]
     tools_key, tools = TOOLS_BY_PROVIDER[provider]
     body = {"model": "m-1", history: messages, system_key: system, tools_key: tools, **fields}

@@ -14,11 +14,11 @@ import botocore.session
 import botocore.validate
 import httpx2
 import pytest
+from canonical_writers import from_canonical
 
 import ringbound as rb
 from ringbound.cache_markers import CacheMarker, unmarked
 from ringbound.cli.simulate import agent_session, turn_ends
-from ringbound.providers import adapter
 
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -40,7 +40,7 @@ def config(**kw: Any) -> rb.AssemblyConfig:
 def native(provider: str, turns: int = 40) -> tuple[list[Any], Any]:
     if provider == "openai_chat":
         return agent_session(turns), None
-    return adapter(provider).from_canonical(agent_session(turns))
+    return from_canonical(provider, agent_session(turns))
 
 
 def replay(provider: str, cfg: rb.AssemblyConfig, turns: int = 12) -> list[rb.AssemblyResult]:
@@ -388,7 +388,7 @@ def test_ttl_with_prompt_cache_retention_is_refused() -> None:
     }
     for provider, shape in (("openai_chat", body), ("openai_responses", None)):
         if shape is None:
-            items, instructions = adapter("openai_responses").from_canonical(agent_session(4))
+            items, instructions = from_canonical("openai_responses", agent_session(4))
             shape = {**body, "input": items, "instructions": instructions}
             del shape["messages"]
         asm = rb.Assembler(config(prompt_cache_mode="implicit"), provider=provider)
@@ -402,7 +402,7 @@ def both_lifetimes(provider: str, turns: int, **extra: Any) -> bytes:
     session = agent_session(turns)
     body: dict[str, Any] = {"model": "gpt-5.6", "messages": session}
     if provider == "openai_responses":
-        items, instructions = adapter(provider).from_canonical(session)
+        items, instructions = from_canonical(provider, session)
         body = {"model": "gpt-5.6", "input": items, "instructions": instructions}
     lifetimes = {"prompt_cache_options": {"ttl": "30m"}, "prompt_cache_retention": "24h"}
     return json.dumps({**lifetimes, **body, **extra}).encode()

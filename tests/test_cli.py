@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from canonical_writers import from_canonical
 
 import ringbound as rb
 
@@ -492,7 +493,7 @@ def test_a_body_comes_out_as_assemble_body_makes_it(tmp_path: Path, provider: st
     messages: Any = session(60)
     system = None
     if provider == "anthropic":
-        messages, system = rb.providers.adapter("anthropic").from_canonical(messages)
+        messages, system = from_canonical("anthropic", messages)
     doc = body(messages, model="my-own-model", **({"system": system} if system else {}))
     src = tmp_path / "s.json"
     src.write_text(json.dumps(doc, indent=2), encoding="utf-8")
@@ -653,7 +654,7 @@ def test_count_names_its_provider_and_encoding(tmp_path: Path) -> None:
 
 
 def test_count_model_sizes_the_count_as_assemble_does(tmp_path: Path) -> None:
-    messages, system = rb.providers.adapter("anthropic").from_canonical(session(6))
+    messages, system = from_canonical("anthropic", session(6))
     src = write(tmp_path / "a.json", {"messages": messages, "system": system})
     entry = rb.models.lookup("claude-sonnet-4-5")
     expected = rb.count_tokens(

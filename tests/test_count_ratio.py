@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from canonical_writers import from_canonical
 
 import ringbound as rb
-from ringbound.providers import PROVIDERS, adapter
+from ringbound.providers import PROVIDERS
 
 
 def conversation() -> list[dict[str, Any]]:
@@ -26,7 +27,7 @@ def conversation() -> list[dict[str, Any]]:
 def native(provider: str) -> tuple[list[Any], Any]:
     if provider == "openai_chat":
         return conversation(), None
-    items, system = adapter(provider).from_canonical(conversation())
+    items, system = from_canonical(provider, conversation())
     return items, system
 
 

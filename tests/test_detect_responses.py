@@ -9,11 +9,11 @@ import re
 from typing import Any
 
 import pytest
+from canonical_writers import from_canonical
 
 import ringbound as rb
 from ringbound.cli.simulate import agent_session
 from ringbound.detect import _RESPONSES_ITEMS
-from ringbound.providers import adapter
 
 PNG = (
     "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8Dw"
@@ -166,7 +166,7 @@ def test_an_item_reference_gets_the_parsers_refusal_not_ambiguous() -> None:
 def test_every_formats_sessions_still_detect_as_theirs(provider: str) -> None:
     messages = agent_session(turns=10)
     if provider != "openai_chat":
-        messages, _ = adapter(provider).from_canonical(messages)
+        messages, _ = from_canonical(provider, messages)
     assert rb.detect_provider(messages) == provider
 
 

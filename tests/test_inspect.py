@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from canonical_writers import from_canonical
 from test_corpus import (
     SWE_AGENT_SIDE_EFFECTS,
     SWE_GYM_SIDE_EFFECTS,
@@ -32,7 +33,7 @@ from ringbound.cli.main import main
 from ringbound.cli.session import Session, load_session
 from ringbound.cli.simulate import SIDE_EFFECT_TOOLS, agent_session
 from ringbound.context_map import BUCKETS, ContextMap, context_map
-from ringbound.providers import PROVIDERS, adapter
+from ringbound.providers import PROVIDERS
 
 BUNDLED = Path(str(resources.files("ringbound") / "data" / "tau_bench_airline_session.json"))
 REWRITTEN = {"cut": ("truncated",), "stubbed": ("deduped", "media")}
@@ -232,7 +233,7 @@ def test_a_200_turn_session_maps_to_its_report_within_a_second(provider: str) ->
     messages: Any = agent_session(turns=200)
     system = None
     if provider != "openai_chat":
-        messages, system = adapter(provider).from_canonical(messages)
+        messages, system = from_canonical(provider, messages)
     session = Session(messages, None, bare=False, system=system)
     cfg = rb.AssemblyConfig(model_input_limit=40_000, side_effect_tools=list(SIDE_EFFECT_TOOLS))
     inspect_session(session, cfg, provider, summarize=True)  # warm

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from canonical_writers import from_canonical
 from test_api import session
 
 import ringbound as rb
@@ -102,7 +103,7 @@ def test_every_provider_plans_through_the_same_call(provider: str) -> None:
     """A native request read once (``NativeView``) is planned by ``_core.plan`` like chat
     JSON: same record types, spans in canonical indices, the request counted the same."""
     chat = session(rings=10)
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
     asm = rb.Assembler(
         rb.AssemblyConfig(model_input_limit=100_000, output_reserve_tokens=0), provider=provider
     )

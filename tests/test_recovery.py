@@ -9,6 +9,7 @@ from typing import Any
 
 import pydantic
 import pytest
+from canonical_writers import from_canonical
 
 import ringbound as rb
 from ringbound import _core
@@ -283,7 +284,7 @@ def test_the_anchor_an_assembly_writes_recovers_the_original(provider: str) -> N
 def native_of(provider: str, chat: list[dict[str, Any]]) -> tuple[list[Any], Any]:
     if provider == "openai_chat":
         return chat, None
-    return adapter(provider).from_canonical(chat)
+    return from_canonical(provider, chat)
 
 
 def strings(value: Any) -> list[str]:

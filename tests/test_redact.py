@@ -7,6 +7,7 @@ import logging
 import time
 
 import pytest
+from canonical_writers import from_canonical
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -386,8 +387,6 @@ def _summary_session(provider: str, result: object, shape: str) -> tuple[list, o
     """A long session whose oldest tool result is ``result``, in ``provider``'s format."""
     import json
 
-    from ringbound.providers import adapter
-
     chat: list[dict] = [{"role": "user", "content": "Read the logs and fix the deploy."}]
     for i in range(24):
         chat += [
@@ -409,7 +408,7 @@ def _summary_session(provider: str, result: object, shape: str) -> tuple[list, o
     if provider == "openai_chat":
         chat[2]["content"] = result
         return chat, None
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
 
     def put(value: object) -> object:
         if isinstance(value, dict):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from canonical_writers import from_canonical
 
 import ringbound as rb
 from ringbound.cli.session import Session, load_session
@@ -25,7 +26,6 @@ from ringbound.cli.simulate import (
     simulate,
     turn_ends,
 )
-from ringbound.providers import adapter
 
 BUNDLED = resources.files("ringbound") / "data" / "tau_bench_airline_session.json"
 #: The swe-gym session with the most rings (28 turns); it ends with an unanswered call.
@@ -96,7 +96,7 @@ def test_a_trailing_call_without_results_is_not_replayed() -> None:
 )
 def test_other_providers_replay_the_same_turns(provider: str) -> None:
     messages = agent_session(turns=30)
-    native, system = adapter(provider).from_canonical(messages)
+    native, system = from_canonical(provider, messages)
     ends, unreplayed = turn_ends(native, provider, system=system)
     assert len(ends) == len(turn_ends(messages)[0]) == 30
     assert unreplayed == 0 and ends[-1] == len(native)

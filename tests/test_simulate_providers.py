@@ -10,7 +10,9 @@ import itertools
 from importlib import resources
 from typing import Any
 
+import orjson
 import pytest
+from canonical_writers import from_canonical
 
 import ringbound as rb
 from ringbound.cli.cache_rules import WRITE_FACTOR, PromptCache
@@ -24,7 +26,6 @@ from ringbound.cli.simulate import (
     cli_main,
     simulate,
 )
-from ringbound.providers import adapter
 
 BUNDLED = resources.files("ringbound") / "data" / "tau_bench_airline_session.json"
 EPHEMERAL = {"type": "ephemeral"}
@@ -94,7 +95,7 @@ def test_short_prefixes_are_not_cached_and_openai_caches_from_1024() -> None:
 
 
 def test_writes_and_reads_are_priced() -> None:
-    messages, system = adapter("anthropic").from_canonical(agent_session(30))
+    messages, system = from_canonical("anthropic", agent_session(30))
     session = Session(messages, None, bare=False, system=system)
     sim = simulate(session, config(8000), provider="anthropic", cache="anthropic", langchain=False)
     assert sim.write_factor == WRITE_FACTOR
@@ -119,7 +120,7 @@ def test_writes_and_reads_are_priced() -> None:
 @pytest.fixture(scope="module", params=["anthropic", "bedrock_converse"])
 def long_replay(request: pytest.FixtureRequest) -> Simulation:
     provider = request.param
-    messages, system = adapter(provider).from_canonical(agent_session(turns=300))
+    messages, system = from_canonical(provider, agent_session(turns=300))
     cfg = config(30_000, side_effect_tools=SIDE_EFFECT_TOOLS)
     return simulate(
         Session(messages, None, bare=False, system=system),
@@ -155,7 +156,7 @@ def test_without_the_stable_cut_marker_the_cache_misses() -> None:
     """Only the caller's markers (the replay then marks the system and the last message, as a
     caller would): a reused turn's prefix ends where no marker of this request is, so under
     the strict rules it is not read. The stable-cut marker is what makes the hits."""
-    messages, system = adapter("anthropic").from_canonical(agent_session(60))
+    messages, system = from_canonical("anthropic", agent_session(60))
     session = Session(messages, None, bare=False, system=system)
     fractions = {}
     for mode in ("auto", "caller_only"):
@@ -176,6 +177,24 @@ def test_the_command_replays_under_the_providers_rules(provider: str) -> None:
     text_ = out.getvalue()
     rules = "openai" if provider == "openai_chat" else provider
     assert f"{provider}, 27 turns" in text_ and f"under {rules}'s caching rules" in text_
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "bedrock_converse", "openai_responses"])
+def test_a_chat_session_ending_in_an_open_call_converts_and_replays(
+    provider: str, tmp_path: Any
+) -> None:
+    """A log cut off while a call ran: the writer takes pairing-valid sessions only, so the
+    open call is left out of the conversion, and the replay says so as it does for a session
+    already in the provider's format."""
+    session = agent_session(turns=8)
+    last_call = max(k for k, m in enumerate(session) if m.get("tool_calls"))
+    path = tmp_path / "cut.json"
+    path.write_bytes(orjson.dumps(session[: last_call + 1]))
+    out = io.StringIO()
+    assert cli_main(str(path), provider=provider, budget=3000, json_out=True, out=out) == 0
+    body = orjson.loads(out.getvalue())
+    assert body["unreplayed_messages"] == 1
+    assert body["provider"] == provider
 
 
 def test_the_command_refuses_a_conversion_it_cannot_make() -> None:
@@ -242,7 +261,7 @@ def test_a_timed_replay_expires_the_cache_and_compacts_when_it_has() -> None:
     and costs less than it."""
     from ringbound.cli.simulate import TIMED
 
-    msgs, system = adapter("anthropic").from_canonical(agent_session(80))
+    msgs, system = from_canonical("anthropic", agent_session(80))
     session = Session(msgs, None, True, system=system)
     sim = simulate(
         session, config(6_000), provider="anthropic", cache="anthropic", think_time=240, seed=2

@@ -10,12 +10,12 @@ from typing import Any
 
 import orjson
 import pytest
+from canonical_writers import from_canonical
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ringbound as rb
 from ringbound.cache_markers import unmarked
-from ringbound.providers import adapter
 
 
 def ring(i: int, name: str = "read_log") -> list[dict[str, Any]]:
@@ -135,7 +135,7 @@ def test_a_state_from_another_session_is_an_error() -> None:
     with pytest.raises(rb.StaleStateError, match="another session"):
         rb.Assembler(config()).assemble(other, state=state)
     with pytest.raises(rb.StaleStateError, match="another provider"):
-        native, system = adapter("anthropic").from_canonical([*START, *ring(0)])
+        native, system = from_canonical("anthropic", [*START, *ring(0)])
         rb.Assembler(config(), provider="anthropic").assemble(native, system=system, state=state)
 
 
@@ -170,7 +170,7 @@ def test_providers_keep_the_prefix_too(provider: str) -> None:
     reused = 0
     for t in range(50):
         history += ring(t)
-        native, system = adapter(provider).from_canonical(history)
+        native, system = from_canonical(provider, history)
         res = asm.assemble(native, system=system, state=state)
         assert res.report.tokens_after <= res.report.budget
         assert rb.validate(res.messages, provider=provider, system=res.system) == []
@@ -255,7 +255,7 @@ def timed(
         now += gaps.get(t, 30.0)
         msgs, system = history, None
         if asm.provider != "openai_chat":
-            msgs, system = adapter(asm.provider).from_canonical(history)
+            msgs, system = from_canonical(asm.provider, history)
         res = asm.assemble(msgs, system=system, state=state, now=now)
         state = res.state
         out.append(res)

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+from canonical_writers import from_canonical
 
 import ringbound as rb
 from ringbound import _core
@@ -334,7 +335,7 @@ def test_summary_max_tokens_caps_every_target(target: int | None) -> None:
     "provider", ["openai_responses", "anthropic", "gemini", "bedrock_converse"]
 )
 def test_every_provider_renders_the_note_and_reads_it_back(provider: str) -> None:
-    native, system = adapter(provider).from_canonical(session())
+    native, system = from_canonical(provider, session())
     asm = rb.Assembler(config(), provider=provider, summarizer=rb.summarizers.extractive())
     res = asm.assemble(native, system=system)
     assert res.report.summarized and res.report.tokens_after <= res.report.budget
@@ -365,9 +366,7 @@ def test_no_text_reaches_the_logs_on_the_summary_path(caplog: pytest.LogCaptureF
 def test_each_notch_of_tighten_drops_more(provider: str) -> None:
     canonical = session(rings=20)
     native, system = (
-        (canonical, None)
-        if provider == "openai_chat"
-        else adapter(provider).from_canonical(canonical)
+        (canonical, None) if provider == "openai_chat" else from_canonical(provider, canonical)
     )
     asm = rb.Assembler(config(model_input_limit=6000), provider=provider)
     kept = []

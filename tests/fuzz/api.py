@@ -24,6 +24,8 @@ import atheris
 import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
+# The Python writers (``canonical_writers``) the harness builds native sessions with.
+sys.path.insert(1, str(Path(__file__).parent.parent))
 
 with atheris.instrument_imports():
     import ringbound as rb

@@ -25,9 +25,9 @@ from typing import Any, ClassVar
 
 import atheris
 import orjson
+from canonical_writers import from_canonical
 
 import ringbound as rb
-from ringbound.providers import adapter
 
 #: The prefix that sends an input here.
 ARGUMENTS = b"ringbound-arguments:"
@@ -187,7 +187,7 @@ def _session(provider: str, result: Any, structured: bool) -> tuple[list[Any], A
     if provider == "openai_chat":
         chat[2]["content"] = result
         return chat, None
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
 
     def put(value: Any) -> Any:
         if isinstance(value, dict):

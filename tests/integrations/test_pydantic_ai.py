@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from canonical_writers import from_canonical
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
@@ -27,7 +28,6 @@ from pydantic_ai.usage import RunUsage
 import ringbound as rb
 from ringbound.integrations._pydantic_ai_messages import to_chat
 from ringbound.integrations.pydantic_ai import RingboundHistory, history_processor, tool_schema
-from ringbound.providers import adapter
 
 INSTRUCTIONS = ("You are the log auditor. " + "Follow the audit rules to the letter. " * 60).strip()
 TURNS = 14
@@ -197,7 +197,7 @@ def test_provider_fits_the_history_as_that_provider_counts_it() -> None:
         ]
 
     def as_claude(messages: list[ModelMessage]) -> int:
-        native, system = adapter("anthropic").from_canonical(to_chat(messages).messages)
+        native, system = from_canonical("anthropic", to_chat(messages).messages)
         return rb.count_tokens(native, provider="anthropic", system=system)
 
     fitted = asyncio.run(history_processor(CFG, provider="anthropic")(CTX, history))

@@ -16,6 +16,7 @@ from typing import Any
 import anthropic_oracle
 import pytest
 import strategies as gen
+from canonical_writers import from_canonical
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -1048,7 +1049,7 @@ def _images(canonical: list[dict[str, Any]]) -> int:
 @properties
 @given(gen.sessions())
 def test_from_canonical_then_to_canonical_keeps_pairing_and_content(msgs) -> None:
-    native, system = ADAPTER.from_canonical(msgs)
+    native, system = from_canonical("anthropic", msgs)
     assert ADAPTER.validate(native, system=system) == []
     assert roles_alternate(native)
     back = read_canonical(ADAPTER, native, system).messages
@@ -1076,7 +1077,7 @@ def test_from_canonical_renames_recurring_ids_and_wraps_odd_arguments() -> None:
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "call_0", "content": "two"},
     ]
-    native, system = ADAPTER.from_canonical(msgs)
+    native, system = from_canonical("anthropic", msgs)
     assert system == "rules"
     ids = [b["id"] for m in native for b in m["content"] if b["type"] == "tool_use"]
     assert ids == ["call_0", "call_0_2"]
@@ -1117,7 +1118,7 @@ def cases(draw: st.DrawFn) -> Case:
     chat = draw(gen.sessions())
     if draw(st.booleans()):
         chat = draw(gen.drop_some_results(chat))
-    native, system = ADAPTER.from_canonical(chat)
+    native, system = from_canonical("anthropic", chat)
     if isinstance(system, str) and draw(st.booleans()):
         system = [text(part) for part in system.split("\n\n")]
     names = sorted({b["name"] for m in native for b in m["content"] if b["type"] == "tool_use"})
@@ -1444,7 +1445,7 @@ def _both(msgs: list[Any], system: Any = None) -> tuple[Any, Any]:
 def _edited(draw: st.DrawFn) -> list[dict[str, Any]]:
     """A generated session in Anthropic's shape with one to three edits that break pairing in
     every way: messages deleted or swapped, blocks deleted, copied or moved."""
-    native, _ = ADAPTER.from_canonical(draw(gen.sessions(images=False)))
+    native, _ = from_canonical("anthropic", draw(gen.sessions(images=False)))
     msgs = copy.deepcopy(native)
     for _ in range(draw(st.integers(1, 3))):
         if not msgs:

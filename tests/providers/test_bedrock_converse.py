@@ -13,6 +13,7 @@ from typing import Any
 import bedrock_converse_oracle
 import pytest
 import strategies as gen
+from canonical_writers import BRIDGE_TEXT, OPENING_TEXT, from_canonical
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,12 +21,7 @@ import ringbound as rb
 from ringbound import _core
 from ringbound.adapted import read_canonical
 from ringbound.providers import adapter
-from ringbound.providers.bedrock_converse import (
-    ADAPTER,
-    BRIDGE_TEXT,
-    OPENING_TEXT,
-    synthesized_result,
-)
+from ringbound.providers.bedrock_converse import ADAPTER, synthesized_result
 
 #: See tests/test_invariants.py: a failing property imports libcst, which warns.
 pytestmark = pytest.mark.filterwarnings(
@@ -731,7 +727,7 @@ def native_images(blocks: list[Any]) -> int:
 @properties
 @given(gen.sessions())
 def test_from_canonical_then_to_canonical_keeps_pairing_and_content(chat: list[Any]) -> None:
-    native, system = ADAPTER.from_canonical(chat)
+    native, system = from_canonical("bedrock_converse", chat)
     assert ADAPTER.validate(native, system=system) == []
     back = read_canonical(ADAPTER, native, system).messages
     assert rb.validate(back) == []
@@ -764,7 +760,7 @@ def test_from_canonical_bridges_a_user_turn_after_tool_results() -> None:
         {"role": "tool", "tool_call_id": "call 1", "content": "Error: no"},
         {"role": "user", "content": "and now?"},
     ]  # fmt: skip
-    native, system = ADAPTER.from_canonical(chat)
+    native, system = from_canonical("bedrock_converse", chat)
     assert system == [{"text": "rules"}]
     assert [m["role"] for m in native] == ["user", "assistant", "user", "assistant", "user"]
     assert native[3] == reply(BRIDGE_TEXT)
@@ -811,7 +807,7 @@ def cases(draw: st.DrawFn, missing_results: bool = False) -> Case:
     chat = draw(gen.sessions())
     if missing_results:
         chat = draw(gen.drop_some_results(chat))
-    native, system = ADAPTER.from_canonical(chat)
+    native, system = from_canonical("bedrock_converse", chat)
     names = sorted({c["function"]["name"] for m in chat for c in m.get("tool_calls") or ()})
     tools = bedrock_tools(names or list(gen.TOOLS)) if draw(st.booleans()) else None
     policy = draw(gen.policies())
@@ -968,7 +964,7 @@ def test_real_tau_bench_sessions_assemble_valid_for_bedrock(corpus: Any) -> None
     writes = ["book_reservation", "cancel_reservation", "update_reservation_flights"]
     fitted = 0
     for session in sessions[::4]:
-        native, system = ADAPTER.from_canonical(session["traj"])
+        native, system = from_canonical("bedrock_converse", session["traj"])
         assert ADAPTER.validate(native, system=system) == []
         full = count(native, system=system)
         for fraction in (0.9, 0.6):
@@ -1013,7 +1009,9 @@ def _both(messages: list[Any], system: Any = None) -> tuple[Any, Any]:
 def edited(draw: st.DrawFn) -> tuple[list[Any], Any]:
     """A converted session with one to three edits that break pairing in every way Bedrock
     names: messages deleted or swapped, blocks deleted, copied, moved or emptied."""
-    native, system = ADAPTER.from_canonical(draw(gen.sessions(images=False, max_units=8)))
+    native, system = from_canonical(
+        "bedrock_converse", draw(gen.sessions(images=False, max_units=8))
+    )
     msgs = copy.deepcopy(native)
     for _ in range(draw(st.integers(1, 3))):
         if not msgs:

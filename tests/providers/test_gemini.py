@@ -17,6 +17,8 @@ import orjson
 import pydantic
 import pytest
 import strategies as gen
+from canonical_writers import GEMINI_OPENING_TEXT, from_canonical
+from canonical_writers import _g_canonical_text as chat_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -790,7 +792,7 @@ def test_from_canonical_shapes() -> None:
         {"role": "tool", "tool_call_id": "c1", "content": "fine"},
         {"role": "user", "content": "thanks"},
     ]
-    contents, system = ADAPTER.from_canonical(chat)
+    contents, system = from_canonical("gemini", chat)
     assert system == {"parts": [{"text": "rules"}]}
     assert [c["role"] for c in contents] == ["user", "model", "user"]
     assert contents[1]["parts"] == [
@@ -814,7 +816,7 @@ def _content_of(chat: list[dict[str, Any]]) -> tuple[Counter[str], Counter[Any],
     for m in chat:
         content = m.get("content")
         if m["role"] == "tool":
-            text = mod._canonical_text(content)
+            text = chat_text(content)
             if text.startswith('{"output": '):
                 text = json.loads(text)["output"]
             results[(m["tool_call_id"], text)] += 1
@@ -835,14 +837,14 @@ def _content_of(chat: list[dict[str, Any]]) -> tuple[Counter[str], Counter[Any],
                 parsed = {"arguments": args}
             calls[(c["id"], c["function"]["name"], json.dumps(parsed, sort_keys=True))] += 1
     texts.pop("", None)
-    texts.pop(mod.OPENING_TEXT, None)
+    texts.pop(GEMINI_OPENING_TEXT, None)
     return texts, calls, results
 
 
 @properties
 @given(gen.sessions())
 def test_from_canonical_then_to_canonical_keeps_pairing_and_content(chat: list[Any]) -> None:
-    contents, system = ADAPTER.from_canonical(chat)
+    contents, system = from_canonical("gemini", chat)
     assert ADAPTER.validate(contents, system=system) == []
     canonical = ADAPTER.to_canonical(contents, system=system)
     assert _core.validate("openai_chat", orjson.dumps(canonical.messages)) == []
@@ -874,7 +876,7 @@ def cases(draw: st.DrawFn) -> Case:
     """A generated session converted to Gemini, some results deleted (repaired), a budget
     between 25% and 120% of its own Gemini count (below that the protected part rarely fits)."""
     chat = draw(gen.cases(missing_results=True))
-    contents, system = ADAPTER.from_canonical(chat.messages)
+    contents, system = from_canonical("gemini", chat.messages)
     tools = gemini_tools(chat.tools) if chat.tools else None
     policy = {**chat.policy, "on_pairing_error": "synthesize_error_results"}
     full = count(contents, system=system, tools=tools, enc=policy["encoding"])
@@ -1027,7 +1029,7 @@ def test_a_larger_budget_never_keeps_less(case: Case, more: int) -> None:
 def edited(draw: st.DrawFn) -> tuple[list[Any], Any]:
     """A converted session with a few edits at the content and part level: contents deleted,
     swapped or copied, parts deleted, duplicated or moved, ids and names changed."""
-    contents, system = ADAPTER.from_canonical(draw(gen.sessions(images=False, max_units=8)))
+    contents, system = from_canonical("gemini", draw(gen.sessions(images=False, max_units=8)))
     contents = [{**c, "parts": list(c["parts"])} for c in contents]
     for _ in range(draw(st.integers(1, 4))):
         n = len(contents)

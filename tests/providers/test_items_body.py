@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 import strategies as gen
+from canonical_writers import from_canonical
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_anthropic import _conversation, _events
@@ -23,7 +24,6 @@ from test_api import session
 import ringbound as rb
 from ringbound import _core
 from ringbound.errors import RingboundError
-from ringbound.providers import adapter
 
 #: Where each body keeps its history and system.
 KEYS = {
@@ -111,7 +111,7 @@ def test_every_path_gives_what_assemble_gives(
     indent: bool,
     cap: int,
 ) -> None:
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
     data = body_of(provider, native, system, indent)
     full = rb.count_tokens(native, provider=provider, system=system)
     cfg = rb.AssemblyConfig(
@@ -139,7 +139,7 @@ def test_cut_results_are_written_by_the_core(provider: str, notes: bool) -> None
     cut result edited where it lies in its item, every other item the input's own bytes, the
     report and the request what the dict path gives, and the request counted as planned."""
     chat = session(rings=30, result="log line " * 150)
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
     data = body_of(provider, native, system, indent=False)
     full = rb.count_tokens(native, provider=provider, system=system)
     cfg = rb.AssemblyConfig(
@@ -164,7 +164,7 @@ def test_cut_results_are_written_by_the_core(provider: str, notes: bool) -> None
 def test_a_trimmed_body_is_written_by_the_core(provider: str) -> None:
     """A session trimmed by whole rings, without side-effect tools: the core writes the
     body, and the report says what the dict path's would."""
-    native, system = adapter(provider).from_canonical(session(rings=30))
+    native, system = from_canonical(provider, session(rings=30))
     data = body_of(provider, native, system, indent=True)
     full = rb.count_tokens(native, provider=provider, system=system)
     cfg = rb.AssemblyConfig(
@@ -188,7 +188,7 @@ def test_images_made_text_are_written_by_the_core(provider: str) -> None:
         chat.append(message)
         if message["role"] == "tool" and k % 3 == 0:
             chat.append(screenshot)
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
     data = body_of(provider, native, system, indent=False)
     full = rb.count_tokens(native, provider=provider, system=system)
     cfg = rb.AssemblyConfig(
@@ -208,7 +208,7 @@ def test_images_made_text_are_written_by_the_core(provider: str) -> None:
 def test_the_ledger_note_is_written_where_the_adapter_writes_it(provider: str) -> None:
     """With side-effect tools the dropped rings leave a ledger note: the core writes it in
     the system (an input item for Responses), as the adapter does, on the native path."""
-    native, system = adapter(provider).from_canonical(session(rings=30))
+    native, system = from_canonical(provider, session(rings=30))
     for sent in (system, None):
         data = body_of(provider, native, sent, indent=False)
         full = rb.count_tokens(native, provider=provider, system=sent)
@@ -244,7 +244,7 @@ def test_a_plan_the_adapter_renders_takes_the_items_path(provider: str) -> None:
             ],
         }
     )
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
     data = body_of(provider, native, system, indent=False)
     cfg = rb.AssemblyConfig(model_input_limit=10**6, on_pairing_error="synthesize_error_results")
     res, expected = assembled(provider, data, cfg)
@@ -301,7 +301,7 @@ def test_one_assembler_across_turns_and_heads_agrees_with_new_ones(provider: str
     system or their output reserve, gives what a new assembler gives, and a head it refuses is
     refused every time."""
     chat = session(rings=24)
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
     full = rb.count_tokens(native, provider=provider, system=system)
     cfg = rb.AssemblyConfig(
         model_input_limit=full // 2, output_reserve_tokens=0, safety_margin_tokens=0
@@ -413,7 +413,7 @@ def test_plain_turns_dropped_between_turns_of_one_role(provider: str, fraction: 
         chat.append({"role": "assistant", "content": f"thoughts {k} {pad}"})
         chat.append({"role": "user", "content": f"and also {k}"})
     chat += session(rings=1)[1:]
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
     data = body_of(provider, native, system, indent=False)
     full = rb.count_tokens(native, provider=provider, system=system)
     cfg = rb.AssemblyConfig(

@@ -13,6 +13,7 @@ from typing import Any
 import pydantic
 import pytest
 import strategies as gen
+from canonical_writers import from_canonical
 from hypothesis import given, settings
 
 import ringbound as rb
@@ -51,7 +52,7 @@ def same(keyed: Any, read: Any) -> None:
 def test_a_keyed_reading_is_the_reading_of_the_serialized_items(
     provider: str, chat: list[dict[str, Any]]
 ) -> None:
-    messages, system = adapter(provider).from_canonical(chat)
+    messages, system = from_canonical(provider, chat)
     before = copy.deepcopy(messages)
     same(*views(provider, messages, system))
     # Warm: every item comes from the cache now, and reads the same.
@@ -65,7 +66,7 @@ def test_an_item_changed_in_place_is_read_again(provider: str) -> None:
         {"role": "user", "content": "Summarize the report."},
         {"role": "assistant", "content": "It says sales rose."},
     ]
-    messages, system = adapter(provider).from_canonical(chat)
+    messages, system = from_canonical(provider, chat)
     first, _ = views(provider, messages, system)
     text_of = {"anthropic": "content", "openai_responses": "content"}
     last = messages[-1]
@@ -211,7 +212,7 @@ def test_a_list_changed_by_another_thread_gives_a_valid_request_or_a_typed_error
             {"role": "tool", "tool_call_id": f"c{i}", "content": f"result {i} " * 50},
         ]
     chat.append({"role": "assistant", "content": "done"})
-    messages, system = adapter(provider).from_canonical(chat)
+    messages, system = from_canonical(provider, chat)
     spare = copy.deepcopy(messages)
     stop = threading.Event()
 
@@ -249,7 +250,7 @@ def test_a_repeated_request_is_read_again_for_whatever_it_does_not_share(provide
         {"role": "user", "content": "Look up the order."},
         {"role": "assistant", "content": "It shipped on Monday."},
     ]
-    messages, _ = adapter(provider).from_canonical(chat)
+    messages, _ = from_canonical(provider, chat)
     ad = adapter(provider)
     core = default_core()
     tools = b'[{"type":"function","function":{"name":"lookup","parameters":{}}}]'

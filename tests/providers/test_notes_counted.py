@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import strategies as gen
+from canonical_writers import from_canonical
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from test_api import session
@@ -78,7 +79,7 @@ def test_the_claim_is_made_where_it_holds() -> None:
 def test_a_note_only_plan_costs_what_the_core_counted(
     provider: str, chat: list[dict[str, Any]], fraction: float, again: float
 ) -> None:
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
     first = note_only_plan(provider, native, system, fraction)
     assume(first is not None)
     planned, recount, rendered = first
@@ -115,7 +116,7 @@ def test_synthesized_results_cost_what_the_core_counted(
     """Results taken away, the rest planned with the repair policy and results cut small: a
     plan that keeps, rewrites and synthesizes (and may bring the note) costs, as rendered,
     what it counted wherever nothing was merged (a merge is counted as sent, or again)."""
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
     cfg = rb.AssemblyConfig(
         model_input_limit=10**7,
         output_reserve_tokens=0,

@@ -13,6 +13,7 @@ import orjson
 import pytest
 import reference as ref
 import strategies as gen
+from canonical_writers import from_canonical
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -710,7 +711,7 @@ def turns(messages: list[dict[str, Any]]) -> list[str]:
 def test_from_canonical_then_to_canonical_keeps_pairing_and_content(
     chat: list[dict[str, Any]],
 ) -> None:
-    items, system = ADAPTER.from_canonical(chat)
+    items, system = from_canonical("openai_responses", chat)
     assert ADAPTER.validate(items, system=system) == []
     canonical = read_canonical(ADAPTER, items, system)
     assert _core.validate("openai_chat", orjson.dumps(list(canonical.messages))) == []
@@ -773,7 +774,7 @@ def cases(draw: st.DrawFn) -> tuple[list[Any], str | None, gen.Case]:
     chat = draw(gen.sessions(max_units=10))
     if draw(st.booleans()):
         chat = draw(gen.drop_some_results(chat))
-    items, system = ADAPTER.from_canonical(chat)
+    items, system = from_canonical("openai_responses", chat)
     items = with_provider_items(items, draw(gen.seeds))
     policy = {**draw(gen.policies()), "on_pairing_error": "synthesize_error_results"}
     names = sorted({i["name"] for i in items if i.get("type") == "function_call"})
@@ -909,7 +910,7 @@ def test_accepted_input_has_a_pairing_canonical_view(
 ) -> None:
     """Whatever the adapter accepts, the core's Chat validator accepts as canonical; deleting
     one output is exactly one missing_result at its call."""
-    items, system = ADAPTER.from_canonical(chat)
+    items, system = from_canonical("openai_responses", chat)
     items = with_provider_items(items, seed)
     assert ADAPTER.validate(items, system=system) == []
     assert canonical_issues(items, system) == []

@@ -12,6 +12,7 @@ from typing import Any
 import openai_responses_oracle as oracle
 import pytest
 import strategies as gen
+from canonical_writers import from_canonical
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_openai_responses import (
@@ -200,7 +201,7 @@ def compacted_cases(draw: st.DrawFn) -> tuple[list[Any], gen.Case, list[int]]:
     """A generated Responses session with one to three compaction items, some side by side,
     between its units; the latest group's positions."""
     chat = draw(gen.sessions(max_units=8))
-    items, _ = ADAPTER.from_canonical(chat)
+    items, _ = from_canonical("openai_responses", chat)
     items = with_provider_items(items, draw(gen.seeds))
     # Between turns: before a user message, or at the end.
     starts = [
@@ -337,7 +338,7 @@ def _edited(draw: st.DrawFn) -> list[dict[str, Any]]:
     """A generated session in Responses' shape, with reasoning, built-in tool pairs and
     compaction items, and one to three edits that break pairing in every way: items deleted,
     swapped, copied or moved."""
-    native, _ = ADAPTER.from_canonical(draw(gen.sessions(images=False)))
+    native, _ = from_canonical("openai_responses", draw(gen.sessions(images=False)))
     rnd = random.Random(draw(gen.seeds))
     items = _builtin_pairs(with_provider_items(native, rnd.randrange(1 << 30)), rnd)
     for _ in range(draw(st.integers(0, 2))):
@@ -370,6 +371,6 @@ def test_the_core_validator_agrees_with_the_python_oracle(items: list[dict[str, 
 @properties
 @given(gen.sessions(max_units=10), gen.seeds)
 def test_both_accept_every_unbroken_session(chat: list[dict[str, Any]], seed: int) -> None:
-    native, _ = ADAPTER.from_canonical(chat)
+    native, _ = from_canonical("openai_responses", chat)
     items = _builtin_pairs(with_provider_items(native, seed), random.Random(seed))
     assert _both(items) == ([], [])

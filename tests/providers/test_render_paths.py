@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 import strategies as gen
+from canonical_writers import from_canonical
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_api import session
@@ -54,7 +55,7 @@ def rendered(provider: str, native: list[Any], system: Any, fraction: float, not
 def test_keeping_items_as_they_are_renders_what_the_general_path_renders(
     provider: str, chat: list[dict[str, Any]], fraction: float, notes: bool
 ) -> None:
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
     both = rendered(provider, native, system, fraction, notes)
     if both is None:
         return
@@ -68,7 +69,7 @@ def test_keeping_items_as_they_are_renders_what_the_general_path_renders(
 def test_a_body_history_kept_as_it_is_stays_bytes(provider: str) -> None:
     """From a body, the kept items go back as a view of the body's bytes (``KeptItems``),
     written as the slices of the body they were, and no item object is made for them."""
-    native, system = adapter(provider).from_canonical(session(rings=30))
+    native, system = from_canonical(provider, session(rings=30))
     array = orjson.dumps(native)
     split = _core.split_body(orjson.dumps({"h": native}), "h", 1 << 30)
     assert split is not None
@@ -123,7 +124,7 @@ def test_synthesized_results_are_placed_from_the_calls_alone(
     no call is found there) places them the same way."""
     results = iter(drop)
     chat = [m for m in chat if m["role"] != "tool" or not next(results, False)]
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
     cfg = rb.AssemblyConfig(model_input_limit=10**7, on_pairing_error="synthesize_error_results")
     asm = rb.Assembler(cfg, provider=provider)
     try:

@@ -15,6 +15,7 @@ from typing import Any
 import pydantic
 import pytest
 import strategies as gen
+from canonical_writers import from_canonical
 
 import ringbound as rb
 from ringbound import _core
@@ -489,7 +490,7 @@ def test_from_canonical_puts_the_summary_after_the_ledger_in_the_system(provider
         {"role": "system", "content": SUMMARY},
         {"role": "user", "content": "Go on."},
     ]
-    messages, system = adapter(provider).from_canonical(chat)
+    messages, system = from_canonical(provider, chat)
     canonical = read_canonical(adapter(provider), messages, system)
     assert notes(canonical) == ["system", "ledger", "summary"]
     assert summary_texts(canonical) == [SUMMARY]
@@ -632,7 +633,7 @@ def test_default_stages_render_valid_requests_in_every_shape(provider: str) -> N
     if provider == "openai_chat":
         messages, system = chat, None
     else:
-        messages, system = adapter(provider).from_canonical(chat)
+        messages, system = from_canonical(provider, chat)
     before = copy.deepcopy((messages, system))
     full = rb.count_tokens(messages, provider=provider, system=system)
     cfg = rb.AssemblyConfig(

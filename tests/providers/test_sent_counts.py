@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import strategies as gen
+from canonical_writers import from_canonical
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_api import session
@@ -18,7 +19,6 @@ from test_api import session
 import ringbound as rb
 from ringbound import _core, adapted
 from ringbound.errors import RingboundError
-from ringbound.providers import adapter
 
 MERGING = ("anthropic", "gemini", "bedrock_converse")
 NATIVE = ("openai_responses", *MERGING)
@@ -61,7 +61,7 @@ def no_recount(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_merged_neighbours_are_counted_by_the_core_as_sent(
     provider: str, fraction: float, no_recount: None
 ) -> None:
-    native, system = adapter(provider).from_canonical(plain_turns())
+    native, system = from_canonical(provider, plain_turns())
     full = rb.count_tokens(native, provider=provider, system=system)
     budget = int(full * fraction)
     res = rb.Assembler(config(budget), provider=provider).assemble(native, system=system)
@@ -78,7 +78,7 @@ def test_cut_results_beside_merged_neighbours_are_counted_by_the_core_as_sent(
     one plan: the core writes the cut results into their items and the merges, and counts
     that request."""
     chat = plain_turns() + session(rings=6, result="log line " * 400)[2:]
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
     full = rb.count_tokens(native, provider=provider, system=system)
     budget = int(full * fraction)
     cfg = config(budget, max_tool_result_tokens=200, min_result_tokens=100, recent_tool_rings=6)
@@ -91,7 +91,7 @@ def test_sdk_objects_merged_are_counted_as_sent(no_recount: None) -> None:
     """Gemini's SDK contents: the merged items are serialized as the adapter serializes
     them, the others come from the reading."""
     types = pytest.importorskip("google.genai.types")
-    native, system = adapter("gemini").from_canonical(plain_turns())
+    native, system = from_canonical("gemini", plain_turns())
     objects = [types.Content.model_validate(c) for c in native]
     full = rb.count_tokens(native, provider="gemini", system=system)
     res = rb.Assembler(config(full // 2), provider="gemini").assemble(objects, system=system)
@@ -103,7 +103,7 @@ def test_sdk_objects_merged_are_counted_as_sent(no_recount: None) -> None:
 def test_another_plan_of_the_same_reading_gets_its_own_count(provider: str) -> None:
     """The same items at several budgets and back, read once: each result is what a reading
     made afresh gives (the core keeps only the last answer per reading, by the items kept)."""
-    native, system = adapter(provider).from_canonical(plain_turns())
+    native, system = from_canonical(provider, plain_turns())
     full = rb.count_tokens(native, provider=provider, system=system)
     for budget in [full * 3 // 4, full // 2, full * 2 // 5, full // 2, full * 3 // 4]:
         res = rb.Assembler(config(budget), provider=provider).assemble(native, system=system)
@@ -124,7 +124,7 @@ def test_tokens_after_is_the_count_of_the_request_sent(
     core as sent: merged; or its rendering read again), ``tokens_after`` is the count of what
     goes out, within the budget. Results are cut small so that the cheap rewrites (cut,
     deduplicated, media) are common."""
-    native, system = adapter(provider).from_canonical(chat)
+    native, system = from_canonical(provider, chat)
     try:
         full = rb.count_tokens(native, provider=provider, system=system)
         budget = max(60, int(full * fraction))

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 import strategies as gen
+from canonical_writers import from_canonical
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 import ringbound as rb
 from ringbound.errors import BudgetExceededError
-from ringbound.providers import adapter
 
 PROVIDERS = ("openai_chat", "openai_responses", "anthropic", "gemini", "bedrock_converse")
 
@@ -69,9 +69,7 @@ def test_tokens_after_is_what_the_returned_request_costs(
     with_tools: bool,
 ) -> None:
     chat, missing = request
-    native, system = (
-        (chat, None) if provider == "openai_chat" else adapter(provider).from_canonical(chat)
-    )
+    native, system = (chat, None) if provider == "openai_chat" else from_canonical(provider, chat)
     # A session that converts to no valid request of this provider (Bedrock's first turn must
     # be the user's) is not a request at all; missing results are the only issues allowed.
     issues = rb.validate(native, provider=provider, system=system)

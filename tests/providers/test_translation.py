@@ -25,11 +25,12 @@ import gemini_oracle
 import openai_responses_oracle
 import pytest
 import strategies as gen
+from canonical_writers import from_canonical
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ringbound as rb
-from ringbound.providers import PROVIDERS, adapter
+from ringbound.providers import PROVIDERS
 
 PAIRS = [(a, b) for a in PROVIDERS for b in PROVIDERS if a != b]
 ORACLES: dict[str, Any] = {
@@ -49,9 +50,9 @@ def native(provider: str, chat: list[dict[str, Any]]) -> tuple[list[Any], Any]:
         return copy.deepcopy(chat), None
     if provider == "openai_responses":
         # The Responses adapter writes no top-level system: leading system messages stay items.
-        messages, system = adapter(provider).from_canonical(chat)
+        messages, system = from_canonical(provider, chat)
         return messages, system
-    return adapter(provider).from_canonical(chat)
+    return from_canonical(provider, chat)
 
 
 def with_bound_items(

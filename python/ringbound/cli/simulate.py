@@ -24,6 +24,7 @@ from ..counting import count_tokens, validate
 from ..errors import ConfigError, RingboundError
 from ..providers import adapter, check_provider
 from ..summary import summarizers
+from ..translation import translate
 from .cache_rules import PromptCache, rules_for
 from .fidelity import cli_main as fidelity_main
 from .replay import STATEFUL, STATELESS, TIMED, TRIM, Simulation, Turn, Way
@@ -464,12 +465,14 @@ def simulate(
     )
 
 
-def _as_provider(session: Session, provider: str) -> Session:
+def _as_provider(session: Session, provider: str) -> tuple[Session, int]:
     """The session in ``provider``'s format: as it is when it is in it, converted from OpenAI
-    Chat (messages, system and function tools) otherwise."""
+    Chat (messages, system and function tools) otherwise; and how many trailing messages of
+    the file were left out of the conversion because they hold a call without its results
+    (the replay would leave them out anyway, and the writer takes pairing-valid sessions)."""
     detected = session.detected_provider()
     if detected == provider:
-        return session
+        return session, 0
     if detected != "openai_chat" or provider not in _TOOLS_FROM_CHAT:
         raise ConfigError(
             f"the session is {detected}; simulate --provider {provider} converts only OpenAI "
@@ -477,13 +480,17 @@ def _as_provider(session: Session, provider: str) -> Session:
             key="provider",
             reason="cannot convert the session",
         )
-    messages, system = adapter(provider).from_canonical(list(session.messages))
+    chat = list(session.messages)
+    _, cut = turn_ends(chat)
+    # The core's writer: Anthropic's ledger and summary notes become system blocks, a late
+    # system message user text, call ids the target's own (``rb.translate``).
+    native = translate(chat[: len(chat) - cut], source="openai_chat", target=provider)
     tools = None
     if session.tools:
         tools = [
             _TOOLS_FROM_CHAT[provider](_mapping(t).get("function") or {}) for t in session.tools
         ]
-    return Session(messages, tools, bare=False, system=system)
+    return Session(native.messages, tools, bare=False, system=native.system), cut
 
 
 _TOOLS_FROM_CHAT: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -628,10 +635,11 @@ def cli_main(
         raise ConfigError("give --budget or --limit, not both", key="budget")
     session = load_session(path)
     cache = None
+    cut = 0
     if provider:
         provider = check_provider(provider)
         cache = rules_for(provider)
-        session = _as_provider(session, provider)
+        session, cut = _as_provider(session, provider)
     else:
         provider = session.detected_provider()
     cfg = AssemblyConfig.from_yaml(config) if config else AssemblyConfig()
@@ -675,6 +683,8 @@ def cli_main(
         think_time=think_time,
         seed=seed,
     )
+    if cut:
+        sim = dataclasses.replace(sim, unreplayed=sim.unreplayed + cut)
     if json_out:
         body = sim.to_dict(per_turn=per_turn)
         out.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")

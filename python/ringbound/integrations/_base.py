@@ -14,6 +14,7 @@ from ..counting import count_tokens
 from ..errors import ConfigError
 from ..ledgers.side_effects import SideEffectLedger
 from ..providers import adapter, check_provider
+from ..translation import translate
 
 __all__ = [
     "Target",
@@ -93,14 +94,17 @@ class Target:
                 chat, encoding=cfg.encoding, tools=list(tools or ()) or None,
                 tokenizer_backend=cfg.tokenizer_backend, token_ratio=cfg.token_ratio,
             )  # fmt: skip
-        native, system = self._adapter.from_canonical(chat)
+        # The core's writer: the provider's shape with its own id and turn rules. Gemini is
+        # counted without the sentinel signature a translation adds: the framework writes the
+        # request itself and sends the signatures Gemini gave it, which the chat shape lacks.
+        native = translate(chat, source="openai_chat", target=self.provider, gemini_sentinel=False)
         return count_tokens(
-            native,
+            native.messages,
             provider=self.provider,
             encoding=cfg.encoding,
             tools=_tools_for(self.provider, tools or ()) or None,
             tokenizer_backend=cfg.tokenizer_backend,
-            system=system,
+            system=native.system,
             token_ratio=cfg.token_ratio,
         )
 

@@ -165,11 +165,6 @@ class Adapter(Protocol):
         """The provider's tool definitions in OpenAI's shape, to be counted."""
         ...
 
-    def from_canonical(self, messages: Sequence[dict[str, Any]]) -> tuple[list[Any], Any]:
-        """Canonical (OpenAI Chat) messages in this provider's shape: ``(messages, system)``.
-        Used to convert sessions between providers; pairing and content are kept."""
-        ...
-
 
 _T = TypeVar("_T")
 

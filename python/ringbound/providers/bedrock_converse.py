@@ -4,8 +4,6 @@ in the very next user turn; the conversation starts with a user turn and roles a
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -29,20 +27,11 @@ from .base import (
     read_once,
 )
 
-__all__ = ["ADAPTER", "BRIDGE_TEXT", "OPENING_TEXT", "BedrockConverseAdapter", "synthesized_result"]
+__all__ = ["ADAPTER", "BedrockConverseAdapter", "synthesized_result"]
 
 # Bedrock's ValidationException texts, verbatim (sources in docs/providers/bedrock_converse.md).
 EXPECTED_RESULTS = "Expected toolResult blocks at messages.{n}.content for the following Ids: {ids}"
 EMPTY_CONTENT = "The content field in the Message object at messages.{n} is empty."
-
-#: What Bedrock accepts as a toolUseId (API reference, ToolUseBlock).
-_TOOL_USE_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-#: Placed between a tool-result turn and a user text turn when converting from OpenAI Chat,
-#: where that adjacency is legal and Bedrock's is not (see ``from_canonical``).
-BRIDGE_TEXT = "(tool results received)"
-#: Opens a converted conversation whose first turn is the assistant's (a scheduled run), as
-#: Bedrock wants a user turn first.
-OPENING_TEXT = "(session start)"
 
 _USER_BLOCKS = frozenset(
     {"text", "image", "document", "video", "audio", "guardContent", "searchResult"}
@@ -205,12 +194,6 @@ def _check_media(i: int | None, kind: str, value: Any, where: str) -> None:
         _guard_text(i, value, where)
     elif kind in ("searchResult", "json"):
         _json(i, value, where)
-
-
-def _looks_like_error(text: str) -> bool:
-    """The core's reading of an OpenAI tool message as an error report."""
-    head = text.lstrip()[:40].lower()
-    return head.startswith(("error", "traceback (most recent call last)", "exception"))
 
 
 def _tool_result(i: int, b: int, value: Any) -> _Result:
@@ -467,35 +450,6 @@ class BedrockConverseAdapter:
             out.append({"type": "function", "function": function})
         return out
 
-    def from_canonical(self, messages: Sequence[dict[str, Any]]) -> tuple[list[Any], Any]:
-        """OpenAI Chat messages in Bedrock's shape. Every system/developer message goes to the
-        top-level ``system`` (Bedrock has no instruction messages); consecutive tool messages
-        become one tool-result turn; same-role neighbours are merged. Where OpenAI Chat allows
-        what Bedrock refuses, a fixed short turn is added: ``OPENING_TEXT`` from the user before
-        an assistant turn that opens the conversation, ``BRIDGE_TEXT`` from the assistant
-        between tool results and a user turn. Ids Bedrock would refuse get a stable hash."""
-        system: list[dict[str, Any]] = []
-        out: list[dict[str, Any]] = []
-        for i, m in enumerate(messages):
-            m = _obj(i, m, "message")
-            role = m.get("role")
-            if role in ("system", "developer"):
-                system.extend({"text": t} for t in _chat_texts(i, m.get("content")))
-                continue
-            if role == "user":
-                blocks = _chat_user_blocks(i, m.get("content"))
-            elif role == "assistant":
-                blocks = _chat_assistant_blocks(i, m)
-            elif role == "tool":
-                blocks = [_chat_tool_result(i, m)]
-                role = "user"
-            else:
-                raise _invalid(i, f"cannot convert role {role!r}")
-            if not out and role == "assistant":
-                out.append({"role": "user", "content": [{"text": OPENING_TEXT}]})
-            _push(out, str(role), blocks)
-        return out, (system or None)
-
 
 def synthesized_result(call_id: str) -> dict[str, Any]:
     """The error result inserted for a call that has none (``synthesize_error_results``)."""
@@ -677,96 +631,6 @@ def _without_media(block: Any, text: str) -> Any:
             new = [{"text": text} if _is_image(b) else b for b in content]
             return {**block, "toolResult": {**result, "content": new}}
     return block
-
-
-def _tool_use_id(call_id: str) -> str:
-    if _TOOL_USE_ID.fullmatch(call_id):
-        return call_id
-    return "tooluse_" + hashlib.sha256(call_id.encode()).hexdigest()[:40]
-
-
-def _chat_texts(i: int, content: Any) -> list[str]:
-    if isinstance(content, str):
-        return [content]
-    texts = []
-    for p, part in enumerate(_list(i, content, "`content`")):
-        part = _obj(i, part, f"content[{p}]")
-        if part.get("type") not in ("text", "refusal"):
-            raise _invalid(i, f"content[{p}] of type {part.get('type')!r} is not text")
-        texts.append(_str(i, part.get(part["type"]), f"content[{p}].{part['type']}"))
-    return texts
-
-
-_DATA_URL = re.compile(r"data:image/([a-z0-9.+-]+);base64,(.*)", re.DOTALL)
-
-
-def _chat_user_blocks(i: int, content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"text": content}]
-    blocks: list[dict[str, Any]] = []
-    for p, part in enumerate(_list(i, content, "`content`")):
-        part = _obj(i, part, f"content[{p}]")
-        if part.get("type") == "text":
-            blocks.append({"text": _str(i, part.get("text"), f"content[{p}].text")})
-        elif part.get("type") == "image_url":
-            url = _str(i, _obj(i, part.get("image_url"), "image_url").get("url"), "url")
-            match = _DATA_URL.fullmatch(url)
-            if match:
-                fmt = "jpeg" if match[1] == "jpg" else match[1]
-                blocks.append({"image": {"format": fmt, "source": {"bytes": match[2]}}})
-            elif url.startswith("s3://"):
-                blocks.append({"image": {"format": "png", "source": {"s3Location": {"uri": url}}}})
-            else:
-                blocks.append({"text": f"[image: {url}]"})
-        else:
-            raise _invalid(i, f"content[{p}] of type {part.get('type')!r} cannot be converted")
-    return blocks
-
-
-def _chat_assistant_blocks(i: int, m: Mapping[str, Any]) -> list[dict[str, Any]]:
-    content = m.get("content")
-    blocks: list[dict[str, Any]] = [
-        {"text": t} for t in ([] if content is None else _chat_texts(i, content)) if t
-    ]
-    for c, call in enumerate(m.get("tool_calls") or ()):
-        call = _obj(i, call, f"tool_calls[{c}]")
-        kind = call.get("type") or "function"
-        body = _obj(i, call.get(kind), f"tool_calls[{c}].{kind}")
-        raw = body.get("arguments" if kind == "function" else "input")
-        try:
-            value = orjson.loads(raw) if kind == "function" else None
-        except (TypeError, orjson.JSONDecodeError):
-            value = None
-        payload = value if isinstance(value, dict) else {"input": raw}
-        call_id = _str(i, call.get("id"), f"tool_calls[{c}].id", empty=False)
-        name = _str(i, body.get("name"), f"tool_calls[{c}].name", empty=False)
-        blocks.append(
-            {"toolUse": {"toolUseId": _tool_use_id(call_id), "name": name, "input": payload}}
-        )
-    return blocks
-
-
-def _chat_tool_result(i: int, m: Mapping[str, Any]) -> dict[str, Any]:
-    texts = _chat_texts(i, m.get("content"))
-    result: dict[str, Any] = {
-        "toolUseId": _tool_use_id(_str(i, m.get("tool_call_id"), "tool_call_id", empty=False)),
-        "content": [{"text": t} for t in texts],
-    }
-    if texts and _looks_like_error(texts[0]):
-        result["status"] = "error"
-    return {"toolResult": result}
-
-
-def _push(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
-    """Appends a turn, merging it into a same-role turn before it where Bedrock allows."""
-    if out and out[-1]["role"] == role:
-        before = any(_is_result(b) for b in out[-1]["content"])
-        now = any(_is_result(b) for b in blocks)
-        if role == "assistant" or before == now:
-            out[-1]["content"].extend(blocks)
-            return
-        out.append({"role": "assistant", "content": [{"text": BRIDGE_TEXT}]})
-    out.append({"role": role, "content": list(blocks)})
 
 
 #: The adapter ``ringbound.providers.adapter("bedrock_converse")`` returns.

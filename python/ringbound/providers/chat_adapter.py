@@ -65,8 +65,5 @@ class ChatAdapter:
     def tools_to_openai(self, tools: Sequence[Any]) -> list[Any]:
         return list(tools)
 
-    def from_canonical(self, messages: Sequence[dict[str, Any]]) -> tuple[list[Any], Any]:
-        return list(messages), None
-
 
 ADAPTER = ChatAdapter()

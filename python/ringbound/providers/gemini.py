@@ -38,7 +38,6 @@ __all__ = [
     "ALTERNATE",
     "CALL_TURN_POSITION",
     "COUNT_MISMATCH",
-    "OPENING_TEXT",
     "RESPONSE_TURN_POSITION",
     "GeminiAdapter",
     "response_position",
@@ -63,8 +62,6 @@ RESPONSE_TURN_POSITION = (
 )
 #: Gemini's 400 for a history that opens with a model turn (NousResearch/hermes-agent#55427).
 ALTERNATE = "Please ensure that multiturn requests alternate between user and model."
-#: The user turn ``from_canonical`` puts first when a conversation opens with the model.
-OPENING_TEXT = "(The session starts here.)"
 
 # The one-of data fields of a Part, camelCase (REST) and snake_case (Python SDK).
 _DATA_FIELDS = {
@@ -1022,40 +1019,6 @@ class GeminiAdapter:
                     )
         return out
 
-    def from_canonical(self, messages: Sequence[dict[str, Any]]) -> tuple[list[Any], Any]:
-        """Canonical messages as Gemini contents: leading system/developer messages become the
-        system instruction, later ones user text; same-role neighbours share one content (a
-        reply and the calls after it are one model turn; results and the user text after them
-        one user turn); calls keep their ids, so responses pair by id. Gemini needs a user turn
-        first: a conversation that opens with the model (a scheduled run) gets a user turn
-        with ``OPENING_TEXT`` before it."""
-        system_parts: list[dict[str, Any]] = []
-        contents: list[dict[str, Any]] = []
-        names: dict[str, str] = {}
-        i = 0
-        while i < len(messages) and messages[i].get("role") in ("system", "developer"):
-            system_parts.append({"text": _canonical_text(messages[i].get("content"))})
-            i += 1
-        for m in messages[i:]:
-            role = m.get("role")
-            if role in ("system", "developer"):
-                native, parts = "user", [{"text": _canonical_text(m.get("content"))}]
-            elif role == "user":
-                native, parts = "user", _user_parts(m.get("content"))
-            elif role == "assistant":
-                native, parts = "model", _model_parts(m, names)
-            elif role == "tool":
-                native, parts = "user", [_response_part(m, names)]
-            else:
-                raise InvalidMessageError(f"unknown canonical role {role!r}", reason="role")
-            if not contents and native != "user":
-                contents.append({"role": "user", "parts": [{"text": OPENING_TEXT}]})
-            if contents and contents[-1]["role"] == native:
-                contents[-1]["parts"].extend(parts)
-            else:
-                contents.append({"role": native, "parts": parts or [{"text": ""}]})
-        return contents, ({"parts": system_parts} if system_parts else None)
-
 
 def _tool_view(obj: Any, where: str) -> Mapping[str, Any]:
     try:
@@ -1076,80 +1039,6 @@ def _function(name: str, description: str, parameters: Mapping[str, Any]) -> dic
         "type": "function",
         "function": {"name": name, "description": description, "parameters": dict(parameters)},
     }
-
-
-def _canonical_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    return ""
-
-
-def _data_url(url: str) -> tuple[str, str] | None:
-    if not url.startswith("data:") or ";base64," not in url:
-        return None
-    head, data = url[5:].split(";base64,", 1)
-    return head, data
-
-
-def _user_parts(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"text": content}]
-    parts: list[dict[str, Any]] = []
-    for p in content or []:
-        kind = p.get("type")
-        if kind == "text":
-            parts.append({"text": p.get("text", "")})
-        elif kind == "image_url":
-            url = p["image_url"]["url"]
-            inline = _data_url(url)
-            if inline:
-                parts.append({"inlineData": {"mimeType": inline[0], "data": inline[1]}})
-            else:
-                parts.append({"fileData": {"mimeType": "image/jpeg", "fileUri": url}})
-        elif kind == "input_audio":
-            audio = p["input_audio"]
-            mime = f"audio/{audio.get('format', 'wav')}"
-            parts.append({"inlineData": {"mimeType": mime, "data": audio.get("data", "")}})
-        elif kind == "file":
-            file = p["file"]
-            inline = _data_url(file.get("file_data", ""))
-            if inline:
-                parts.append({"inlineData": {"mimeType": inline[0], "data": inline[1]}})
-            else:
-                uri = file.get("file_id", "")
-                parts.append({"fileData": {"mimeType": "application/octet-stream", "fileUri": uri}})
-    return parts
-
-
-def _model_parts(m: Mapping[str, Any], names: dict[str, str]) -> list[dict[str, Any]]:
-    content = m.get("content")
-    parts: list[dict[str, Any]] = []
-    if isinstance(content, str):
-        parts.append({"text": content})
-    elif isinstance(content, list):
-        parts.extend({"text": p.get("text", p.get("refusal", ""))} for p in content)
-    for call in m.get("tool_calls") or ():
-        function = call.get("function") or call.get("custom") or {}
-        raw = function.get("arguments", function.get("input", ""))
-        try:
-            args = json.loads(raw)
-        except (TypeError, ValueError):
-            args = None
-        if not isinstance(args, dict):
-            args = {"arguments": raw}
-        names[call["id"]] = function.get("name", "")
-        parts.append({"functionCall": {"name": names[call["id"]], "args": args, "id": call["id"]}})
-    return parts
-
-
-def _response_part(m: Mapping[str, Any], names: dict[str, str]) -> dict[str, Any]:
-    call_id = m.get("tool_call_id", "")
-    text = _canonical_text(m.get("content"))
-    response = {"error": text} if _looks_like_error(text) else {"output": text}
-    name = names.get(call_id) or m.get("name") or "tool"
-    return {"functionResponse": {"name": name, "id": call_id, "response": response}}
 
 
 #: The adapter ``ringbound.providers.adapter("gemini")`` returns.

@@ -513,14 +513,6 @@ def _shell_chunks(original: Any, stdout: str) -> list[dict[str, Any]]:
     return [{"stdout": stdout, "stderr": "", "outcome": outcome}]
 
 
-def _chat_texts(content: Any) -> list[str]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [content]
-    return [p.get("text", p.get("refusal", "")) for p in content]
-
-
 class OpenAIResponses:
     """The Responses API ``input`` list (``system`` is the ``instructions`` parameter)."""
 
@@ -610,105 +602,6 @@ class OpenAIResponses:
             else:
                 out.append(tool)
         return out
-
-    def from_canonical(self, messages: Sequence[dict[str, Any]]) -> tuple[list[Any], Any]:
-        """Chat messages as Responses items: a leading system string becomes ``instructions``,
-        assistant text an output message, each call a ``function_call`` (or
-        ``custom_tool_call``), each tool message its output. Chat lets a call id recur in a
-        later turn; Responses pairs by id across the request, so a recurring id is renamed
-        (``id~2``) in its call and its outputs."""
-        native: list[Any] = []
-        system = None
-        used: set[str] = set()
-        block: dict[str, tuple[str, _Family]] = {}
-        for k, m in enumerate(messages):
-            role = m.get("role")
-            content = m.get("content")
-            if k == 0 and role == "system" and isinstance(content, str):
-                system = content
-            elif role in ("system", "developer", "user"):
-                native.append(_chat_message(k, role, content))
-            elif role == "assistant":
-                texts = [t for t in _chat_texts(content) if t] + (
-                    [m["refusal"]] if m.get("refusal") else []
-                )
-                if texts:
-                    native.append(
-                        {
-                            "type": "message",
-                            "role": "assistant",
-                            "content": [{"type": "output_text", "text": t} for t in texts],
-                        }
-                    )
-                block = {}
-                for call in m.get("tool_calls") or ():
-                    key = _unique(call["id"], used)
-                    if call.get("type") == "custom":
-                        body = call["custom"]
-                        block.setdefault(call["id"], (key, _CUSTOM))
-                        native.append(
-                            {
-                                "type": "custom_tool_call",
-                                "call_id": key,
-                                "name": body["name"],
-                                "input": body["input"],
-                            }
-                        )
-                    else:
-                        body = call["function"]
-                        block.setdefault(call["id"], (key, _FUNCTION))
-                        native.append(
-                            {
-                                "type": "function_call",
-                                "call_id": key,
-                                "name": body["name"],
-                                "arguments": body["arguments"],
-                            }
-                        )
-            elif role == "tool":
-                key, family = block.get(m["tool_call_id"], (m["tool_call_id"], _FUNCTION))
-                output: Any = (
-                    content
-                    if isinstance(content, str)
-                    else [{"type": "input_text", "text": t} for t in _chat_texts(content)]
-                )
-                native.append({"type": family.output, "call_id": key, "output": output})
-            else:
-                raise _invalid(k, f"role {role!r} has no Responses counterpart")
-        return native, system
-
-
-def _unique(key: str, used: set[str]) -> str:
-    out, n = key, 1
-    while out in used:
-        n += 1
-        out = f"{key}~{n}"
-    used.add(out)
-    return out
-
-
-def _chat_message(k: int, role: str, content: Any) -> dict[str, Any]:
-    if isinstance(content, str):
-        return {"role": role, "content": content}
-    parts = []
-    for part in content:
-        kind = part.get("type")
-        if kind == "text":
-            parts.append({"type": "input_text", "text": part["text"]})
-        elif kind == "image_url":
-            image = part["image_url"]
-            parts.append(
-                {
-                    "type": "input_image",
-                    "image_url": image["url"],
-                    "detail": image.get("detail") or "auto",
-                }
-            )
-        elif kind == "file":
-            parts.append({"type": "input_file", **part["file"]})
-        else:
-            raise _invalid(k, f"content part {kind!r} has no Responses counterpart")
-    return {"type": "message", "role": role, "content": parts}
 
 
 def _rewrites(
