@@ -300,6 +300,17 @@ SYSTEM_KEYS = {
 }
 
 
+def _translated_items(
+    items: list[Any], system: Any, source: str, target: str, reasoning: str
+) -> object:
+    """``translate``'s messages, system, tools and report, or the error's type and text."""
+    try:
+        return rb.translate(items, source=source, target=target, system=system,
+                            reasoning=reasoning)  # fmt: skip
+    except rb.RingboundError as e:
+        return type(e).__name__, str(e)
+
+
 def _translated(body: bytes, source: str, target: str, reasoning: str) -> object:
     """``translate_body``'s bytes and report, or the error's type and text."""
     try:
@@ -318,9 +329,9 @@ def _translated(body: bytes, source: str, target: str, reasoning: str) -> object
 def test_a_session_translated_turn_after_turn_is_the_translation_from_scratch(
     source: str, target: str, chat: list[dict[str, Any]], seed: int, reasoning: str
 ) -> None:
-    """``translate_body`` resumes a growing session from where its last turn left off (issue
-    34); each turn's body and report must be those of a translation with the caches empty,
-    and a prefix that breaks pairing must fail the same way."""
+    """``translate_body`` and ``translate`` resume a growing session from where its last turn
+    left off (issue 34); each turn's output and report must be those of a translation with the
+    caches empty, and a prefix that breaks pairing must fail the same way."""
     from ringbound import _core
 
     items, system = native(source, chat)
@@ -340,3 +351,13 @@ def test_a_session_translated_turn_after_turn_is_the_translation_from_scratch(
     warm = [_translated(body, source, target, reasoning) for body in bodies]
     for k, (a, b) in enumerate(zip(cold, warm, strict=True)):
         assert a == b, f"turn {k}"
+    # The objects path resumes from the same checkpoints: each turn as from scratch.
+    turns = [items[:k] for k in range(1, len(items) + 1)]
+    cold = []
+    for turn in turns:
+        _core.cache_clear()
+        cold.append(_translated_items(turn, system, source, target, reasoning))
+    _core.cache_clear()
+    warm = [_translated_items(turn, system, source, target, reasoning) for turn in turns]
+    for k, (a, b) in enumerate(zip(cold, warm, strict=True)):
+        assert a == b, f"turn {k} (objects)"

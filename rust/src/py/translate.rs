@@ -84,7 +84,7 @@ pub(super) fn translate<'py>(
     guard(py, || {
         let options = options(reasoning, unsupported, summaries, gemini_sentinel)?;
         let done = py.detach(|| {
-            let out = core::translate(
+            let out = core::translate_resumed(
                 source,
                 target,
                 messages_json,

@@ -122,6 +122,37 @@ pub fn translate(
     )
 }
 
+/// `translate`, resumed from a checkpoint of the session's earlier items where one holds
+/// (`translate_history`): the objects path (`rb.translate`, the integrations' counts) meets
+/// the same growing session every turn, as the body path does. The output is `translate`'s,
+/// byte for byte.
+///
+/// Errors: those of `translate`.
+pub fn translate_resumed(
+    source: &str,
+    target: &str,
+    messages: &[u8],
+    system: Option<&[u8]>,
+    tools: Option<&[u8]>,
+    options: &Options,
+) -> Result<History, CoreError> {
+    for p in [source, target] {
+        native::item_seed(p)?;
+    }
+    let system = system.map(|s| parse_json(s, "system")).transpose()?;
+    let tools = tools.map(|t| parse_json(t, "tools")).transpose()?;
+    translate_history(
+        source,
+        target,
+        messages,
+        None,
+        system.as_ref(),
+        tools.as_ref(),
+        options,
+        Some(resume::global()),
+    )
+}
+
 /// `translate` of items already parsed (and the source's pairing checked).
 pub(crate) fn translate_values(
     source: &str,
@@ -164,7 +195,7 @@ pub(crate) fn translate_values(
 }
 
 /// A history translated, as the JSON the target's validator read.
-pub(crate) struct History {
+pub struct History {
     pub json: Vec<u8>,
     pub system: Option<Value>,
     pub tools: Option<Value>,
