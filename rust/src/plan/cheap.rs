@@ -2,6 +2,7 @@
 //! candidates reads only what the cache keeps (roles, calls, sizes); a rewrite's text and
 //! count are made the first time the stage loop reaches it, once per assembly.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -9,7 +10,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use super::{PlanConfig, Source, Work};
 use crate::rewrite::{self, RewriteKind, MEDIA_PLACEHOLDER};
 use crate::units::Unit;
-use crate::view::Role;
+use crate::view::{Folded, Role};
 
 /// A rewrite of one message: its new content and the message's tokens after it.
 pub(super) struct Action {
@@ -148,7 +149,16 @@ impl CheapStages {
                 let (msg, text) = match kind {
                     RewriteKind::Deduped => {
                         let text = rewrite::dedupe_stub(self.read_tool.get(&w)?);
-                        (rewrite::rewritten(work.msgs[w], &text), text)
+                        // The stub keeps the texts items folded into the result brought, which
+                        // the working message (the cache's skeleton) may not hold: those need
+                        // the message with every text. A result of its own alone needs none.
+                        let msg = work.msgs[w];
+                        let original = if msg.folded == Folded::default() {
+                            Cow::Borrowed(msg)
+                        } else {
+                            work.full(w)
+                        };
+                        (rewrite::rewritten(&original, &text), text)
                     }
                     RewriteKind::Truncated => return cut(work, w, cfg.max_tool_result_tokens),
                     RewriteKind::Media => (
@@ -168,7 +178,7 @@ impl CheapStages {
 /// the result stands for items folded into it too (a Responses item met while its ring was
 /// open), which the cut leaves and the cap does not bound.
 pub(super) fn planned_cut(work: &Work<'_, '_>, w: usize, cap: u64) -> Option<u64> {
-    if work.msgs[w].folded != crate::view::Folded::default() {
+    if work.msgs[w].folded != Folded::default() {
         return None;
     }
     let req = work.req;

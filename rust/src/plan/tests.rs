@@ -268,6 +268,51 @@ fn superseded_read_becomes_a_stub_before_anything_is_dropped() {
     assert!(rewrites(&p).is_empty());
 }
 
+/// A superseded read whose result stands for a model item folded into it too (a Responses
+/// assistant message met while its ring was open) keeps that item beside the stub: the plan
+/// counts the stub with the folded text, as the adapter writes it, also when the request was
+/// read through the cache, whose messages hold no texts until a stage asks for them.
+#[test]
+fn a_stub_of_a_result_with_folded_items_counts_what_they_brought() {
+    let body = "file contents ".repeat(100);
+    let mut msgs = framed(vec![
+        read("r1", r#"{"path":"a.py"}"#, &body),
+        read("r2", r#"{ "path": "a.py" }"#, &body),
+    ]);
+    // r1's result, as the Responses view folds an assistant message after it: the item's
+    // text, and its framing as the other parts' tokens.
+    let folded = crate::view::Folded {
+        texts: 1,
+        images: 0,
+        other_part_tokens: 4,
+    };
+    let r1 = &mut msgs[3];
+    r1.texts.push("a reply the model wrote mid-ring".into());
+    r1.bytes += "a reply the model wrote mid-ring".len();
+    r1.other_part_tokens += folded.other_part_tokens;
+    r1.folded = folded;
+    let full_r1 = msgs[3].clone();
+    let recent = |budget| PlanConfig {
+        recent_tool_rings: 2,
+        ..cfg(budget)
+    };
+    let stub = rewrite::rewritten(&full_r1, &rewrite::dedupe_stub("read"));
+    let in_memory = request(msgs.clone());
+    let full = plan(&in_memory, &recent(100_000), &[], None)
+        .unwrap()
+        .tokens_after;
+    let saved = u64::from(in_memory.tokens(3)) - in_memory.inserted_tokens(&stub);
+    let cache = crate::cache::CountCache::new(1000, 1 << 20);
+    let scheme = Scheme::openai(Encoding::O200kBase, DEFAULT_BACKEND);
+    let read_through_cache = crate::request::load_canonical(msgs, None, scheme, &cache).unwrap();
+    for req in [&in_memory, &read_through_cache] {
+        let p = plan(req, &recent(full - 10), &[], None).unwrap();
+        assert_eq!(rewrites(&p), vec![(3, RewriteKind::Deduped)]);
+        assert_eq!(p.rewrites[0].tokens_saved, saved);
+        assert_eq!(p.tokens_after, full - saved);
+    }
+}
+
 #[test]
 fn oversized_result_is_cut_with_an_anchor() {
     let big = (0..2000).map(|i| format!("row {i}\n")).collect::<String>();
