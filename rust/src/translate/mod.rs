@@ -99,9 +99,7 @@ pub fn translate(
     tools: Option<&[u8]>,
     options: &Options,
 ) -> Result<Translated, CoreError> {
-    for p in [source, target] {
-        native::item_seed(p)?;
-    }
+    let (system, tools) = beside_history(source, target, system, tools)?;
     let issues = native::validate_json(source, &[messages])?;
     if !issues.is_empty() {
         return Err(CoreError::Pairing(issues));
@@ -110,8 +108,6 @@ pub fn translate(
         Value::Array(items) => items,
         _ => return Err(read::unknown_shape("messages must be a JSON array")),
     };
-    let system = system.map(|s| parse_json(s, "system")).transpose()?;
-    let tools = tools.map(|t| parse_json(t, "tools")).transpose()?;
     translate_values(
         source,
         target,
@@ -136,11 +132,7 @@ pub fn translate_resumed(
     tools: Option<&[u8]>,
     options: &Options,
 ) -> Result<History, CoreError> {
-    for p in [source, target] {
-        native::item_seed(p)?;
-    }
-    let system = system.map(|s| parse_json(s, "system")).transpose()?;
-    let tools = tools.map(|t| parse_json(t, "tools")).transpose()?;
+    let (system, tools) = beside_history(source, target, system, tools)?;
     translate_history(
         source,
         target,
@@ -151,6 +143,21 @@ pub fn translate_resumed(
         options,
         Some(resume::global()),
     )
+}
+
+/// The providers checked, and the `system` and `tools` given beside a history, read.
+fn beside_history(
+    source: &str,
+    target: &str,
+    system: Option<&[u8]>,
+    tools: Option<&[u8]>,
+) -> Result<(Option<Value>, Option<Value>), CoreError> {
+    for p in [source, target] {
+        native::item_seed(p)?;
+    }
+    let system = system.map(|s| parse_json(s, "system")).transpose()?;
+    let tools = tools.map(|t| parse_json(t, "tools")).transpose()?;
+    Ok((system, tools))
 }
 
 /// `translate` of items already parsed (and the source's pairing checked).
