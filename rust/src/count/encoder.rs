@@ -15,7 +15,7 @@ use std::time::Duration;
 use bpe_openai::byte_pair_encoding::BytePairEncoding;
 use bpe_openai::Tokenizer;
 
-use super::ranks::ranks;
+use super::ranks::{page_in, ranks};
 use super::Encoding;
 
 /// The tokenizer of each encoding once built: published by one atomic store, so a reader
@@ -61,10 +61,39 @@ fn start(encoding: Encoding) {
     }
     let spawned = std::thread::Builder::new()
         .name(format!("ringbound-{}", encoding.name()))
-        .spawn(move || publish(encoding, build(encoding)));
+        .spawn(move || prepare(encoding));
     if spawned.is_err() {
         // No thread to be had (a process at its limit): build here rather than never.
-        publish(encoding, build(encoding));
+        prepare(encoding);
+    }
+}
+
+/// Everything a count of `encoding` may need, made resident before the tokenizer is
+/// published, so that whoever waits for it (`warmup()`) finds the process as it will stay:
+/// the rank tables paged in, the tokenizer built, and what its build freed given back.
+fn prepare(encoding: Encoding) {
+    page_in(encoding);
+    let tokenizer = build(encoding);
+    give_back_freed();
+    publish(encoding, tokenizer);
+}
+
+/// Returns the memory the build freed to the system, once per build. The build allocates
+/// about three times what it keeps (o200k_base: about 90 MB resident for 35 MB of tables,
+/// `bpe-openai`'s automaton builders and hash maps grown by doubling), and glibc keeps what
+/// was freed in the builder thread's arena, which no other thread uses until a new thread
+/// takes it over: 50 MB of a process's RSS for o200k_base and 20 MB for cl100k_base, never
+/// used again. Not after counts: they free little, into arenas their own threads reuse.
+fn give_back_freed() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> std::ffi::c_int;
+        }
+        // SAFETY: glibc's malloc_trim takes no pointer and locks each arena it trims.
+        unsafe {
+            malloc_trim(0);
+        }
     }
 }
 
