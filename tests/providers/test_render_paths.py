@@ -1,7 +1,7 @@
-"""Each adapter renders a plan that keeps items as they are (and may bring the notes) without a
-Python step per item, when nothing is merged. That path must give what the general rendering
-gives: the same items, the same system, the same merges and rewrites reported. The general
-rendering is reached here by a view without the core's facts, as a view built in Python is."""
+"""A plan that keeps items as they are is written without a Python step per item: from a body,
+the kept items go back as a view of its bytes; and the adapters place the results they
+synthesize from the calls alone. (The core's writing against the adapters' general rendering:
+``test_core_written.py``.)"""
 
 from __future__ import annotations
 
@@ -27,44 +27,6 @@ from ringbound.raw_items import KeptItems, RawItems, items_json
 NATIVE = PROVIDERS[1:]
 
 
-def rendered(provider: str, native: list[Any], system: Any, fraction: float, notes: bool) -> Any:
-    wide = rb.Assembler(rb.AssemblyConfig(model_input_limit=10**7), provider=provider)
-    try:
-        request = NativeRequest(
-            adapter(provider), native, None, system, [], False, core=wide._core, cache=None
-        )
-        budget = max(50, int(request.view.count() * fraction))
-        cfg = rb.AssemblyConfig(
-            model_input_limit=budget,
-            output_reserve_tokens=0,
-            safety_margin_tokens=0,
-            side_effect_tools=list(gen.TOOLS) if notes else [],
-        )
-        plan = request.plan(rb.Assembler(cfg, provider=provider)._core, None, budget)
-    except RingboundError:
-        return None
-    fast = request.render(plan.items)
-    general_view = dataclasses.replace(request.canonical, facts=None, view=None)
-    general = adapter(provider).render(native, plan.items, general_view, system=system)
-    return fast, general
-
-
-@pytest.mark.parametrize("provider", NATIVE)
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(gen.sessions(max_units=10), st.floats(0.3, 1.2), st.booleans())
-def test_keeping_items_as_they_are_renders_what_the_general_path_renders(
-    provider: str, chat: list[dict[str, Any]], fraction: float, notes: bool
-) -> None:
-    native, system = from_canonical(provider, chat)
-    both = rendered(provider, native, system, fraction, notes)
-    if both is None:
-        return
-    fast, general = both
-    assert list(fast.messages) == list(general.messages)
-    assert fast.system == general.system
-    assert (fast.merged, fast.rewrites) == (general.merged, general.rewrites)
-
-
 @pytest.mark.parametrize("provider", NATIVE)
 def test_a_body_history_kept_as_it_is_stays_bytes(provider: str) -> None:
     """From a body, the kept items go back as a view of the body's bytes (``KeptItems``),
@@ -84,7 +46,9 @@ def test_a_body_history_kept_as_it_is_stays_bytes(provider: str) -> None:
             model_input_limit=budget, output_reserve_tokens=0, safety_margin_tokens=0
         )
         plan = request.plan(rb.Assembler(cfg, provider=provider)._core, None, budget)
-        out = request.render(plan.items)
+        written = request.written(plan.items, plan.report.tools_dropped)
+        assert written is not None
+        out = written[0]
         assert type(out.messages) is KeptItems
         written = items_json(out.messages)
         assert written is not None

@@ -14,7 +14,6 @@ import json
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any, NamedTuple
 
 from .. import _core
@@ -23,7 +22,6 @@ from ..errors import InvalidMessageError, PairingIssue
 from ..payload import dump_messages
 from .base import (
     Canonical,
-    ItemFacts,
     PlanItem,
     Rendered,
     UnreadableObject,
@@ -31,7 +29,6 @@ from .base import (
     call_message,
     is_summary_note,
     join_system_note,
-    kept_as_given,
     kept_native,
     read_once,
     split_system_note,
@@ -560,10 +557,6 @@ class AnthropicAdapter:
 
         replaced = _rewrites(messages, items, canonical)
         kept = kept_native(items, canonical)
-        if facts is not None and not synthesized:
-            fast = self._kept_as_given(messages, kept, replaced, facts, system, note, summary)
-            if fast is not None:
-                return fast
         turn_of = _turn_of(roles)
         kept_set = set(kept)
         into: dict[int, list[str]] = {}
@@ -613,47 +606,6 @@ class AnthropicAdapter:
             merged=merged,
             rewrites=stripped,
         )
-
-    def _kept_as_given(
-        self,
-        messages: Sequence[Any],
-        kept: list[int],
-        replaced: dict[int, dict[str, Any]],
-        facts: ItemFacts,
-        system: Any,
-        note: str | None,
-        summary: str | None,
-    ) -> Rendered | None:
-        """``render`` of a plan that places no synthesized result, when no two kept
-        neighbours share a role (nothing to merge, no thinking turn to keep apart) and the
-        cache markers are within the limit by the core's figures: the kept messages as they
-        are (rewritten ones replaced, whitespace-only text blocks stripped), without a Python
-        step per message. None when the general rendering is needed."""
-        roles = facts.roles
-        if any(roles[a] == roles[b] for a, b in pairwise(kept)):
-            return None
-        system_out = self._system(system, note, summary)
-        in_system = _cache_markers(system_out) if isinstance(system_out, list) else 0
-        markers = facts.cache_markers
-        if MAX_CACHE_MARKERS < sum(markers) + in_system and MAX_CACHE_MARKERS < (
-            sum(markers[i] for i in kept) + in_system
-        ):
-            return None  # the general rendering names the message over the limit
-        stripped: list[tuple[int, str, int]] = []
-        if not replaced and not any(facts.blank_text):
-            out = kept_as_given(messages, kept)
-            return Rendered(messages=out, system=system_out, merged=0, rewrites=stripped)
-        out = [replaced.get(i, messages[i]) for i in kept]
-        if any(facts.blank_text):
-            blank = facts.blank_text
-            for j, i in enumerate(kept):
-                if blank[i]:
-                    cleaned = _without_blank_text(out[j])
-                    if cleaned is not out[j]:
-                        # Never counted, so stripping them saves nothing the plan counted.
-                        stripped.append((i, "blank_text", 0))
-                        out[j] = cleaned
-        return Rendered(messages=out, system=system_out, merged=0, rewrites=stripped)
 
     @staticmethod
     def _merge(out: Sequence[_Out]) -> tuple[list[_Out], int]:

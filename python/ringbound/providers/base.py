@@ -19,7 +19,6 @@ from typing import Any, Protocol, TypeVar
 from .._core import LEDGER_MARKER, SUMMARY_MARKER, Insertion
 from ..errors import InvalidMessageError, PairingIssue, RingboundError
 from ..payload import dump_native
-from ..raw_items import RawItems
 
 __all__ = [
     "Adapter",
@@ -34,11 +33,9 @@ __all__ = [
     "guarded",
     "is_summary_note",
     "join_system_note",
-    "kept_as_given",
     "kept_native",
     "named_by",
     "native_json",
-    "only_kept",
     "plan_rewrites",
     "read_once",
     "reading_once",
@@ -311,20 +308,6 @@ def kept_native(items: Sequence[PlanItem], canonical: Canonical) -> list[int]:
     return out
 
 
-def only_kept(
-    items: Sequence[PlanItem], canonical: Canonical
-) -> tuple[list[int], list[Any]] | None:
-    """For a plan that only keeps items (and may bring the ledger and summary notes) of a
-    request the core read: the native items it keeps, and the plan items a rendering still
-    reads one by one (the notes, and kept system texts). None for any other plan."""
-    notes = (Insertion.LedgerNote, Insertion.Summary)
-    if canonical.facts is None or not all(type(it) is int or type(it) in notes for it in items):
-        return None
-    spans = canonical.spans
-    read = [it for it in items if type(it) is not int or spans[it][0] < 0]
-    return kept_native(items, canonical), read
-
-
 def call_message(
     items: Sequence[PlanItem], j: int, canonical: Canonical, call_id: str
 ) -> int | None:
@@ -338,14 +321,6 @@ def call_message(
             if any(c["id"] == call_id for c in calls):
                 return k
     return None
-
-
-def kept_as_given(messages: Sequence[Any], kept: list[int]) -> Sequence[Any]:
-    """The caller's items at ``kept``, as they are: for a body's history (``RawItems``) a
-    view of them that is written back as slices of the body, else a new list."""
-    if type(messages) is RawItems:
-        return messages.take(kept)
-    return [messages[i] for i in kept]
 
 
 def plan_rewrites(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any
 
 import orjson
@@ -19,10 +18,8 @@ from .base import (
     PlanItem,
     Rendered,
     is_summary_note,
-    kept_as_given,
     named_by,
     native_json,
-    only_kept,
     plan_rewrites,
     read_once,
 )
@@ -380,9 +377,6 @@ class BedrockConverseAdapter:
         rewrite changes a result or an image); a synthesized result joins the user turn after
         its call (a new object) or opens one; the ledger note and then the summary note are
         system text blocks; same-role neighbours left by drops are merged into new objects."""
-        fast = _kept_as_given(messages, items, canonical, system)
-        if fast is not None:
-            return fast
         replaced = {
             i: _rewritten(messages[i], rewrites, canonical)
             for i, rewrites in plan_rewrites(items, canonical).items()
@@ -460,37 +454,6 @@ def synthesized_result(call_id: str) -> dict[str, Any]:
             "content": [{"text": SYNTHESIZED_RESULT_TEXT}],
         }
     }
-
-
-def _kept_as_given(
-    messages: Sequence[Any], items: Sequence[PlanItem], canonical: Canonical, system: Any
-) -> Rendered | None:
-    """``render`` of a plan that only keeps messages (and may bring the notes), when no two
-    kept neighbours share a role: the kept messages as they are, found by the core, without a
-    Python step per message. None when the general rendering is needed."""
-    plain = only_kept(items, canonical)
-    if plain is None or canonical.facts is None:
-        return None
-    kept, read = plain
-    roles = canonical.facts.roles
-    if any(roles[a] == roles[b] for a, b in pairwise(kept)):
-        return None
-    note: str | None = None
-    summary: str | None = None
-    for item in read:
-        if type(item) is int:
-            text = canonical.messages[item]["content"]
-            if is_summary_note(text):
-                summary = summary or text
-        elif type(item) is Insertion.LedgerNote:
-            note = item.text
-        else:
-            summary = item.text
-    return Rendered(
-        messages=kept_as_given(messages, kept),
-        system=_system_with_notes(system, note, summary),
-        merged=0,
-    )
 
 
 @dataclass

@@ -10,7 +10,6 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any
 
 from .. import _core
@@ -25,10 +24,8 @@ from .base import (
     call_message,
     is_summary_note,
     join_system_note,
-    kept_as_given,
     named_by,
     native_json,
-    only_kept,
     read_once,
     split_system_note,
 )
@@ -619,41 +616,6 @@ def response_position(messages: Sequence[Any], canonical: Canonical, k: int) -> 
     return positions[nth] if nth < len(positions) else None
 
 
-def _kept_as_given(
-    messages: Sequence[Any], items: Sequence[PlanItem], canonical: Canonical, system: Any
-) -> Rendered | None:
-    """``render`` of a plan that only keeps contents (and may bring the notes), when no two
-    kept contents of one role stand apart in the history (nothing to merge): the kept contents
-    as they are, found by the core, without a Python step per content. None when the general
-    rendering is needed."""
-    plain = only_kept(items, canonical)
-    if plain is None or canonical.facts is None:
-        return None
-    kept, read = plain
-    roles = canonical.facts.roles
-    if any(roles[a] == roles[b] and b != a + 1 for a, b in pairwise(kept)):
-        return None
-    at = _notes_at(canonical)
-    before = {
-        kind: canonical.messages[k]["content"] if k is not None else None
-        for kind, k in (("ledger", at["note"]), ("summary", at["summary"]))
-    }
-    notes: dict[str, str | None] = dict.fromkeys(before)
-    for item in read:
-        if type(item) is int:
-            if item in (at["note"], at["summary"]):
-                kind = "ledger" if item == at["note"] else "summary"
-                notes[kind] = notes[kind] or before[kind]
-        elif type(item) is Insertion.LedgerNote:
-            notes["ledger"] = item.text
-        else:
-            notes["summary"] = item.text
-    out_system = (
-        system if notes == before else _system_with_notes(system, notes["ledger"], notes["summary"])
-    )
-    return Rendered(messages=kept_as_given(messages, kept), system=out_system, merged=0)
-
-
 def _notes_at(canonical: Canonical) -> dict[str, int | None]:
     """Canonical indices of the ledger and summary notes an earlier assembly left in the
     system instruction."""
@@ -867,9 +829,6 @@ class GeminiAdapter:
         changes a response or an image), synthesized responses in the user turn after their
         call turn, same-role neighbours that trimming brought together merged into new
         contents, and the ledger and summary notes in the system instruction."""
-        fast = _kept_as_given(messages, items, canonical, system)
-        if fast is not None:
-            return fast
         if not isinstance(canonical, _GeminiCanonical):
             # The plan's own needs are read; a synthesized response whose call is not where
             # the plan puts it (never, for the core's plans) reads every content again.

@@ -22,8 +22,6 @@ from .base import (
     Rendered,
     UnreadableObject,
     as_mapping,
-    kept_as_given,
-    kept_native,
     read_once,
 )
 
@@ -563,11 +561,6 @@ class OpenAIResponses:
         """The caller's own items the plan keeps, in order, plus new items for synthesized
         outputs, the ledger note and the summary note, and new copies of the items a rewrite
         changes; ``instructions`` returned as given."""
-        if all(type(item) is int for item in items):
-            # Nothing inserted or rewritten: the kept items as they are, found by the core.
-            return Rendered(
-                messages=kept_as_given(messages, kept_native(items, canonical)), system=system
-            )
         replaced = _rewrites(messages, items, canonical)
         out: list[Any] = []
         last = -1
