@@ -306,22 +306,29 @@ class NativeView:
     def message(self, k: int) -> dict[str, Any]:
         """Canonical message ``k`` as an OpenAI Chat dict; IndexError past the end."""
     def count(self) -> int: ...
-    def sent(
+    def written(
         self,
         provider: str,
-        kept: list[int],
+        items: list[int | Insertion],
+        system_json: Callable[[], str | None],
         system_markers: int,
+        tools_dropped: bool,
         dump: Callable[[list[int]], list[bytes]],
         config: CoreConfig,
         cache: CountCache | None = None,
-        rewrites: list[tuple[int, str, str]] = ...,
-    ) -> tuple[int, int] | None:
-        """For a plan that keeps the canonical messages ``kept``, with the messages
-        ``rewrites`` (canonical index, kind, new text) rewritten, and nothing else: where the
-        provider merges neighbours the drop brought together, ``(merged, tokens)`` of the
-        request as the core writes and sends it (``dump(indices)`` gives the JSON arrays of
-        the items merged or rewritten), its pairing checked; None when nothing is merged or
-        the adapter must write or refuse it. The answer is kept per reading."""
+    ) -> (
+        tuple[list[int | tuple[tuple[int, ...], bytes]], bytes | None, int, list[int], int | None]
+        | None
+    ):
+        """The request the plan ``items`` sends, as the core writes it for a list of the
+        caller's objects: ``(ops, system, merged, stripped, tokens)``. Each op keeps the
+        caller's item at an index (``int``) or is a new item ``(origins, json)`` made of the
+        caller's items ``origins`` (one edited, neighbours merged, none for the ledger note);
+        ``system`` the system as JSON where the note goes into it; ``tokens`` the request's as
+        sent where neighbours are merged (None: the plan's count). ``system_json()`` is asked
+        only when the plan brings the note (``null`` for no system, None for one the core
+        cannot write into); ``dump(indices)`` only for the items written anew. None for a plan
+        the adapter renders (a synthesized result, a summary, a note only it places)."""
 
 def read_native(
     provider: str,

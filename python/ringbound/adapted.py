@@ -12,6 +12,7 @@ import orjson
 from . import _core
 from .core_config import default_core
 from .errors import BudgetExceededError, InvalidMessageError, PairingError, PairingIssue
+from .list_ops import apply_ops, shared
 from .payload import dump_messages, dump_tools
 from .providers.base import (
     Adapter,
@@ -320,43 +321,38 @@ class NativeRequest:
             raise _pairing_error(issues)
         return view.count()  # type: ignore[no-any-return]
 
-    def sent(self, items: Sequence[Any], rendered: Rendered, tools_dropped: bool) -> int | None:
-        """Tokens of ``rendered`` as the core counts it without reading it again, where the plan
-        only keeps items and rewrites messages, and the rendering differs from it only by
-        neighbours merged as the core merges them (``NativeView.sent``); None when the core
-        cannot tell."""
-        if (
-            self.view is None
-            or tools_dropped
-            or not rendered.merged
-            or rendered.system is not self.system
-        ):
+    def written(
+        self, items: Sequence[Any], tools_dropped: bool
+    ) -> tuple[Rendered, int | None] | None:
+        """The plan's items as the native request, written by the core (``NativeView.written``)
+        and applied to the caller's list (``list_ops``), and what it costs as sent: the plan's
+        own count, or the request counted again where neighbours are merged (None then means
+        the plan's). None for a plan the adapter renders (a synthesized result, a summary, a
+        note where only the adapter places it)."""
+        if self.view is None or type(items) is not list:
             return None
-        kept: list[int] = []
-        rewrites: list[tuple[int, str, str]] = []
-        rewrite = _core.Insertion.Rewrite
-        for item in items:
-            if type(item) is int:
-                kept.append(item)
-            elif type(item) is rewrite:
-                kept.append(item.index)
-                rewrites.append((item.index, item.kind, item.text))
-            else:
-                return None
-        markers = getattr(self.adapter, "system_markers", None)
-        got = self.view.sent(
-            self.adapter.key,
-            kept,
-            markers(self.system) if markers is not None else 0,
-            _dumper(self.adapter, self.messages),
+        adapter, system = self.adapter, self.system
+        markers = getattr(adapter, "system_markers", None)
+        got = self.view.written(
+            adapter.key,
+            items,
+            lambda: _system_json(system),
+            markers(system) if markers is not None else 0,
+            tools_dropped,
+            _dumper(adapter, self.messages),
             self._core,
             self._cache,
-            rewrites,
         )
-        # The adapter merged as many runs as the core: the same request, counted as sent.
-        if got is None or got[0] != rendered.merged:
+        if got is None:
             return None
-        return got[1]  # type: ignore[no-any-return]
+        ops, system_out, merged, stripped, tokens = got
+        rendered = Rendered(
+            messages=guarded(lambda m: apply_ops(m, ops), self.messages),
+            system=system if system_out is None else shared(orjson.loads(system_out), [system]),
+            merged=merged,
+            rewrites=[(i, "blank_text", 0) for i in stripped],
+        )
+        return rendered, tokens
 
     def plan(
         self,
@@ -405,6 +401,17 @@ class NativeRequest:
         if self.view is not None:
             return self.view.native_spans(spans)  # type: ignore[no-any-return]
         return native_spans(spans, self.canonical)
+
+
+def _system_json(system: Any) -> str | None:
+    """The caller's system as JSON for the core to place the ledger note in (``null`` for
+    none); None for one that is not plain JSON (an SDK object), where the adapter places it."""
+    if system is None:
+        return "null"
+    try:
+        return orjson.dumps(system).decode()
+    except TypeError:  # orjson.JSONEncodeError is one
+        return None
 
 
 def plan_native(
@@ -456,14 +463,16 @@ def plan_native(
         items, report = plan.items, plan.report
         if fill is not None:
             items = fill(items)
-        rendered = native.render(items)
-        if reserve is None and _as_planned(items, native.adapter, rendered, native.system):
-            actual = report.tokens_after
-            break
-        sent = None if reserve is not None else native.sent(items, rendered, report.tools_dropped)
-        if sent is not None:
-            actual = sent
+        written = native.written(items, report.tools_dropped)
+        if written is not None:
+            # The core wrote the request and counted what it wrote.
+            rendered, sent = written
+            actual = report.tokens_after if sent is None else sent
         else:
+            rendered = native.render(items)
+            if reserve is None and _as_planned(items, native.adapter, rendered, native.system):
+                actual = report.tokens_after
+                break
             kept_tools = None if report.tools_dropped else native.tools_payload
             actual = native.count(rendered, kept_tools, counting)
         if actual <= budget:

@@ -5,7 +5,7 @@
 //! an opaque item is priced where it is read.
 
 use crate::error::CoreError;
-use crate::native_body::MergedRun;
+use crate::native_body::Piece;
 use crate::pairing::PairingIssue;
 use crate::plan::Layout;
 use crate::providers::{
@@ -235,25 +235,22 @@ pub fn item_seed(provider: &str) -> Result<Option<u64>, CoreError> {
     with_provider(provider, Seed)
 }
 
-/// The request a plan of `native` sends, read as `native` was: the items `kept` (indices
-/// of `native`'s items, in order) behind the same system, each run of `merged` (positions in
-/// `kept`, ascending: neighbours merged, or one item with a rewritten result) going out as
-/// the one item of JSON given with it. Only those items are parsed; the others are
-/// `native`'s own.
+/// The request the core writes from a plan of `native`, read back as the provider reads it:
+/// the `pieces` in order (a kept item as `native`'s own parsed item, a new one parsed from its
+/// JSON) behind the system texts `system`. Only the new items are parsed.
 ///
 /// Errors: `Config` for an unknown provider, or one other than the reader of `native`;
-/// `InvalidMessage` for a kept index past `native`'s items or a merged item that does not
-/// parse.
+/// `InvalidMessage` for a kept index past `native`'s items or a new item that does not parse.
 pub fn sent(
     provider: &str,
     native: &Native,
-    kept: &[usize],
-    merged: &[MergedRun],
+    pieces: &[Piece],
+    system: &[Vec<String>],
 ) -> Result<Native, CoreError> {
     struct Sent<'a> {
         native: &'a Native,
-        kept: &'a [usize],
-        merged: &'a [MergedRun],
+        pieces: &'a [Piece],
+        system: &'a [Vec<String>],
     }
     impl ForProvider for Sent<'_> {
         type Out = Result<Native, CoreError>;
@@ -268,39 +265,31 @@ pub fn sent(
                     key: "provider".to_owned(),
                     reason: format!("the request was not read as {}", P::KEY),
                 })?;
-            let item = |i: usize| {
-                parsed
-                    .get(i)
-                    .cloned()
-                    .ok_or_else(|| CoreError::InvalidMessage {
-                        index: None,
-                        reason: format!("item {i} of {}", parsed.len()),
-                    })
-            };
-            let mut items = Vec::with_capacity(self.kept.len());
-            let mut runs = self.merged.iter().peekable();
-            let mut j = 0;
-            while j < self.kept.len() {
-                match runs.next_if(|(run, _)| run.start == j) {
-                    Some((run, raw)) => {
-                        items.push(Arc::new(p.parse(items.len(), raw)?));
-                        j = run.end.max(j + 1);
+            let mut items = Vec::with_capacity(self.pieces.len());
+            for piece in self.pieces {
+                let item = match piece {
+                    Piece::Keep(i) => {
+                        parsed
+                            .get(*i)
+                            .cloned()
+                            .ok_or_else(|| CoreError::InvalidMessage {
+                                index: None,
+                                reason: format!("item {i} of {}", parsed.len()),
+                            })?
                     }
-                    None => {
-                        items.push(item(self.kept[j])?);
-                        j += 1;
-                    }
-                }
+                    Piece::New { json, .. } => Arc::new(p.parse(items.len(), json)?),
+                };
+                items.push(item);
             }
-            Ok(view(p, items, &self.native.system))
+            Ok(view(p, items, self.system))
         }
     }
     with_provider(
         provider,
         Sent {
             native,
-            kept,
-            merged,
+            pieces,
+            system,
         },
     )?
 }
@@ -452,13 +441,11 @@ mod tests {
         );
         let merged =
             r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"c"}]}"#;
-        let out = sent(
-            "anthropic",
-            &native,
-            &[0, 2, 3],
-            &[(0..2, merged.as_bytes().to_vec())],
-        )
-        .expect("sends");
+        let new = Piece::New {
+            origins: vec![0, 2],
+            json: merged.as_bytes().to_vec(),
+        };
+        let out = sent("anthropic", &native, &[new, Piece::Keep(3)], &system).expect("sends");
         let direct = read_json(
             "anthropic",
             &format!(r#"[{merged},{{"role":"assistant","content":"d"}}]"#),
@@ -473,14 +460,15 @@ mod tests {
             (direct.spans, direct.items, direct.issues)
         );
         // The kept items are the reading's own, not read again.
-        let kept = sent("anthropic", &native, &[1, 3], &[]).expect("sends");
-        assert_eq!(kept.items, 2);
+        let kept = [Piece::Keep(1), Piece::Keep(3)];
+        let out = sent("anthropic", &native, &kept, &system).expect("sends");
+        assert_eq!(out.items, 2);
         assert!(matches!(
-            sent("gemini", &native, &[0], &[]),
+            sent("gemini", &native, &[Piece::Keep(0)], &system),
             Err(CoreError::Config { .. })
         ));
         assert!(matches!(
-            sent("anthropic", &native, &[9], &[]),
+            sent("anthropic", &native, &[Piece::Keep(9)], &system),
             Err(CoreError::InvalidMessage { .. })
         ));
     }

@@ -67,13 +67,30 @@ pub fn kept_as_given<'p, 'm>(
     system_markers: u32,
     message: impl Fn(usize) -> Option<&'m Message>,
 ) -> Result<Option<Kept<'p>>, CoreError> {
-    if plan.tools_dropped || !native.issues.is_empty() {
+    if plan.tools_dropped {
         return Ok(None);
     }
-    let mut canonical = Vec::with_capacity(plan.items.len());
+    kept_of_items(provider, native, &plan.items, system_markers, message)
+}
+
+/// What the plan items `items` keep (`kept_as_given`, whether the plan dropped the tools or
+/// not: the objects path hands the tools back apart from the items).
+///
+/// Errors: as `kept_as_given`.
+pub fn kept_of_items<'p, 'm>(
+    provider: &str,
+    native: &Native,
+    items: &'p [Item],
+    system_markers: u32,
+    message: impl Fn(usize) -> Option<&'m Message>,
+) -> Result<Option<Kept<'p>>, CoreError> {
+    if !native.issues.is_empty() {
+        return Ok(None);
+    }
+    let mut canonical = Vec::with_capacity(items.len());
     let mut note = None;
     let mut rewrites = Vec::new();
-    for item in &plan.items {
+    for item in items {
         match item {
             Item::Keep(k) => canonical.push(*k),
             Item::LedgerNote { text, role } if note.is_none() => {
@@ -211,9 +228,6 @@ pub fn kept_of<'p>(
 /// The kept items as sent, and the input's items written stripped.
 type AsSent<'a> = (Vec<Cow<'a, [u8]>>, Vec<usize>);
 
-/// A run of kept positions and the one item it goes out as.
-pub type MergedRun = (Range<usize>, Vec<u8>);
-
 /// Each kept item of `kept` as `provider` sends it, `raw` giving the caller's JSON of an
 /// item (by its index among the input's): the caller's bytes, its rewritten results edited
 /// in, without the text the provider strips. Only the positions `wanted` are written (all
@@ -282,45 +296,137 @@ fn as_sent<'a>(
     Ok(Some((sent, stripped)))
 }
 
-/// The kept items `kept` sends otherwise than as the caller gave them, in order: each run it
-/// merges as the one item `provider` writes of it (its items as sent: rewritten results edited
-/// in, blank text stripped), and each other item with a rewritten result as a run of one.
-/// `raw` gives the caller's JSON of those items (by index among the input's); None when only
-/// the adapter writes one.
+/// One item of a history the core writes from a plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Piece {
+    /// The caller's item at this index (among the input's), as it is.
+    Keep(usize),
+    /// A new item, as JSON, made of the caller's items `origins`: one edited (a result cut or
+    /// stubbed, images made text, blank text stripped), or neighbours merged; none for the
+    /// ledger note.
+    New { origins: Vec<usize>, json: Vec<u8> },
+}
+
+/// The history a plan the core writes sends, and the system beside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct History {
+    /// The items, in order.
+    pub pieces: Vec<Piece>,
+    /// The system to send, as JSON, when the ledger note goes into it; None when the system
+    /// stays as the caller gave it.
+    pub system: Option<String>,
+    /// The input's items written without the text the provider strips, in order.
+    pub stripped: Vec<usize>,
+}
+
+/// The history `kept` sends, as `provider` writes it: each kept item as the caller gave it
+/// unless a rewrite or a strip edits it, each run `kept` merges as one item, the ledger note
+/// where `provider` places it. `system` is the system's JSON (`Some(None)`: there is none;
+/// None: a system whose JSON the core was not given, where only the adapter places the note);
+/// `raw` gives the caller's JSON of an item by its index among the input's, asked only for the
+/// items written anew unless `every` (the body path, which writes every item's bytes). None
+/// when only the adapter writes a piece of it.
 ///
 /// Errors: `Config` for an unknown provider; `InvalidMessage` for an item `raw` lacks.
-pub fn changed_runs<'a>(
+pub fn history<'a>(
     provider: &str,
     kept: &Kept<'_>,
+    system: Option<Option<&str>>,
     raw: &dyn Fn(usize) -> Option<&'a [u8]>,
-) -> Result<Option<Vec<MergedRun>>, CoreError> {
-    let mut wanted = vec![false; kept.items.len()];
+    every: bool,
+) -> Result<Option<History>, CoreError> {
+    let mut note_item = None;
+    let mut system_out = None;
+    if let Some((text, role, before)) = kept.note {
+        struct Place<'a>(Option<&'a str>, &'a str);
+        impl ForProvider for Place<'_> {
+            type Out = NoteAt;
+            fn run<P: Provider>(self, p: P) -> NoteAt {
+                p.ledger_note(self.0, self.1)
+            }
+        }
+        let Some(system) = system else {
+            return Ok(None);
+        };
+        let system = system.filter(|s| *s != "null");
+        match with_provider(provider, Place(system, text))? {
+            NoteAt::Items => {
+                let item = format!(
+                    r#"{{"type":"message","role":{},"content":{}}}"#,
+                    json_string(role.as_str()),
+                    json_string(text)
+                );
+                note_item = Some((before, item.into_bytes()));
+            }
+            NoteAt::System(value) => system_out = Some(value),
+            NoteAt::Adapter => return Ok(None),
+        }
+    }
+    let mut wanted = vec![every; kept.items.len()];
     for (run, _) in &kept.merges {
         wanted[run.clone()].iter_mut().for_each(|w| *w = true);
     }
-    let mut alone = Vec::new();
     for rewrite in &kept.rewrites {
-        for j in rewrite.at.clone() {
-            if !wanted[j] {
-                wanted[j] = true;
-                alone.push(j);
+        wanted[rewrite.at.clone()]
+            .iter_mut()
+            .for_each(|w| *w = true);
+    }
+    for &j in &kept.strips {
+        wanted[j] = true;
+    }
+    let Some((mut sent, stripped)) = as_sent(provider, kept, raw, Some(&wanted))? else {
+        return Ok(None);
+    };
+    let mut pieces = Vec::with_capacity(kept.items.len() + 1);
+    let mut merges = kept.merges.iter().peekable();
+    let mut j = 0;
+    while j < kept.items.len() {
+        if let Some((before, item)) = &note_item {
+            if *before == j {
+                pieces.push(Piece::New {
+                    origins: Vec::new(),
+                    json: item.clone(),
+                });
+            }
+        }
+        match merges.next_if(|(run, _)| run.start == j) {
+            Some((run, role)) => {
+                let run_items: Vec<&[u8]> = sent[run.clone()].iter().map(|b| &b[..]).collect();
+                let Some(item) = with_provider(provider, Merged(role, &run_items))? else {
+                    return Ok(None);
+                };
+                pieces.push(Piece::New {
+                    origins: kept.items[run.clone()].to_vec(),
+                    json: item,
+                });
+                j = run.end;
+            }
+            None => {
+                let i = kept.items[j];
+                match std::mem::take(&mut sent[j]) {
+                    Cow::Owned(json) => pieces.push(Piece::New {
+                        origins: vec![i],
+                        json,
+                    }),
+                    Cow::Borrowed(_) => pieces.push(Piece::Keep(i)),
+                }
+                j += 1;
             }
         }
     }
-    let Some((sent, _)) = as_sent(provider, kept, raw, Some(&wanted))? else {
-        return Ok(None);
-    };
-    let mut out = Vec::with_capacity(kept.merges.len() + alone.len());
-    for (run, role) in &kept.merges {
-        let run_items: Vec<&[u8]> = sent[run.clone()].iter().map(|b| &b[..]).collect();
-        let Some(item) = with_provider(provider, Merged(role, &run_items))? else {
-            return Ok(None);
-        };
-        out.push((run.clone(), item));
+    if let Some((before, item)) = note_item {
+        if before == kept.items.len() {
+            pieces.push(Piece::New {
+                origins: Vec::new(),
+                json: item,
+            });
+        }
     }
-    out.extend(alone.into_iter().map(|j| (j..j + 1, sent[j].to_vec())));
-    out.sort_by_key(|(run, _)| run.start);
-    Ok(Some(out))
+    Ok(Some(History {
+        pieces,
+        system: system_out,
+        stripped,
+    }))
 }
 
 struct Sends<'a> {
@@ -393,11 +499,10 @@ pub struct System<'h> {
 }
 
 /// The body to send and the items of its history: `head`, a body whose history array is the
-/// `[]` at `at`, with the history written as the `items` `kept` keeps, each as the input's
-/// bytes but for the runs it merges (each one item, as `provider` writes it), and the ledger
-/// note where `provider`'s adapter writes it; None when only the adapter writes the note there
-/// (a system of a shape the core does not rewrite) or a run. Every other byte of `head` is
-/// kept.
+/// `[]` at `at`, with the history written as the `items` `kept` keeps (`history`), and the
+/// ledger note where `provider` writes it; None when only the adapter writes the note there
+/// (a system of a shape the core does not rewrite, or a body without a system field where the
+/// note goes in one) or a run. Every other byte of `head` is kept.
 ///
 /// Errors: `Config` for an unknown provider.
 pub fn write(
@@ -408,99 +513,66 @@ pub fn write(
     items: &[&[u8]],
     kept: &Kept<'_>,
 ) -> Result<Option<Written>, CoreError> {
-    let mut note_item = None;
-    let mut edits = Vec::with_capacity(2);
-    if let Some((text, role, before)) = kept.note {
-        struct Place<'a>(Option<&'a str>, &'a str);
-        impl ForProvider for Place<'_> {
-            type Out = NoteAt;
-            fn run<P: Provider>(self, p: P) -> NoteAt {
-                p.ledger_note(self.0, self.1)
-            }
-        }
-        match with_provider(provider, Place(system.value.map(RawValue::get), text))? {
-            NoteAt::Items => {
-                let item = format!(
-                    r#"{{"type":"message","role":{},"content":{}}}"#,
-                    json_string(role.as_str()),
-                    json_string(text)
-                );
-                note_item = Some((before, item));
-            }
-            NoteAt::System(value) => {
-                let Some(key) = system.key else {
-                    return Ok(None);
-                };
-                edits.push(match system.value {
-                    Some(old) => match within(head, old) {
-                        Some(range) => (range, value.into_bytes()),
-                        None => return Ok(None),
-                    },
-                    None => {
-                        // A new last field, as the adapter's path appends it.
-                        let end = head.iter().rposition(|&b| b == b'}').unwrap_or(head.len());
-                        let field = format!(",{}:{value}", json_string(key));
-                        (end..end, field.into_bytes())
-                    }
-                });
-            }
-            NoteAt::Adapter => return Ok(None),
-        }
-    }
-    let mut history = Vec::with_capacity(kept.items.iter().map(|&i| items[i].len() + 1).sum());
-    history.push(b'[');
-    let mut n = 0;
-    let mut put = |out: &mut Vec<u8>, bytes: &[u8]| {
-        if n > 0 {
-            out.push(b',');
-        }
-        n += 1;
-        out.extend_from_slice(bytes);
-    };
-    // Each kept item as the provider sends it: the caller's bytes, or without its blank text.
-    let Some((sent, stripped)) = as_sent(provider, kept, &|i| items.get(i).copied(), None)? else {
+    let raw = |i: usize| items.get(i).copied();
+    let Some(written) = history(
+        provider,
+        kept,
+        Some(system.value.map(RawValue::get)),
+        &raw,
+        true,
+    )?
+    else {
         return Ok(None);
     };
-    let mut merges = kept.merges.iter().peekable();
-    let mut written = 0;
-    while written < kept.items.len() {
-        if let Some((before, item)) = &note_item {
-            if *before == written {
-                put(&mut history, item.as_bytes());
-            }
-        }
-        match merges.next_if(|(run, _)| run.start == written) {
-            Some((run, role)) => {
-                let run_items: Vec<&[u8]> = sent[run.clone()].iter().map(|b| &b[..]).collect();
-                let Some(item) = with_provider(provider, Merged(role, &run_items))? else {
-                    return Ok(None);
-                };
-                put(&mut history, &item);
-                written = run.end;
-            }
+    let mut edits = Vec::with_capacity(2);
+    if let Some(value) = written.system {
+        let Some(key) = system.key else {
+            return Ok(None);
+        };
+        edits.push(match system.value {
+            Some(old) => match within(head, old) {
+                Some(range) => (range, value.into_bytes()),
+                None => return Ok(None),
+            },
             None => {
-                put(&mut history, &sent[written]);
-                written += 1;
+                // A new last field, as the adapter's path appends it.
+                let end = head.iter().rposition(|&b| b == b'}').unwrap_or(head.len());
+                let field = format!(",{}:{value}", json_string(key));
+                (end..end, field.into_bytes())
             }
-        }
+        });
     }
-    if let Some((before, item)) = &note_item {
-        if *before == kept.items.len() {
-            put(&mut history, item.as_bytes());
+    let size = written
+        .pieces
+        .iter()
+        .map(|p| match p {
+            Piece::Keep(i) => items[*i].len() + 1,
+            Piece::New { json, .. } => json.len() + 1,
+        })
+        .sum::<usize>();
+    let mut out_history = Vec::with_capacity(size + 2);
+    out_history.push(b'[');
+    for (n, piece) in written.pieces.iter().enumerate() {
+        if n > 0 {
+            out_history.push(b',');
         }
+        out_history.extend_from_slice(match piece {
+            Piece::Keep(i) => items[*i],
+            Piece::New { json, .. } => json,
+        });
     }
-    history.push(b']');
+    out_history.push(b']');
     let history_at = at.start;
-    edits.push((at, history));
+    edits.push((at, out_history));
     edits.sort_by_key(|(range, _)| range.start);
     let size = edits.iter().map(|(_, b)| b.len()).sum::<usize>();
     let mut out = Vec::with_capacity(head.len() + size);
     let mut from = 0;
-    let mut written = 0..0;
+    let mut history_range = 0..0;
     for (range, bytes) in edits {
         out.extend_from_slice(&head[from..range.start]);
         if range.start == history_at {
-            written = out.len()..out.len() + bytes.len();
+            history_range = out.len()..out.len() + bytes.len();
         }
         out.extend_from_slice(&bytes);
         from = range.end;
@@ -508,9 +580,9 @@ pub fn write(
     out.extend_from_slice(&head[from..]);
     Ok(Some(Written {
         body: out,
-        items: n,
-        history: written,
-        stripped,
+        items: written.pieces.len(),
+        history: history_range,
+        stripped: written.stripped,
     }))
 }
 

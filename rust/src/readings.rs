@@ -22,20 +22,18 @@ pub struct Reading {
     pub request: Request<'static>,
     /// Bytes of JSON the items were read from.
     pub bytes: usize,
-    /// The last answer of what a plan of this reading sends (`NativeView.sent`): a session
-    /// asked again (a retry, the same turn assembled twice) asks for the same plan.
+    /// The last count of what a plan of this reading sends merged (`NativeView.written`): a
+    /// session asked again (a retry, the same turn assembled twice) asks for the same plan.
     pub sent: Mutex<Option<SentMemo>>,
 }
 
-/// What a plan that keeps `kept` sends behind a system of `markers` cache markers: `(merged,
-/// tokens)`, or None when the core cannot tell.
+/// The tokens a plan of `items` sends, its neighbours merged, behind a system of `markers`
+/// cache markers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SentMemo {
-    pub kept: Vec<usize>,
-    /// The messages rewritten (canonical index, kind, new text).
-    pub rewrites: Vec<(usize, String, String)>,
+    pub items: Vec<crate::plan::Item>,
     pub markers: u32,
-    pub answer: Option<(usize, u64)>,
+    pub tokens: u64,
 }
 
 /// Readings kept at most; a session's next turn is a new request, so only recent ones repeat.

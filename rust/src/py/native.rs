@@ -10,7 +10,7 @@ use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use super::errors::issue_tuple;
 use super::objects::{dump_walked, Walk};
@@ -28,6 +28,7 @@ use crate::readings::{self, Context, Reading, SentMemo};
 use crate::request::{check_count, check_size, load_canonical, Request};
 use crate::request::{Limits, Scheme};
 use crate::rewrite::RewriteKind;
+use crate::view::Role;
 
 /// A native request read by the core. Its canonical messages are built as dicts only when
 /// asked for (`message`): an assembly reads a few (a note, the first user message), never all.
@@ -225,6 +226,44 @@ pub(super) fn read_native_objects<'py>(
     })
 }
 
+/// The plan items of a `Plan` as the core's, or None when one is an insertion only the
+/// adapter renders (a synthesized result, a summary).
+fn plan_items(items: &Bound<'_, PyList>) -> PyResult<Option<Vec<plan::Item>>> {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items.iter() {
+        if let Ok(k) = item.extract::<usize>() {
+            out.push(plan::Item::Keep(k));
+            continue;
+        }
+        let Ok(insertion) = item.cast::<Insertion>() else {
+            return Err(PyTypeError::new_err(
+                "a plan item is an int or an Insertion",
+            ));
+        };
+        out.push(match insertion.get() {
+            Insertion::Rewrite { index, kind, text } => plan::Item::Rewrite {
+                index: *index,
+                kind: RewriteKind::from_name(kind).ok_or_else(|| CoreError::Config {
+                    key: "rewrites".to_owned(),
+                    reason: format!("no rewrite kind {kind:?}"),
+                })?,
+                text: text.clone(),
+            },
+            Insertion::LedgerNote { text, role } => plan::Item::LedgerNote {
+                text: text.clone(),
+                role: match role.as_str() {
+                    "system" => Role::System,
+                    "developer" => Role::Developer,
+                    "user" => Role::User,
+                    _ => return Ok(None),
+                },
+            },
+            Insertion::Synthesized { .. } | Insertion::Summary { .. } => return Ok(None),
+        });
+    }
+    Ok(Some(out))
+}
+
 /// The JSON of the items at `indices`, each alone, as the caller's `dump` writes them.
 fn serialized_by(dump: &Bound<'_, PyAny>, indices: &[usize]) -> PyResult<Vec<Vec<u8>>> {
     let arrays = JsonParts::new(&dump.call1((indices.to_vec(),))?)?;
@@ -360,57 +399,154 @@ impl NativeView {
         })
     }
 
-    /// What a plan that keeps the canonical messages `kept`, with the messages `rewrites`
-    /// (canonical index, kind, new text) rewritten and nothing inserted, the tools kept,
-    /// sends where `provider` merges neighbours a drop brought together, as the core writes
-    /// them (`dump(indices)`, JSON arrays of the caller's items at those indices, gives the
-    /// JSON of the items merged or rewritten): `(merged, tokens)`, the items written as one of
-    /// neighbours and the request's tokens as sent, its pairing checked by the provider's
-    /// rules. None when nothing is merged, the system of `system_markers` cache markers is
-    /// not the core's to judge, the adapter writes a merge or a rewrite, or the request sent
-    /// does not pair (the adapter's rendering, counted again, refuses it in its own words).
-    #[pyo3(signature = (provider, kept, system_markers, dump, config, cache=None, rewrites=Vec::new()))]
+    /// The request the plan `items` (the `Plan.items` of a plan of this reading) sends, as
+    /// the core writes it for a list of the caller's objects: `(ops, system, merged, stripped,
+    /// tokens)`. `ops` are the items in order, each an `int` (keep the caller's item at that
+    /// index) or `(origins, json)`: a new item made of the caller's items `origins` (a tuple):
+    /// one edited (a result cut or stubbed, images made text, blank text stripped), neighbours
+    /// merged, or none for the ledger note. `system` is the system to send as JSON where the note goes into
+    /// it, else None; `merged` the items written as one of neighbours; `stripped` the caller's
+    /// items written without their blank text; `tokens` the request's as sent where neighbours
+    /// are merged (the plan's count otherwise: None). `system_json` is the caller's system as
+    /// JSON (`null` for none; None for one the core cannot place a note in), asked for only
+    /// when the plan brings the note (`system_json()`); `dump(indices)` JSON arrays of the
+    /// caller's items at those indices (only the items written anew are asked for).
+    /// `tools_dropped`: the plan dropped the tools, which the count as sent leaves out.
+    ///
+    /// None for a plan only the adapter renders (a synthesized result, a summary, a note where
+    /// only the adapter places it), or whose request as sent does not pair.
+    #[pyo3(signature = (provider, items, system_json, system_markers, tools_dropped, dump, config, cache=None))]
     #[allow(clippy::too_many_arguments)]
-    fn sent(
+    fn written<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         provider: &str,
-        kept: Vec<usize>,
+        items: &Bound<'py, PyList>,
+        system_json: Bound<'py, PyAny>,
         system_markers: u32,
-        dump: Bound<'_, PyAny>,
+        tools_dropped: bool,
+        dump: Bound<'py, PyAny>,
         config: &CoreConfig,
         cache: Option<&PyCountCache>,
-        rewrites: Vec<(usize, String, String)>,
-    ) -> PyResult<Option<(usize, u64)>> {
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         guard(py, || {
-            let memo = &self.reading.sent;
-            let asked = |m: &Option<SentMemo>| {
-                m.as_ref()
-                    .filter(|m| {
-                        m.kept == kept && m.rewrites == rewrites && m.markers == system_markers
-                    })
-                    .map(|m| m.answer)
+            let Some(items) = plan_items(items)? else {
+                return Ok(None);
             };
-            if let Some(answer) = asked(&memo.lock().unwrap_or_else(PoisonError::into_inner)) {
-                return Ok(answer);
+            let native = &self.reading.native;
+            let request = &self.reading.request;
+            let spans = native.spans.len();
+            if let Some(k) = items.iter().find_map(|item| match item {
+                plan::Item::Keep(k) | plan::Item::Rewrite { index: k, .. } if *k >= spans => {
+                    Some(*k)
+                }
+                _ => None,
+            }) {
+                return Err(PyIndexError::new_err(format!(
+                    "canonical message {k} of {spans}"
+                )));
             }
-            let answer = self.sent_anew(
-                py,
-                provider,
-                &kept,
-                &rewrites,
-                system_markers,
-                &dump,
-                config,
-                cache,
-            )?;
-            *memo.lock().unwrap_or_else(PoisonError::into_inner) = Some(SentMemo {
-                kept,
-                rewrites,
-                markers: system_markers,
-                answer,
-            });
-            Ok(answer)
+            let Some(kept) =
+                native_body::kept_of_items(provider, native, &items, system_markers, |k| {
+                    request.get(k)
+                })?
+            else {
+                return Ok(None);
+            };
+            // Only the items written anew are serialized: a merge, a rewrite, a strip.
+            let mut wanted: Vec<usize> = kept
+                .merges
+                .iter()
+                .flat_map(|(run, _)| kept.items[run.clone()].iter().copied())
+                .chain(
+                    kept.rewrites
+                        .iter()
+                        .flat_map(|r| kept.items[r.at.clone()].iter().copied()),
+                )
+                .chain(kept.strips.iter().map(|&j| kept.items[j]))
+                .collect();
+            wanted.sort_unstable();
+            wanted.dedup();
+            let raws = if wanted.is_empty() {
+                Vec::new()
+            } else {
+                serialized_by(&dump, &wanted)?
+            };
+            let by_item: HashMap<usize, &[u8]> = wanted
+                .iter()
+                .copied()
+                .zip(raws.iter().map(Vec::as_slice))
+                .collect();
+            let memo = &self.reading.sent;
+            let remembered = memo
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .filter(|m| m.items == items && m.markers == system_markers && !tools_dropped)
+                .map(|m| m.tokens);
+            let tools_tokens = if tools_dropped {
+                0
+            } else {
+                request.tools_tokens
+            };
+            let system: Option<String> = if kept.note.is_some() {
+                system_json.call0()?.extract()?
+            } else {
+                None
+            };
+            let written = py.detach(|| {
+                let raw = |i: usize| by_item.get(&i).copied();
+                let system = match (&system, kept.note) {
+                    (Some(json), _) => Some(Some(json.as_str())),
+                    (None, Some(_)) => None,
+                    (None, None) => Some(None),
+                };
+                let Some(history) = native_body::history(provider, &kept, system, &raw, false)?
+                else {
+                    return Ok(None);
+                };
+                if kept.merges.is_empty() {
+                    return Ok::<_, CoreError>(Some((history, None)));
+                }
+                if let Some(tokens) = remembered {
+                    return Ok(Some((history, Some(tokens))));
+                }
+                // Merged neighbours cost otherwise than the plan counted them apart: the
+                // request is checked and counted as sent.
+                let mut sent = native::sent(provider, native, &history.pieces, &native.system)?;
+                if !sent.issues.is_empty() {
+                    return Ok(None);
+                }
+                let messages = std::mem::take(&mut sent.messages);
+                let counted = load_canonical(messages, None, config.scheme, chosen(cache))?;
+                Ok(Some((history, Some(total(&counted) + tools_tokens))))
+            })?;
+            let Some((history, tokens)) = written else {
+                return Ok(None);
+            };
+            if let (Some(tokens), None, false) = (tokens, remembered, tools_dropped) {
+                *memo.lock().unwrap_or_else(PoisonError::into_inner) = Some(SentMemo {
+                    items: items.clone(),
+                    markers: system_markers,
+                    tokens,
+                });
+            }
+            let ops = PyList::empty(py);
+            for piece in &history.pieces {
+                match piece {
+                    native_body::Piece::Keep(i) => ops.append(*i)?,
+                    native_body::Piece::New { origins, json } => {
+                        let origins = PyTuple::new(py, origins)?;
+                        ops.append((origins, PyBytes::new(py, json)))?;
+                    }
+                }
+            }
+            let system = history
+                .system
+                .as_deref()
+                .map(|s| PyBytes::new(py, s.as_bytes()));
+            let out = (ops, system, kept.merges.len(), history.stripped, tokens);
+            Ok(Some(out.into_pyobject(py)?))
         })
     }
 
@@ -464,81 +600,6 @@ impl NativeView {
 }
 
 impl NativeView {
-    /// `sent`, worked out.
-    #[allow(clippy::too_many_arguments)]
-    fn sent_anew(
-        &self,
-        py: Python<'_>,
-        provider: &str,
-        kept: &[usize],
-        rewrites: &[(usize, String, String)],
-        system_markers: u32,
-        dump: &Bound<'_, PyAny>,
-        config: &CoreConfig,
-        cache: Option<&PyCountCache>,
-    ) -> PyResult<Option<(usize, u64)>> {
-        let cache = chosen(cache);
-        let native = &self.reading.native;
-        if !native.issues.is_empty() {
-            return Ok(None);
-        }
-        let Some(kept) = native_body::kept_of(provider, native, kept, None, system_markers)? else {
-            return Ok(None);
-        };
-        if kept.merges.is_empty() {
-            return Ok(None);
-        }
-        let request = &self.reading.request;
-        let mut planned = Vec::with_capacity(rewrites.len());
-        for (k, kind, text) in rewrites {
-            let Some(kind) = RewriteKind::from_name(kind) else {
-                return Err(CoreError::Config {
-                    key: "rewrites".to_owned(),
-                    reason: format!("no rewrite kind {kind:?}"),
-                }
-                .into());
-            };
-            planned.push((*k, kind, text.as_str()));
-        }
-        let Some(kept) = native_body::with_rewrites(native, kept, &planned, |k| request.get(k))
-        else {
-            return Ok(None);
-        };
-        let mut wanted: Vec<usize> = kept
-            .merges
-            .iter()
-            .flat_map(|(run, _)| kept.items[run.clone()].iter().copied())
-            .chain(
-                kept.rewrites
-                    .iter()
-                    .flat_map(|r| kept.items[r.at.clone()].iter().copied()),
-            )
-            .collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        let raws = serialized_by(dump, &wanted)?;
-        let by_item: HashMap<usize, &[u8]> = wanted
-            .iter()
-            .copied()
-            .zip(raws.iter().map(Vec::as_slice))
-            .collect();
-        let tools_tokens = self.reading.request.tools_tokens;
-        let counted = py.detach(|| {
-            let raw = |i: usize| by_item.get(&i).copied();
-            let Some(changed) = native_body::changed_runs(provider, &kept, &raw)? else {
-                return Ok(None);
-            };
-            let mut sent = native::sent(provider, native, &kept.items, &changed)?;
-            if !sent.issues.is_empty() {
-                return Ok(None);
-            }
-            let messages = std::mem::take(&mut sent.messages);
-            let request = load_canonical(messages, None, config.scheme, cache)?;
-            Ok::<_, CoreError>(Some((kept.merges.len(), total(&request) + tools_tokens)))
-        })?;
-        Ok(counted)
-    }
-
     pub(super) fn request(&self) -> &Request<'static> {
         &self.reading.request
     }

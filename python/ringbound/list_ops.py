@@ -1,0 +1,106 @@
+"""The core's writing of a plan applied to the caller's list: one mapping for every provider.
+
+The core writes the request a plan sends (``NativeView.written``) as a list of operations on
+the caller's items: an ``int`` keeps the caller's item at that index, the very object; a pair
+``(origins, json)`` is a new item made of the caller's items ``origins``: one edited (a tool
+result cut or stubbed, images made text, blank text stripped), neighbours merged, or none (the
+ledger note). A new item holds the caller's own objects wherever it carries them unchanged (a
+merged message's blocks are the caller's block objects, as a hand-written merge would hold
+them), and is of the caller's SDK type where it stands for one SDK object that takes it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from .raw_items import RawItem, RawItems
+
+__all__ = ["Op", "apply_ops", "shared"]
+
+#: One operation: keep the caller's item at this index, or ``(origins, json)``, a new item.
+Op = int | tuple[tuple[int, ...], bytes]
+
+#: How far ahead a new list's element is looked for among its sources' elements: a rendering
+#: only converts, strips or edits a few of them, and the search stays linear in the list.
+_LOOKAHEAD = 8
+
+
+def apply_ops(messages: Sequence[Any], ops: Sequence[Op]) -> Sequence[Any]:
+    """The list the operations describe, the caller's items kept as the same objects. For a
+    body's history (``RawItems``) that only keeps items, a view of them written back as slices
+    of the body. ``messages`` is read, never changed."""
+    if type(messages) is RawItems and all(type(op) is int for op in ops):
+        return messages.take(ops)  # type: ignore[arg-type]
+    out: list[Any] = []
+    for op in ops:
+        if type(op) is int:
+            out.append(messages[op])
+            continue
+        origins, raw = op  # type: ignore[misc]
+        sources = [messages[i] for i in origins]
+        value = shared(orjson.loads(raw), sources)
+        out.append(_like(sources[0], value) if len(sources) == 1 else value)
+    return out
+
+
+def shared(value: Any, sources: Sequence[Any]) -> Any:
+    """``value`` (plain JSON the core wrote from ``sources``) holding the sources' own objects
+    where it carries them unchanged: each field's value, and each element of a list field or
+    of a list value, matched in order. Only plain dicts and lists are looked into; anything
+    else (an SDK object) is matched whole or not at all."""
+    plain = [s for s in sources if type(s) is dict or type(s) is list]
+    if not plain:
+        return value
+    if type(value) is list:
+        return _aligned(value, [e for s in plain if type(s) is list for e in s])
+    if type(value) is not dict:
+        return value
+    maps = [s for s in plain if type(s) is dict]
+    for key, new in value.items():
+        olds = [m[key] for m in maps if key in m]
+        if type(new) is list:
+            value[key] = _aligned(new, [e for o in olds if type(o) is list for e in o])
+        elif len(olds) == 1 and _same(new, olds[0]):
+            value[key] = olds[0]
+    return value
+
+
+def _aligned(new: list[Any], old: list[Any]) -> list[Any]:
+    """``new`` with each element that equals the next unmatched one of ``old`` (looked for a
+    few ahead) replaced by it."""
+    j = 0
+    for k, element in enumerate(new):
+        for m in range(j, min(j + _LOOKAHEAD, len(old))):
+            if _same(element, old[m]):
+                new[k] = old[m]
+                j = m + 1
+                break
+    return new
+
+
+def _same(plain: Any, obj: Any) -> bool:
+    """Whether the caller's ``obj`` is the JSON value ``plain``: compared as values when it is
+    plain JSON (a dict, list, string or number), never read through an SDK object's methods."""
+    if type(obj) in (dict, list, str, int, float, bool) or obj is None:
+        try:
+            return bool(plain == obj)
+        except RecursionError:
+            return False
+    return False
+
+
+def _like(sample: Any, value: Any) -> Any:
+    """``value`` as an object of ``sample``'s SDK type when it is one (a pydantic model takes
+    its own JSON back), else as it is."""
+    if type(sample) is dict or type(sample) is RawItem or not isinstance(value, Mapping):
+        return value
+    validate = getattr(type(sample), "model_validate", None)
+    if not callable(validate):
+        return value
+    try:
+        return validate(value)
+    except Exception:  # an SDK type stricter than the provider: the plain dict goes out
+        return value
