@@ -327,3 +327,39 @@ def test_gpt_5_6_caches_at_breakpoints_and_prices_writes() -> None:
 
     assert rules_for("openai_chat", cfg) == "openai_explicit"
     assert rules_for("openai_chat") == "openai" and rules_for("anthropic", cfg) == "anthropic"
+
+
+# Converting a chat session ----------------------------------------------------------------------
+
+CHAT_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    },
+    {"type": "function", "function": {"name": "status"}},
+]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "bedrock_converse", "openai_responses"])
+def test_a_converted_session_carries_the_tools_the_core_writes(provider: str) -> None:
+    """The tools of a chat session replayed as another provider are the core's translation of
+    them (one writer of tools, ``rb.translate``), and the provider counts them as valid."""
+    from ringbound.cli.simulate import _as_provider
+
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    given = orjson.loads(orjson.dumps(CHAT_TOOLS))
+    converted, cut = _as_provider(Session(chat, given, bare=False), provider)
+    assert cut == 0 and given == CHAT_TOOLS
+    written = rb.translate(chat, source="openai_chat", target=provider, tools=CHAT_TOOLS)
+    assert converted.tools == written.tools
+    assert converted.messages == written.messages
+    assert rb.count_tokens(
+        converted.messages, provider, tools=converted.tools, system=converted.system
+    ) > rb.count_tokens(converted.messages, provider, system=converted.system)
+    if provider == "bedrock_converse":
+        # Bedrock refuses an empty description: a tool without one has no `description`.
+        assert [t["toolSpec"].get("description") for t in converted.tools] == ["Read a file", None]

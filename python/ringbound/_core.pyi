@@ -12,6 +12,29 @@ MEDIA_PLACEHOLDER: str
 TRIGGER_NOT_LAST: str
 #: The refusal of a Responses ``compaction_trigger`` that carries an ``id``.
 TRIGGER_WITH_ID: str
+#: Gemini's one-of data fields of a Part: (REST camelCase, SDK snake_case) pairs.
+GEMINI_DATA_FIELDS: tuple[tuple[str, str], ...]
+#: Gemini Part fields that carry nothing the model reads as content.
+GEMINI_META_FIELDS: tuple[str, ...]
+#: Gemini Part fields that travel with the part they sign, whatever it becomes.
+GEMINI_SIGNATURE_FIELDS: tuple[str, ...]
+#: Responses items of hosted tools, which carry their own result.
+RESPONSES_HOSTED: tuple[str, ...]
+#: Every Responses input item type the core reads, in the order its refusal lists them.
+RESPONSES_ITEM_TYPES: tuple[str, ...]
+#: The blocks a Bedrock Converse user message may carry.
+BEDROCK_USER_BLOCKS: tuple[str, ...]
+#: The blocks a Bedrock Converse assistant message may carry.
+BEDROCK_ASSISTANT_BLOCKS: tuple[str, ...]
+#: The blocks a Bedrock Converse ``toolResult`` may carry.
+BEDROCK_RESULT_BLOCKS: tuple[str, ...]
+#: What stands between a system's own text and each note joined to it.
+NOTE_SEPARATOR: str
+
+def join_system_note(base: str, note: str | None = None, summary: str | None = None) -> str:
+    """``base`` with the ledger ``note`` and the ``summary`` note joined to it, empty or absent
+    parts left out; InvalidMessageError for a part that is not a string or holds a lone
+    surrogate."""
 
 class CoreConfig:
     def __init__(

@@ -26,6 +26,7 @@ mod native;
 mod objects;
 mod panic;
 mod plan;
+mod provider_rules;
 mod translate;
 
 use errors::issue_tuple;
@@ -459,6 +460,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     use crate::providers::openai_responses::parse::{TRIGGER_NOT_LAST, TRIGGER_WITH_ID};
     m.add("TRIGGER_NOT_LAST", TRIGGER_NOT_LAST)?;
     m.add("TRIGGER_WITH_ID", TRIGGER_WITH_ID)?;
+    provider_rules::add(m)?;
     m.add_class::<CoreConfig>()?;
     m.add_class::<PyCountCache>()?;
     m.add_function(wrap_pyfunction!(hooks::_bind, m)?)?;

@@ -473,7 +473,7 @@ def _as_provider(session: Session, provider: str) -> tuple[Session, int]:
     detected = session.detected_provider()
     if detected == provider:
         return session, 0
-    if detected != "openai_chat" or provider not in _TOOLS_FROM_CHAT:
+    if detected != "openai_chat" or provider not in _CONVERTS_TO:
         raise ConfigError(
             f"the session is {detected}; simulate --provider {provider} converts only OpenAI "
             f"Chat sessions to anthropic, bedrock_converse or openai_responses",
@@ -483,31 +483,19 @@ def _as_provider(session: Session, provider: str) -> tuple[Session, int]:
     chat = list(session.messages)
     _, cut = turn_ends(chat)
     # The core's writer: Anthropic's ledger and summary notes become system blocks, a late
-    # system message user text, call ids the target's own (``rb.translate``).
-    native = translate(chat[: len(chat) - cut], source="openai_chat", target=provider)
-    tools = None
-    if session.tools:
-        tools = [
-            _TOOLS_FROM_CHAT[provider](_mapping(t).get("function") or {}) for t in session.tools
-        ]
-    return Session(native.messages, tools, bare=False, system=native.system), cut
+    # system message user text, call ids the target's own, the function tools in the
+    # target's shape (``rb.translate``).
+    native = translate(
+        chat[: len(chat) - cut],
+        source="openai_chat",
+        target=provider,
+        tools=[_mapping(t) for t in session.tools] if session.tools else None,
+    )
+    return Session(native.messages, native.tools, bare=False, system=native.system), cut
 
 
-_TOOLS_FROM_CHAT: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-    "anthropic": lambda f: {
-        "name": f.get("name", ""),
-        "description": f.get("description", ""),
-        "input_schema": f.get("parameters") or {"type": "object"},
-    },
-    "bedrock_converse": lambda f: {
-        "toolSpec": {
-            "name": f.get("name", ""),
-            "description": f.get("description") or f.get("name", ""),
-            "inputSchema": {"json": f.get("parameters") or {"type": "object"}},
-        }
-    },
-    "openai_responses": lambda f: {"type": "function", **f},
-}
+#: The providers an OpenAI Chat session is converted to.
+_CONVERTS_TO = ("anthropic", "bedrock_converse", "openai_responses")
 
 
 # A generated session --------------------------------------------------------------------------

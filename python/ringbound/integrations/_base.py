@@ -94,15 +94,22 @@ class Target:
                 chat, encoding=cfg.encoding, tools=list(tools or ()) or None,
                 tokenizer_backend=cfg.tokenizer_backend, token_ratio=cfg.token_ratio,
             )  # fmt: skip
-        # The core's writer: the provider's shape with its own id and turn rules. Gemini is
-        # counted without the sentinel signature a translation adds: the framework writes the
-        # request itself and sends the signatures Gemini gave it, which the chat shape lacks.
-        native = translate(chat, source="openai_chat", target=self.provider, gemini_sentinel=False)
+        # The core's writer: the provider's shape with its own id and turn rules, the tools
+        # as it writes them for the provider (``rb.translate``). Gemini is counted without the
+        # sentinel signature a translation adds: the framework writes the request itself and
+        # sends the signatures Gemini gave it, which the chat shape lacks.
+        native = translate(
+            chat,
+            source="openai_chat",
+            target=self.provider,
+            tools=list(tools or ()) or None,
+            gemini_sentinel=False,
+        )
         return count_tokens(
             native.messages,
             provider=self.provider,
             encoding=cfg.encoding,
-            tools=_tools_for(self.provider, tools or ()) or None,
+            tools=native.tools,
             tokenizer_backend=cfg.tokenizer_backend,
             system=native.system,
             token_ratio=cfg.token_ratio,
@@ -149,27 +156,6 @@ async def afit_target(
         notches += 1
         res = await assemble(notches)
     return res
-
-
-def _tools_for(provider: str, tools: Sequence[Any]) -> list[Any]:
-    """Chat function tools in ``provider``'s own ``tools`` shape."""
-    out: list[Any] = []
-    for tool in tools:
-        f = tool.get("function", {}) if isinstance(tool, dict) else {}
-        name, params = f.get("name"), f.get("parameters") or {"type": "object"}
-        described = {"description": f["description"]} if f.get("description") else {}
-        if provider == "openai_responses":
-            out.append({"type": "function", "name": name, **described, "parameters": params})
-        elif provider == "anthropic":
-            out.append({"name": name, **described, "input_schema": params})
-        elif provider == "gemini":
-            out.append(
-                {"functionDeclarations": [{"name": name, **described, "parameters": params}]}
-            )
-        else:
-            spec = {"name": name, **described, "inputSchema": {"json": params}}
-            out.append({"toolSpec": spec})
-    return out
 
 
 def check_ledger(ledger: Any) -> SideEffectLedger | None:

@@ -16,7 +16,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from .._core import LEDGER_MARKER, SUMMARY_MARKER, Insertion
+from .._core import LEDGER_MARKER, NOTE_SEPARATOR, SUMMARY_MARKER, Insertion, join_system_note
 from ..errors import InvalidMessageError, PairingIssue, RingboundError
 from ..payload import dump_native
 
@@ -342,27 +342,21 @@ def is_summary_note(text: Any) -> bool:
     return isinstance(text, str) and text.startswith(SUMMARY_MARKER)
 
 
-_NOTE_SEPARATOR = "\n\n"
-
-
 def split_system_note(text: str) -> tuple[str, str | None, str | None]:
     """A top-level system text split into the caller's part, the ledger note and the summary
     note an earlier assembly appended, in that order, each note optional (providers whose
-    system sits outside the messages keep them there)."""
+    system sits outside the messages keep them there). The inverse of the core's
+    ``join_system_note``, the one join every writer uses (tests/providers/test_system_note.py
+    checks the two against each other)."""
     summary: str | None = None
-    at = text.find(_NOTE_SEPARATOR + SUMMARY_MARKER)
+    at = text.find(NOTE_SEPARATOR + SUMMARY_MARKER)
     if at >= 0:
-        text, summary = text[:at], text[at + len(_NOTE_SEPARATOR) :]
+        text, summary = text[:at], text[at + len(NOTE_SEPARATOR) :]
     elif text.startswith(SUMMARY_MARKER):
         return "", None, text
-    at = text.find(_NOTE_SEPARATOR + LEDGER_MARKER)
+    at = text.find(NOTE_SEPARATOR + LEDGER_MARKER)
     if at < 0:
         if text.startswith(LEDGER_MARKER):
             return "", text, summary
         return text, None, summary
-    return text[:at], text[at + len(_NOTE_SEPARATOR) :], summary
-
-
-def join_system_note(base: str, note: str | None, summary: str | None = None) -> str:
-    """Inverse of ``split_system_note``."""
-    return _NOTE_SEPARATOR.join(t for t in (base, note, summary) if t)
+    return text[:at], text[at + len(NOTE_SEPARATOR) :], summary

@@ -11,7 +11,14 @@ from typing import Any
 import orjson
 
 from .. import _core
-from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT, Insertion
+from .._core import (
+    BEDROCK_ASSISTANT_BLOCKS,
+    BEDROCK_RESULT_BLOCKS,
+    BEDROCK_USER_BLOCKS,
+    LEDGER_MARKER,
+    SYNTHESIZED_RESULT_TEXT,
+    Insertion,
+)
 from ..errors import InvalidMessageError, PairingError, PairingIssue
 from .base import (
     Canonical,
@@ -30,14 +37,11 @@ __all__ = ["ADAPTER", "BedrockConverseAdapter", "synthesized_result"]
 EXPECTED_RESULTS = "Expected toolResult blocks at messages.{n}.content for the following Ids: {ids}"
 EMPTY_CONTENT = "The content field in the Message object at messages.{n} is empty."
 
-_USER_BLOCKS = frozenset(
-    {"text", "image", "document", "video", "audio", "guardContent", "searchResult"}
-    | {"toolResult", "cachePoint"}
-)
-_ASSISTANT_BLOCKS = frozenset(
-    {"text", "reasoningContent", "toolUse", "citationsContent", "cachePoint"}
-)
-_RESULT_BLOCKS = frozenset({"text", "json", "image", "document", "video", "searchResult"})
+# The blocks each message and a toolResult may carry: the core's tables (one home,
+# rust/src/providers/bedrock_converse/parse.rs).
+_USER_BLOCKS = frozenset(BEDROCK_USER_BLOCKS)
+_ASSISTANT_BLOCKS = frozenset(BEDROCK_ASSISTANT_BLOCKS)
+_RESULT_BLOCKS = frozenset(BEDROCK_RESULT_BLOCKS)
 
 
 @dataclass

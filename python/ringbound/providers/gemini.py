@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _core
-from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT, Insertion
+from .._core import (
+    GEMINI_DATA_FIELDS,
+    GEMINI_META_FIELDS,
+    GEMINI_SIGNATURE_FIELDS,
+    LEDGER_MARKER,
+    SYNTHESIZED_RESULT_TEXT,
+    Insertion,
+)
 from ..errors import InvalidMessageError, PairingIssue
 from .base import (
     Canonical,
@@ -60,31 +67,14 @@ RESPONSE_TURN_POSITION = (
 #: Gemini's 400 for a history that opens with a model turn (NousResearch/hermes-agent#55427).
 ALTERNATE = "Please ensure that multiturn requests alternate between user and model."
 
-# The one-of data fields of a Part, camelCase (REST) and snake_case (Python SDK).
-_DATA_FIELDS = {
-    "text": "text",
-    "inlineData": "inline_data",
-    "fileData": "file_data",
-    "functionCall": "function_call",
-    "functionResponse": "function_response",
-    "executableCode": "executable_code",
-    "codeExecutionResult": "code_execution_result",
-}
-_SNAKE_TO_CAMEL = {snake: camel for camel, snake in _DATA_FIELDS.items()}
+# The core's tables (one home: rust/src/providers/gemini/parse.rs). The one-of data fields of
+# a Part, camelCase (REST) to snake_case (Python SDK).
+_DATA_FIELDS = dict(GEMINI_DATA_FIELDS)
+_SNAKE_TO_CAMEL = {snake: camel for camel, snake in GEMINI_DATA_FIELDS}
 #: Part fields that travel with the part they sign, whatever it becomes.
-_SIGNATURE_FIELDS = ("thought", "thoughtSignature", "thought_signature")
+_SIGNATURE_FIELDS = GEMINI_SIGNATURE_FIELDS
 # Part fields that carry nothing the model reads as content (the signature is counted apart).
-_META_FIELDS = {
-    "thought",
-    "thoughtSignature",
-    "thought_signature",
-    "videoMetadata",
-    "video_metadata",
-    "mediaResolution",
-    "media_resolution",
-    "partMetadata",
-    "part_metadata",
-}
+_META_FIELDS = frozenset(GEMINI_META_FIELDS)
 
 
 @dataclass

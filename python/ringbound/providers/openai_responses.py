@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _core
-from .._core import SYNTHESIZED_RESULT_TEXT, Insertion
+from .._core import RESPONSES_ITEM_TYPES, SYNTHESIZED_RESULT_TEXT, Insertion
 from ..errors import InvalidMessageError, PairingError, PairingIssue
 from ..payload import dump_messages
 from .base import (
@@ -103,26 +103,11 @@ _APPLY_PATCH = _builtin("apply_patch", "apply_patch_call", None, ("operation",))
 _FAMILIES = (_FUNCTION, _CUSTOM, _MCP_APPROVAL, _COMPUTER, _SHELL, _LOCAL_SHELL, _APPLY_PATCH)
 _BY_CALL = {f.call: f for f in _FAMILIES}
 _BY_OUTPUT = {f.output: f for f in _FAMILIES}
-#: Items the model produced that carry their own result (hosted tools): counted as the JSON
-#: they are; an ``mcp_call`` also becomes a call and its result, so its side effect is ledgered.
-_HOSTED = (
-    "web_search_call",
-    "file_search_call",
-    "code_interpreter_call",
-    "image_generation_call",
-    "mcp_call",
-    "mcp_list_tools",
-)
-#: Every input item type read (the core's parser reads the same: tests/test_detect_responses.py).
-ITEM_TYPES = (
-    "message",
-    "reasoning",
-    *_BY_CALL,
-    *_BY_OUTPUT,
-    *_HOSTED,
-    "compaction",
-    "compaction_trigger",
-)
+#: Every input item type read, in the order the refusal lists them: the core's list (one home,
+#: rust/src/providers/openai_responses/parse/mod.rs). Its hosted tools' items
+#: (``RESPONSES_HOSTED``), which carry their own result, are counted as the JSON they are; an
+#: ``mcp_call`` also becomes a call and its result, so its side effect is ledgered.
+ITEM_TYPES = RESPONSES_ITEM_TYPES
 _ROLES = ("user", "assistant", "system", "developer")
 _DETAILS = ("low", "high", "auto")
 

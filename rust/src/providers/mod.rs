@@ -184,15 +184,25 @@ pub enum NoteAt {
     Adapter,
 }
 
-/// `note` joined to the text `base` of a system string as the adapters join it (after a blank
-/// line, when there is a base), as a JSON string.
+/// What stands between a system's own text and each note an assembly joins to it. The
+/// façade's `split_system_note` takes a joined system apart at it, so it has this one home.
+pub const NOTE_SEPARATOR: &str = "\n\n";
+
+/// A system text with the ledger note and the summary note joined to it, in that order: the
+/// parts that are not empty, `NOTE_SEPARATOR` between each. The one join of a system string,
+/// for the core's writers and the façade's (`ringbound._core.join_system_note`).
+pub fn system_with_notes(base: &str, note: Option<&str>, summary: Option<&str>) -> String {
+    [Some(base), note, summary]
+        .into_iter()
+        .flatten()
+        .filter(|t| !t.is_empty())
+        .collect::<Vec<_>>()
+        .join(NOTE_SEPARATOR)
+}
+
+/// `note` joined to the text `base` of a system string (`system_with_notes`), as a JSON string.
 pub(crate) fn joined_note(base: &str, note: &str) -> String {
-    let text = if base.is_empty() {
-        note.to_owned()
-    } else {
-        format!("{base}\n\n{note}")
-    };
-    json_string(&text)
+    json_string(&system_with_notes(base, Some(note), None))
 }
 
 /// The note joined to a system given as the JSON string `system` (`joined_note`).

@@ -74,9 +74,16 @@ pub fn write_tools(
             "anthropic" => json!({
                 "name": name, "description": desc, "input_schema": object_schema(schema),
             }),
-            "bedrock_converse" => json!({"toolSpec": {
-                "name": name, "description": desc, "inputSchema": {"json": object_schema(schema)},
-            }}),
+            "bedrock_converse" => {
+                let mut spec =
+                    json!({"name": name, "inputSchema": {"json": object_schema(schema)}});
+                // Bedrock refuses an empty description (`ToolSpecification.description`: at
+                // least one character, optional): a tool without one goes without the field.
+                if !desc.is_empty() {
+                    spec["description"] = json!(desc);
+                }
+                json!({ "toolSpec": spec })
+            }
             _ => {
                 let mut dropped = Vec::new();
                 let parameters = gemini_schema(schema, "", &mut dropped);
@@ -182,6 +189,28 @@ fn gemini_schema(schema: &Value, path: &str, dropped: &mut Vec<(String, String)>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bedrock_leaves_out_an_empty_description_which_it_refuses() {
+        let tools = [
+            Tool::Function {
+                name: "status".into(),
+                description: None,
+                schema: json!({"type": "object"}),
+            },
+            Tool::Function {
+                name: "read".into(),
+                description: Some("Read a file".into()),
+                schema: json!({"type": "object"}),
+            },
+        ];
+        let mut report = Report::default();
+        let out = write_tools("bedrock_converse", &tools, &Options::default(), &mut report);
+        let specs: Vec<Value> = out.unwrap().unwrap().as_array().unwrap().clone();
+        assert_eq!(specs[0]["toolSpec"].get("description"), None);
+        assert_eq!(specs[1]["toolSpec"]["description"], "Read a file");
+        assert_eq!(specs[0]["toolSpec"]["name"], "status");
+    }
 
     #[test]
     fn gemini_gets_its_subset_and_every_dropped_keyword_is_named() {

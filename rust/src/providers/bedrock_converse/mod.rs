@@ -6,6 +6,7 @@
 
 mod canonical;
 mod parse;
+pub(crate) use parse::{ASSISTANT_BLOCKS, RESULT_BLOCKS, USER_BLOCKS};
 mod rules;
 
 use super::item_cache::ItemCache;

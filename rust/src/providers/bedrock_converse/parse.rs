@@ -14,7 +14,9 @@ use crate::view::{Detail, Image, Role};
 
 type Obj = Map<String, Value>;
 
-const USER_BLOCKS: [&str; 9] = [
+/// Blocks a user message may carry (the Python adapter reads this table:
+/// `ringbound._core.BEDROCK_USER_BLOCKS`).
+pub(crate) const USER_BLOCKS: [&str; 9] = [
     "text",
     "image",
     "document",
@@ -25,14 +27,17 @@ const USER_BLOCKS: [&str; 9] = [
     "toolResult",
     "cachePoint",
 ];
-const ASSISTANT_BLOCKS: [&str; 5] = [
+/// Blocks an assistant message may carry (`ringbound._core.BEDROCK_ASSISTANT_BLOCKS`).
+pub(crate) const ASSISTANT_BLOCKS: [&str; 5] = [
     "text",
     "reasoningContent",
     "toolUse",
     "citationsContent",
     "cachePoint",
 ];
-const RESULT_BLOCKS: [&str; 6] = ["text", "json", "image", "document", "video", "searchResult"];
+/// Blocks a `toolResult` may carry (`ringbound._core.BEDROCK_RESULT_BLOCKS`).
+pub(crate) const RESULT_BLOCKS: [&str; 6] =
+    ["text", "json", "image", "document", "video", "searchResult"];
 /// Bedrock's refusal of Anthropic's compaction, in its words: a history an Anthropic
 /// compaction summarized cannot be sent to Converse as it is.
 pub const NO_COMPACTION: &str =

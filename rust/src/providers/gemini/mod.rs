@@ -11,6 +11,7 @@
 
 mod canonical;
 mod parse;
+pub(crate) use parse::{DATA_FIELDS, META_FIELDS, SIGNATURE_FIELDS};
 mod rules;
 
 pub use rules::{answers, Answer};
@@ -262,7 +263,7 @@ impl Provider for Gemini {
             let fields = edit::fields(part)?;
             if image_blob(&fields) {
                 let mut out = format!(r#"{{"text":{}"#, json_string(text));
-                for key in ["thought", "thoughtSignature", "thought_signature"] {
+                for key in parse::SIGNATURE_FIELDS {
                     if let Some(value) = edit::last(&fields, key) {
                         out.push_str(&format!(",{}:{}", json_string(key), value.get()));
                     }

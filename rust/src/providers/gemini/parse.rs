@@ -13,8 +13,9 @@ use std::sync::{Arc, LazyLock};
 
 type Obj = Map<String, Value>;
 
-/// The one-of data fields of a Part: (REST name, SDK name).
-const DATA_FIELDS: [(&str, &str); 7] = [
+/// The one-of data fields of a Part: (REST name, SDK name). The Python adapter reads this
+/// table (`ringbound._core.GEMINI_DATA_FIELDS`).
+pub(crate) const DATA_FIELDS: [(&str, &str); 7] = [
     ("text", "text"),
     ("inlineData", "inline_data"),
     ("fileData", "file_data"),
@@ -24,8 +25,14 @@ const DATA_FIELDS: [(&str, &str); 7] = [
     ("codeExecutionResult", "code_execution_result"),
 ];
 
+/// Part fields that travel with the part they sign, whatever it becomes (a media part's
+/// placeholder keeps them). The Python adapter reads this table
+/// (`ringbound._core.GEMINI_SIGNATURE_FIELDS`).
+pub(crate) const SIGNATURE_FIELDS: [&str; 3] = ["thought", "thoughtSignature", "thought_signature"];
+
 /// Part fields that carry nothing the model reads as content (the signature is counted apart).
-const META_FIELDS: [&str; 9] = [
+/// The Python adapter reads this table (`ringbound._core.GEMINI_META_FIELDS`).
+pub(crate) const META_FIELDS: [&str; 9] = [
     "thought",
     "thoughtSignature",
     "thought_signature",
