@@ -316,19 +316,19 @@ class NativeView:
         dump: Callable[[list[int]], list[bytes]],
         config: CoreConfig,
         cache: CountCache | None = None,
-    ) -> (
-        tuple[list[int | tuple[tuple[int, ...], bytes]], bytes | None, int, list[int], int | None]
-        | None
-    ):
+        messages: list[Any] | None = None,
+    ) -> tuple[list[Any], list[int], bytes | None, int, list[int], int | None] | None:
         """The request the plan ``items`` sends, as the core writes it for a list of the
-        caller's objects: ``(ops, system, merged, stripped, tokens)``. Each op keeps the
-        caller's item at an index (``int``) or is a new item ``(origins, json)`` made of the
-        caller's items ``origins`` (one edited, neighbours merged, none for the ledger note);
-        ``system`` the system as JSON where the note goes into it; ``tokens`` the request's as
-        sent where neighbours are merged (None: the plan's count). ``system_json()`` is asked
-        only when the plan brings the note (``null`` for no system, None for one the core
-        cannot write into); ``dump(indices)`` only for the items written anew. None for a plan
-        the adapter renders (a synthesized result, a summary, a note only it places)."""
+        caller's objects: ``(ops, fresh, system, merged, stripped, tokens)``. Each op keeps
+        the caller's item at an index (``int``; given the caller's list ``messages``, the
+        item itself) or is a new item ``(origins, json)`` made of the caller's items
+        ``origins`` (one edited, neighbours merged, none for the ledger note); ``fresh`` lists
+        the new items' positions; ``system`` is the system as JSON where the note goes into
+        it; ``tokens`` the request's as sent where neighbours are merged (None: the plan's
+        count). ``system_json()`` is asked only when the plan brings the note (``null`` for
+        no system, None for one the core cannot write into); ``dump(indices)`` only for the
+        items written anew. None for a plan the adapter renders (a synthesized result, a
+        summary, a note only it places)."""
 
 def read_native(
     provider: str,

@@ -342,12 +342,15 @@ class NativeRequest:
             _dumper(adapter, self.messages),
             self._core,
             self._cache,
+            self.messages if type(self.messages) is list else None,
         )
         if got is None:
             return None
-        ops, system_out, merged, stripped, tokens = got
+        ops, fresh, system_out, merged, stripped, tokens = got
+        if type(self.messages) is not list:
+            fresh = None  # the ops name the items by index
         rendered = Rendered(
-            messages=guarded(lambda m: apply_ops(m, ops), self.messages),
+            messages=guarded(lambda m: apply_ops(m, ops, fresh), self.messages),
             system=system if system_out is None else shared(orjson.loads(system_out), [system]),
             merged=merged,
             rewrites=[(i, "blank_text", 0) for i in stripped],

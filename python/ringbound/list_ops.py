@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from .errors import InvalidMessageError
 from .raw_items import RawItem, RawItems
 
 __all__ = ["Op", "apply_ops", "shared"]
@@ -28,22 +29,33 @@ Op = int | tuple[tuple[int, ...], bytes]
 _LOOKAHEAD = 8
 
 
-def apply_ops(messages: Sequence[Any], ops: Sequence[Op]) -> Sequence[Any]:
+def apply_ops(
+    messages: Sequence[Any], ops: list[Any], fresh: Sequence[int] | None = None
+) -> Sequence[Any]:
     """The list the operations describe, the caller's items kept as the same objects. For a
     body's history (``RawItems``) that only keeps items, a view of them written back as slices
-    of the body. ``messages`` is read, never changed."""
+    of the body. With ``fresh``, ``ops`` holds the caller's kept objects already (the core put
+    them there) and ``fresh`` the positions of the new items, which alone are mapped, in
+    place. ``messages`` is read, never changed."""
     if type(messages) is RawItems and all(type(op) is int for op in ops):
-        return messages.take(ops)  # type: ignore[arg-type]
-    out: list[Any] = []
-    for op in ops:
-        if type(op) is int:
-            out.append(messages[op])
-            continue
-        origins, raw = op  # type: ignore[misc]
-        sources = [messages[i] for i in origins]
-        value = shared(orjson.loads(raw), sources)
-        out.append(_like(sources[0], value) if len(sources) == 1 else value)
-    return out
+        return messages.take(ops)
+    try:
+        if fresh is None:
+            return [messages[op] if type(op) is int else _new(messages, op) for op in ops]
+        for p in fresh:
+            ops[p] = _new(messages, ops[p])
+        return ops
+    except IndexError:  # another thread shortened the list since the core read it
+        reason = "the list of messages changed while it was read"
+        raise InvalidMessageError(f"messages: {reason}", index=None, reason=reason) from None
+
+
+def _new(messages: Sequence[Any], op: tuple[tuple[int, ...], bytes]) -> Any:
+    """The new item ``(origins, json)``, holding the caller's objects it carries unchanged."""
+    origins, raw = op
+    sources = [messages[i] for i in origins]
+    value = shared(orjson.loads(raw), sources)
+    return _like(sources[0], value) if len(sources) == 1 else value
 
 
 def shared(value: Any, sources: Sequence[Any]) -> Any:

@@ -1,14 +1,15 @@
-//! Request bodies of the native providers (Responses, Anthropic, Gemini, Bedrock Converse)
-//! written by the core, for the plans most gateway requests get: ones that drop whole items,
-//! cut oversized tool results (or stub superseded reads), make older images text, and may
-//! bring the side-effect ledger note. The kept items go out as the input's own bytes, a
+//! What the core writes of a plan of a native provider (Responses, Anthropic, Gemini, Bedrock
+//! Converse), for a request body and for a list of the caller's objects alike (`history`):
+//! the plans most requests get, ones that drop whole items, cut oversized tool results (or
+//! stub superseded reads), make older images text, and may bring the side-effect ledger note.
+//! The kept items go out as the input's own (its bytes in a body, its objects in a list), a
 //! rewritten one edited where it lies (`Provider::result_rewritten`, `media_rewritten`), the
-//! note where the provider's adapter writes it, and every other field as it was, so such a
-//! request never reaches Python. Where the provider merges the neighbours a drop brought
-//! together (Anthropic, Bedrock Converse, Gemini), the core writes the merged item as its
-//! adapter does and counts the request as sent; Anthropic's whitespace-only text is stripped
-//! as its adapter strips it. Any other plan (a synthesized result, a summary, a merge the
-//! adapter must place, the tools dropped) is the adapter's to render.
+//! note where the provider places it, and every other field as it was, so such a request
+//! never reaches an adapter. Where the provider merges the neighbours a drop brought together
+//! (Anthropic, Bedrock Converse, Gemini), the core writes the merged item and counts the
+//! request as sent; Anthropic's whitespace-only text is stripped. Any other plan (a
+//! synthesized result, a summary, a merge the adapter must place, and for a body the tools
+//! dropped) is the adapter's to render.
 
 use std::borrow::Cow;
 use std::ops::Range;

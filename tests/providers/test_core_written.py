@@ -147,6 +147,15 @@ def test_apply_ops_keeps_and_builds() -> None:
     messages = [{"a": 1}, {"b": [1, 2]}]
     out = apply_ops(messages, [0, ((1,), b'{"b":[1,2],"c":3}'), ((), b'{"note":1}')])
     assert out[0] is messages[0]
+    # The core's own list: the kept objects in place, the new items mapped where listed.
+    ops = [messages[0], ((1,), b'{"b":[1,2],"c":3}')]
+    assert apply_ops(messages, ops, [1]) == [messages[0], {"b": [1, 2], "c": 3}]
+    assert ops[0] is messages[0]
     # A list is new (the caller's stays its own), its equal elements the caller's.
     assert out[1] == {"b": [1, 2], "c": 3} and out[1]["b"] is not messages[1]["b"]
     assert out[2] == {"note": 1}
+
+
+def test_a_list_shortened_since_it_was_read_is_a_typed_error() -> None:
+    with pytest.raises(rb.InvalidMessageError, match="changed while it was read"):
+        apply_ops([{"a": 1}], [0, 1])

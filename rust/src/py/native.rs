@@ -400,11 +400,12 @@ impl NativeView {
     }
 
     /// The request the plan `items` (the `Plan.items` of a plan of this reading) sends, as
-    /// the core writes it for a list of the caller's objects: `(ops, system, merged, stripped,
-    /// tokens)`. `ops` are the items in order, each an `int` (keep the caller's item at that
-    /// index) or `(origins, json)`: a new item made of the caller's items `origins` (a tuple):
-    /// one edited (a result cut or stubbed, images made text, blank text stripped), neighbours
-    /// merged, or none for the ledger note. `system` is the system to send as JSON where the note goes into
+    /// the core writes it for a list of the caller's objects: `(ops, fresh, system, merged,
+    /// stripped, tokens)`. `ops` are the items in order, each an `int` (keep the caller's item
+    /// at that index; given the caller's list `messages`, that item itself) or `(origins,
+    /// json)`: a new item made of the caller's items `origins` (a tuple): one edited (a result
+    /// cut or stubbed, images made text, blank text stripped), neighbours merged, or none for
+    /// the ledger note; `fresh` lists the positions of the new items. `system` is the system to send as JSON where the note goes into
     /// it, else None; `merged` the items written as one of neighbours; `stripped` the caller's
     /// items written without their blank text; `tokens` the request's as sent where neighbours
     /// are merged (the plan's count otherwise: None). `system_json` is the caller's system as
@@ -415,7 +416,7 @@ impl NativeView {
     ///
     /// None for a plan only the adapter renders (a synthesized result, a summary, a note where
     /// only the adapter places it), or whose request as sent does not pair.
-    #[pyo3(signature = (provider, items, system_json, system_markers, tools_dropped, dump, config, cache=None))]
+    #[pyo3(signature = (provider, items, system_json, system_markers, tools_dropped, dump, config, cache=None, messages=None))]
     #[allow(clippy::too_many_arguments)]
     fn written<'py>(
         &self,
@@ -428,6 +429,7 @@ impl NativeView {
         dump: Bound<'py, PyAny>,
         config: &CoreConfig,
         cache: Option<&PyCountCache>,
+        messages: Option<Bound<'py, PyList>>,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         guard(py, || {
             let Some(items) = plan_items(items)? else {
@@ -531,11 +533,18 @@ impl NativeView {
                     tokens,
                 });
             }
+            // Given the caller's list, each kept item is its object already: Python maps
+            // only the new items (their positions listed), not one step per item.
             let ops = PyList::empty(py);
+            let mut fresh = Vec::new();
             for piece in &history.pieces {
                 match piece {
-                    native_body::Piece::Keep(i) => ops.append(*i)?,
+                    native_body::Piece::Keep(i) => match &messages {
+                        Some(list) => ops.append(list.get_item(*i).map_err(|_| list_changed())?)?,
+                        None => ops.append(*i)?,
+                    },
                     native_body::Piece::New { origins, json } => {
+                        fresh.push(ops.len());
                         let origins = PyTuple::new(py, origins)?;
                         ops.append((origins, PyBytes::new(py, json)))?;
                     }
@@ -545,7 +554,14 @@ impl NativeView {
                 .system
                 .as_deref()
                 .map(|s| PyBytes::new(py, s.as_bytes()));
-            let out = (ops, system, kept.merges.len(), history.stripped, tokens);
+            let out = (
+                ops,
+                fresh,
+                system,
+                kept.merges.len(),
+                history.stripped,
+                tokens,
+            );
             Ok(Some(out.into_pyobject(py)?))
         })
     }
