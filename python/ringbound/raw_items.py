@@ -182,7 +182,7 @@ def items_json(messages: Sequence[Any]) -> bytes | None:
         return messages.source
     if type(messages) is KeptItems:
         return messages.json()
-    if not any(type(m) is RawItem for m in messages):
+    if RawItem not in map(type, messages):  # C-speed: one type check per message
         return None  # the caller's own objects: serialized the caller's way
     pieces: list[bytes] = []
     # The open run of consecutive raw items: their owner, first and last index.
