@@ -6,6 +6,8 @@
 
 mod canonical;
 mod parse;
+// Read by the binding only (`py::provider_rules`).
+#[cfg(feature = "python")]
 pub(crate) use parse::{ASSISTANT_BLOCKS, RESULT_BLOCKS, USER_BLOCKS};
 mod rules;
 

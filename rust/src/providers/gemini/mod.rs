@@ -11,6 +11,8 @@
 
 mod canonical;
 mod parse;
+// Read by the binding only (`py::provider_rules`).
+#[cfg(feature = "python")]
 pub(crate) use parse::{DATA_FIELDS, META_FIELDS, SIGNATURE_FIELDS};
 mod rules;
 
