@@ -327,8 +327,9 @@ class NativeView:
         it; ``tokens`` the request's as sent where neighbours are merged (None: the plan's
         count). ``system_json()`` is asked only when the plan brings the note (``null`` for
         no system, None for one the core cannot write into); ``dump(indices)`` only for the
-        items written anew. None for a plan the adapter renders (a synthesized result, a
-        summary, a note only it places)."""
+        items written anew. A summary note goes after the ledger note, the request counted as
+        sent. None for a plan the adapter renders (a synthesized result, a note only it
+        places)."""
 
 def read_native(
     provider: str,

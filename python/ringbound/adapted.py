@@ -327,7 +327,7 @@ class NativeRequest:
         """The plan's items as the native request, written by the core (``NativeView.written``)
         and applied to the caller's list (``list_ops``), and what it costs as sent: the plan's
         own count, or the request counted again where neighbours are merged (None then means
-        the plan's). None for a plan the adapter renders (a synthesized result, a summary, a
+        the plan's). None for a plan the adapter renders (a synthesized result, a
         note where only the adapter places it)."""
         if self.view is None or type(items) is not list:
             return None

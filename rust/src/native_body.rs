@@ -8,8 +8,9 @@
 //! never reaches an adapter. Where the provider merges the neighbours a drop brought together
 //! (Anthropic, Bedrock Converse, Gemini), the core writes the merged item and counts the
 //! request as sent; Anthropic's whitespace-only text is stripped. Any other plan (a
-//! synthesized result, a summary, a merge the adapter must place, and for a body the tools
-//! dropped) is the adapter's to render.
+//! synthesized result, a merge the adapter must place, and for a body a summary or the tools
+//! dropped) is the adapter's to render. For the caller's objects the core also writes the
+//! summary note after the ledger note, where the provider places notes.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -28,8 +29,9 @@ use crate::view::{Message, Role};
 pub struct Kept<'p> {
     /// The native items kept, in order.
     pub items: Vec<usize>,
-    /// The side-effect ledger note: its text, its role, and how many kept items go before it.
-    pub note: Option<(&'p str, Role, usize)>,
+    /// The notes, in order (the side-effect ledger note, then the summary note): each one's
+    /// text, its role, and how many kept items go before it.
+    pub notes: Vec<(&'p str, Role, usize)>,
     /// Runs of `items` (positions in it) that go out as one item, and their role: neighbours
     /// the drop brought together, merged as the adapter merges them. The request sent then
     /// differs from the one planned, and is counted again (`merges` empty: it is the same).
@@ -71,17 +73,20 @@ pub fn kept_as_given<'p, 'm>(
     if plan.tools_dropped {
         return Ok(None);
     }
-    kept_of_items(provider, native, &plan.items, system_markers, message)
+    kept_of_items(provider, native, &plan.items, None, system_markers, message)
 }
 
 /// What the plan items `items` keep (`kept_as_given`, whether the plan dropped the tools or
-/// not: the objects path hands the tools back apart from the items).
+/// not: the objects path hands the tools back apart from the items), `summary` the text of
+/// the summary note where the plan places one (None: a plan with a summary is the
+/// adapter's).
 ///
 /// Errors: as `kept_as_given`.
 pub fn kept_of_items<'p, 'm>(
     provider: &str,
     native: &Native,
     items: &'p [Item],
+    summary: Option<&'p str>,
     system_markers: u32,
     message: impl Fn(usize) -> Option<&'m Message>,
 ) -> Result<Option<Kept<'p>>, CoreError> {
@@ -89,14 +94,21 @@ pub fn kept_of_items<'p, 'm>(
         return Ok(None);
     }
     let mut canonical = Vec::with_capacity(items.len());
-    let mut note = None;
+    let mut notes: Vec<(&str, Role, usize)> = Vec::new();
     let mut rewrites = Vec::new();
     for item in items {
         match item {
             Item::Keep(k) => canonical.push(*k),
-            Item::LedgerNote { text, role } if note.is_none() => {
-                note = Some((text.as_str(), *role, canonical.len()));
+            // The ledger note comes before the summary note (the adapters' order).
+            Item::LedgerNote { text, role } if notes.is_empty() => {
+                notes.push((text.as_str(), *role, canonical.len()));
             }
+            Item::Summary { role } if notes.len() < 2 => match summary {
+                Some(text) if !text.is_empty() && notes.iter().all(|n| n.0 != text) => {
+                    notes.push((text, *role, canonical.len()));
+                }
+                _ => return Ok(None),
+            },
             Item::Rewrite { index, kind, text } => {
                 canonical.push(*index);
                 rewrites.push((*index, *kind, text.as_str()));
@@ -104,7 +116,7 @@ pub fn kept_of_items<'p, 'm>(
             _ => return Ok(None),
         }
     }
-    let Some(kept) = kept_of(provider, native, &canonical, note, system_markers)? else {
+    let Some(kept) = kept_of(provider, native, &canonical, notes, system_markers)? else {
         return Ok(None);
     };
     Ok(with_rewrites(native, kept, &rewrites, message))
@@ -162,14 +174,15 @@ fn rewritten<'p, 'm>(
 }
 
 /// What keeping the canonical messages `canonical` of `native` sends (`kept_as_given` of a
-/// plan that keeps them), `note` the ledger note, its position counted in `canonical`.
+/// plan that keeps them), `notes` the ledger and summary notes, each one's position counted
+/// in `canonical`.
 ///
 /// Errors: as `kept_as_given`.
 pub fn kept_of<'p>(
     provider: &str,
     native: &Native,
     canonical: &[usize],
-    note: Option<(&'p str, Role, usize)>,
+    notes: Vec<(&'p str, Role, usize)>,
     system_markers: u32,
 ) -> Result<Option<Kept<'p>>, CoreError> {
     // The system is written as the caller gave it (or with the note) only while every
@@ -183,16 +196,13 @@ pub fn kept_of<'p>(
     {
         return Ok(None);
     }
-    let note = match note {
-        Some((text, role, at)) => Some((
-            text,
-            role,
-            native
-                .kept(canonical[..at.min(canonical.len())].iter().copied())?
-                .len(),
-        )),
-        None => None,
-    };
+    let notes = notes
+        .into_iter()
+        .map(|(text, role, at)| {
+            let before = native.kept(canonical[..at.min(canonical.len())].iter().copied())?;
+            Ok::<_, CoreError>((text, role, before.len()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let items = native.kept(canonical.iter().copied())?;
     let sends = Sends {
         facts: &native.facts,
@@ -202,8 +212,8 @@ pub fn kept_of<'p>(
     let Some(runs) = with_provider(provider, sends)? else {
         return Ok(None);
     };
-    if note.is_some() && !runs.is_empty() {
-        // The note goes in the system, which the count of the merged request would read:
+    if !notes.is_empty() && !runs.is_empty() {
+        // A note goes in the system, which the count of the merged request would read:
         // the adapter's.
         return Ok(None);
     }
@@ -219,7 +229,7 @@ pub fn kept_of<'p>(
         .collect();
     Ok(Some(Kept {
         items,
-        note,
+        notes,
         merges,
         strips,
         rewrites: Vec::new(),
@@ -313,9 +323,11 @@ pub enum Piece {
 pub struct History {
     /// The items, in order.
     pub pieces: Vec<Piece>,
-    /// The system to send, as JSON, when the ledger note goes into it; None when the system
-    /// stays as the caller gave it.
+    /// The system to send, as JSON, when a note goes into it; None when the system stays as
+    /// the caller gave it.
     pub system: Option<String>,
+    /// The notes placed in the system, in order: each a system text of the request sent.
+    pub system_notes: Vec<String>,
     /// The input's items written without the text the provider strips, in order.
     pub stripped: Vec<usize>,
 }
@@ -336,9 +348,10 @@ pub fn history<'a>(
     raw: &dyn Fn(usize) -> Option<&'a [u8]>,
     every: bool,
 ) -> Result<Option<History>, CoreError> {
-    let mut note_item = None;
-    let mut system_out = None;
-    if let Some((text, role, before)) = kept.note {
+    let mut note_items: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut system_out: Option<String> = None;
+    let mut system_notes = Vec::new();
+    if !kept.notes.is_empty() {
         struct Place<'a>(Option<&'a str>, &'a str);
         impl ForProvider for Place<'_> {
             type Out = NoteAt;
@@ -350,17 +363,24 @@ pub fn history<'a>(
             return Ok(None);
         };
         let system = system.filter(|s| *s != "null");
-        match with_provider(provider, Place(system, text))? {
-            NoteAt::Items => {
-                let item = format!(
-                    r#"{{"type":"message","role":{},"content":{}}}"#,
-                    json_string(role.as_str()),
-                    json_string(text)
-                );
-                note_item = Some((before, item.into_bytes()));
+        for &(text, role, before) in &kept.notes {
+            // Each note after the one before it: the summary follows the ledger note.
+            let current = system_out.as_deref().or(system);
+            match with_provider(provider, Place(current, text))? {
+                NoteAt::Items => {
+                    let item = format!(
+                        r#"{{"type":"message","role":{},"content":{}}}"#,
+                        json_string(role.as_str()),
+                        json_string(text)
+                    );
+                    note_items.push((before, item.into_bytes()));
+                }
+                NoteAt::System(value) => {
+                    system_out = Some(value);
+                    system_notes.push(text.to_owned());
+                }
+                NoteAt::Adapter => return Ok(None),
             }
-            NoteAt::System(value) => system_out = Some(value),
-            NoteAt::Adapter => return Ok(None),
         }
     }
     let mut wanted = vec![every; kept.items.len()];
@@ -381,14 +401,13 @@ pub fn history<'a>(
     let mut pieces = Vec::with_capacity(kept.items.len() + 1);
     let mut merges = kept.merges.iter().peekable();
     let mut j = 0;
+    let mut notes = note_items.into_iter().peekable();
     while j < kept.items.len() {
-        if let Some((before, item)) = &note_item {
-            if *before == j {
-                pieces.push(Piece::New {
-                    origins: Vec::new(),
-                    json: item.clone(),
-                });
-            }
+        while let Some((_, item)) = notes.next_if(|(before, _)| *before == j) {
+            pieces.push(Piece::New {
+                origins: Vec::new(),
+                json: item,
+            });
         }
         match merges.next_if(|(run, _)| run.start == j) {
             Some((run, role)) => {
@@ -415,17 +434,17 @@ pub fn history<'a>(
             }
         }
     }
-    if let Some((before, item)) = note_item {
-        if before == kept.items.len() {
-            pieces.push(Piece::New {
-                origins: Vec::new(),
-                json: item,
-            });
-        }
+    // The notes after every kept item.
+    for (_, item) in notes {
+        pieces.push(Piece::New {
+            origins: Vec::new(),
+            json: item,
+        });
     }
     Ok(Some(History {
         pieces,
         system: system_out,
+        system_notes,
         stripped,
     }))
 }
@@ -913,7 +932,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(
-            kept.note.is_some(),
+            !kept.notes.is_empty(),
             "{provider}: the dropped sends leave a note"
         );
         let system = System {

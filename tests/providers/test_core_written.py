@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from typing import Any
+from unittest import mock
 
 import orjson
 import pytest
@@ -19,6 +20,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import ringbound as rb
+from ringbound import _core
 from ringbound.adapted import Counting, NativeRequest
 from ringbound.errors import RingboundError
 from ringbound.list_ops import apply_ops, shared
@@ -159,3 +161,53 @@ def test_apply_ops_keeps_and_builds() -> None:
 def test_a_list_shortened_since_it_was_read_is_a_typed_error() -> None:
     with pytest.raises(rb.InvalidMessageError, match="changed while it was read"):
         apply_ops([{"a": 1}], [0, 1])
+
+
+@pytest.mark.parametrize("provider", NATIVE)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gen.sessions(max_units=14), st.floats(0.3, 0.8), st.booleans())
+def test_a_summary_is_written_by_the_core_as_the_adapter_renders_it(
+    provider: str, chat: list[dict[str, Any]], fraction: float, notes: bool
+) -> None:
+    """A plan with a summary note (and maybe the ledger note) is written by the core: the
+    note where the provider places it (in the system after the ledger note, or an input item
+    for Responses), the request counted as sent; the adapters' general rendering is the
+    oracle."""
+    native, system = from_canonical(provider, chat)
+    seen: list[bool] = []
+    core_written = NativeRequest.written
+
+    def checked(self: NativeRequest, items: Any, tools_dropped: bool) -> Any:
+        got = core_written(self, items, tools_dropped)
+        summary = any(type(i) is _core.Insertion.Summary for i in items)
+        synthesized = any(type(i) is _core.Insertion.Synthesized for i in items)
+        if summary and not synthesized:
+            seen.append(got is not None)
+        if got is not None and summary:
+            general_view = dataclasses.replace(self.canonical, facts=None, view=None)
+            general = self.adapter.render(self.messages, items, general_view, system=self.system)
+            assert _json(list(got[0].messages)) == _json(list(general.messages))
+            assert _json(got[0].system) == _json(general.system)
+        return got
+
+    full = rb.count_tokens(native, provider=provider, system=system)
+    cfg = rb.AssemblyConfig(
+        model_input_limit=max(300, int(full * fraction)),
+        output_reserve_tokens=0,
+        safety_margin_tokens=0,
+        side_effect_tools=list(gen.TOOLS) if notes else [],
+        summary_max_tokens=200,
+    )
+    asm = rb.Assembler(cfg, provider=provider, summarizer=rb.summarizers.extractive())
+    with mock.patch.object(NativeRequest, "written", checked):
+        try:
+            res = asm.assemble(native, system=system)
+        except RingboundError:
+            return
+    if not res.report.summarized:
+        return
+    event(f"written by the core: {seen}")
+    assert rb.count_tokens(res.messages, provider=provider, system=res.system) == (
+        res.report.tokens_after
+    )
+    assert res.report.tokens_after <= res.report.budget

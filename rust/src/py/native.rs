@@ -226,10 +226,11 @@ pub(super) fn read_native_objects<'py>(
     })
 }
 
-/// The plan items of a `Plan` as the core's, or None when one is an insertion only the
-/// adapter renders (a synthesized result, a summary).
-fn plan_items(items: &Bound<'_, PyList>) -> PyResult<Option<Vec<plan::Item>>> {
+/// The plan items of a `Plan` as the core's, and the summary note's text where it places
+/// one; None when an insertion is only the adapter's to render (a synthesized result).
+fn plan_items(items: &Bound<'_, PyList>) -> PyResult<Option<PlanItems>> {
     let mut out = Vec::with_capacity(items.len());
+    let mut summary = None;
     for item in items.iter() {
         if let Ok(k) = item.extract::<usize>() {
             out.push(plan::Item::Keep(k));
@@ -251,17 +252,37 @@ fn plan_items(items: &Bound<'_, PyList>) -> PyResult<Option<Vec<plan::Item>>> {
             },
             Insertion::LedgerNote { text, role } => plan::Item::LedgerNote {
                 text: text.clone(),
-                role: match role.as_str() {
-                    "system" => Role::System,
-                    "developer" => Role::Developer,
-                    "user" => Role::User,
-                    _ => return Ok(None),
+                role: match note_role(role) {
+                    Some(role) => role,
+                    None => return Ok(None),
                 },
             },
+            Insertion::Summary { text, role } if summary.is_none() => {
+                summary = Some(text.clone());
+                plan::Item::Summary {
+                    role: match note_role(role) {
+                        Some(role) => role,
+                        None => return Ok(None),
+                    },
+                }
+            }
             Insertion::Synthesized { .. } | Insertion::Summary { .. } => return Ok(None),
         });
     }
-    Ok(Some(out))
+    Ok(Some((out, summary)))
+}
+
+/// The core's items of a plan, and the summary note's text where the plan places one.
+type PlanItems = (Vec<plan::Item>, Option<String>);
+
+/// The role of a note a plan inserts, as the core names it.
+fn note_role(role: &str) -> Option<Role> {
+    match role {
+        "system" => Some(Role::System),
+        "developer" => Some(Role::Developer),
+        "user" => Some(Role::User),
+        _ => None,
+    }
 }
 
 /// The JSON of the items at `indices`, each alone, as the caller's `dump` writes them.
@@ -414,7 +435,8 @@ impl NativeView {
     /// caller's items at those indices (only the items written anew are asked for).
     /// `tools_dropped`: the plan dropped the tools, which the count as sent leaves out.
     ///
-    /// None for a plan only the adapter renders (a synthesized result, a summary, a note where
+    /// A summary note is placed after the ledger note and the request counted as sent.
+    /// None for a plan only the adapter renders (a synthesized result, a note where
     /// only the adapter places it), or whose request as sent does not pair.
     #[pyo3(signature = (provider, items, system_json, system_markers, tools_dropped, dump, config, cache=None, messages=None))]
     #[allow(clippy::too_many_arguments)]
@@ -432,7 +454,7 @@ impl NativeView {
         messages: Option<Bound<'py, PyList>>,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         guard(py, || {
-            let Some(items) = plan_items(items)? else {
+            let Some((items, summary)) = plan_items(items)? else {
                 return Ok(None);
             };
             let native = &self.reading.native;
@@ -448,10 +470,14 @@ impl NativeView {
                     "canonical message {k} of {spans}"
                 )));
             }
-            let Some(kept) =
-                native_body::kept_of_items(provider, native, &items, system_markers, |k| {
-                    request.get(k)
-                })?
+            let Some(kept) = native_body::kept_of_items(
+                provider,
+                native,
+                &items,
+                summary.as_deref(),
+                system_markers,
+                |k| request.get(k),
+            )?
             else {
                 return Ok(None);
             };
@@ -484,38 +510,46 @@ impl NativeView {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .as_ref()
-                .filter(|m| m.items == items && m.markers == system_markers && !tools_dropped)
+                .filter(|m| {
+                    m.items == items
+                        && m.markers == system_markers
+                        && !tools_dropped
+                        && summary.is_none()
+                })
                 .map(|m| m.tokens);
             let tools_tokens = if tools_dropped {
                 0
             } else {
                 request.tools_tokens
             };
-            let system: Option<String> = if kept.note.is_some() {
+            let system: Option<String> = if !kept.notes.is_empty() {
                 system_json.call0()?.extract()?
             } else {
                 None
             };
             let written = py.detach(|| {
                 let raw = |i: usize| by_item.get(&i).copied();
-                let system = match (&system, kept.note) {
-                    (Some(json), _) => Some(Some(json.as_str())),
-                    (None, Some(_)) => None,
-                    (None, None) => Some(None),
+                let system = match &system {
+                    Some(json) => Some(Some(json.as_str())),
+                    None if !kept.notes.is_empty() => None,
+                    None => Some(None),
                 };
                 let Some(history) = native_body::history(provider, &kept, system, &raw, false)?
                 else {
                     return Ok(None);
                 };
-                if kept.merges.is_empty() {
+                if kept.merges.is_empty() && summary.is_none() {
                     return Ok::<_, CoreError>(Some((history, None)));
                 }
                 if let Some(tokens) = remembered {
                     return Ok(Some((history, Some(tokens))));
                 }
-                // Merged neighbours cost otherwise than the plan counted them apart: the
-                // request is checked and counted as sent.
-                let mut sent = native::sent(provider, native, &history.pieces, &native.system)?;
+                // Merged neighbours cost otherwise than the plan counted them apart, and a
+                // summary otherwise than the room it reserved: the request is checked and
+                // counted as sent, the notes placed in the system as its texts.
+                let mut system = native.system.clone();
+                system.extend(history.system_notes.iter().map(|t| vec![t.clone()]));
+                let mut sent = native::sent(provider, native, &history.pieces, &system)?;
                 if !sent.issues.is_empty() {
                     return Ok(None);
                 }
@@ -526,7 +560,8 @@ impl NativeView {
             let Some((history, tokens)) = written else {
                 return Ok(None);
             };
-            if let (Some(tokens), None, false) = (tokens, remembered, tools_dropped) {
+            if let (Some(tokens), None, false, None) = (tokens, remembered, tools_dropped, &summary)
+            {
                 *memo.lock().unwrap_or_else(PoisonError::into_inner) = Some(SentMemo {
                     items: items.clone(),
                     markers: system_markers,
