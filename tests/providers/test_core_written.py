@@ -211,3 +211,24 @@ def test_a_summary_is_written_by_the_core_as_the_adapter_renders_it(
         res.report.tokens_after
     )
     assert res.report.tokens_after <= res.report.budget
+
+
+@pytest.mark.parametrize("provider", NATIVE)
+def test_a_summary_plan_never_reaches_the_adapter(provider: str) -> None:
+    """The summary assembly's own session, summarized: the core writes the request (the
+    adapter's `render` patched to fail), counted exactly and read back with one summary."""
+    from test_summary_assembly import config, session
+
+    native, system = from_canonical(provider, session())
+
+    def not_reached(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the adapter rendered a summary plan the core writes")
+
+    asm = rb.Assembler(config(), provider=provider, summarizer=rb.summarizers.extractive())
+    with mock.patch.object(type(adapter(provider)), "render", not_reached):
+        res = asm.assemble(native, system=system)
+    assert res.report.summarized
+    assert rb.count_tokens(res.messages, provider=provider, system=res.system) == (
+        res.report.tokens_after
+    )
+    assert rb.validate(res.messages, provider=provider, system=res.system) == []
