@@ -50,6 +50,13 @@ pub struct Native {
 #[derive(Clone, Default)]
 pub struct Parsed(Option<Arc<dyn Any + Send + Sync>>);
 
+impl Parsed {
+    /// The items, when `P` read them.
+    pub fn of<P: Provider>(&self) -> Option<&Vec<Arc<P::Item>>> {
+        self.0.as_ref()?.downcast_ref::<Vec<Arc<P::Item>>>()
+    }
+}
+
 impl std::fmt::Debug for Parsed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(if self.0.is_some() {
@@ -258,9 +265,7 @@ pub fn sent(
             let parsed = self
                 .native
                 .parsed
-                .0
-                .as_ref()
-                .and_then(|items| items.downcast_ref::<Vec<Arc<P::Item>>>())
+                .of::<P>()
                 .ok_or_else(|| CoreError::Config {
                     key: "provider".to_owned(),
                     reason: format!("the request was not read as {}", P::KEY),

@@ -19,10 +19,11 @@ use serde_json::value::RawValue;
 
 use crate::error::CoreError;
 use crate::native::{with_provider, ForProvider, Native};
+use crate::pairing::IssueKind;
 use crate::plan::{Item, Plan};
-use crate::providers::{json_string, within, ItemFacts, NoteAt, Provider, ResultAt};
+use crate::providers::{json_string, within, ItemFacts, NoteAt, Provider, ResultAt, ResultsAt};
 use crate::rewrite::RewriteKind;
-use crate::view::{Message, Role};
+use crate::view::{Message, Role, ToolCall};
 
 /// What a plan the core writes sends.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,6 +41,20 @@ pub struct Kept<'p> {
     pub strips: Vec<usize>,
     /// The messages the plan rewrote (results cut or stubbed, images made text).
     pub rewrites: Vec<Rewritten<'p>>,
+    /// The error results the plan synthesizes, where the provider puts them.
+    pub added: Vec<Added>,
+}
+
+/// Error results a plan synthesizes for calls that lost theirs, written into a kept item or
+/// as a new one after it (`ResultsAt`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Added {
+    /// Position in `items` of the item they go into, or after.
+    pub at: usize,
+    /// Into that item (`Provider::with_results`), else a new item (`results_item`).
+    pub into: bool,
+    /// The results, in order, each as the provider writes it (`synthesized_result`).
+    pub results: Vec<String>,
 }
 
 /// A message a cheap stage rewrote, in kept items: a tool result cut or stubbed, or the
@@ -70,7 +85,13 @@ pub fn kept_as_given<'p, 'm>(
     system_markers: u32,
     message: impl Fn(usize) -> Option<&'m Message>,
 ) -> Result<Option<Kept<'p>>, CoreError> {
-    if plan.tools_dropped {
+    // A body's request is not counted again as sent: only a plan of a reading that pairs,
+    // and synthesizes nothing, is written there.
+    let synthesizes = plan
+        .items
+        .iter()
+        .any(|item| matches!(item, Item::SynthesizedResult { .. }));
+    if plan.tools_dropped || synthesizes || !native.issues.is_empty() {
         return Ok(None);
     }
     kept_of_items(provider, native, &plan.items, None, system_markers, message)
@@ -79,7 +100,8 @@ pub fn kept_as_given<'p, 'm>(
 /// What the plan items `items` keep (`kept_as_given`, whether the plan dropped the tools or
 /// not: the objects path hands the tools back apart from the items), `summary` the text of
 /// the summary note where the plan places one (None: a plan with a summary is the
-/// adapter's).
+/// adapter's). A plan that synthesizes results is of a reading whose only issues are calls
+/// without results; its request must be checked as sent.
 ///
 /// Errors: as `kept_as_given`.
 pub fn kept_of_items<'p, 'm>(
@@ -90,15 +112,23 @@ pub fn kept_of_items<'p, 'm>(
     system_markers: u32,
     message: impl Fn(usize) -> Option<&'m Message>,
 ) -> Result<Option<Kept<'p>>, CoreError> {
-    if !native.issues.is_empty() {
+    if native
+        .issues
+        .iter()
+        .any(|issue| issue.kind != IssueKind::MissingResult)
+    {
         return Ok(None);
     }
     let mut canonical = Vec::with_capacity(items.len());
     let mut notes: Vec<(&str, Role, usize)> = Vec::new();
     let mut rewrites = Vec::new();
+    let mut synthesized: Vec<(&str, usize)> = Vec::new();
     for item in items {
         match item {
             Item::Keep(k) => canonical.push(*k),
+            Item::SynthesizedResult { call_id } => {
+                synthesized.push((call_id.as_str(), canonical.len()));
+            }
             // The ledger note comes before the summary note (the adapters' order).
             Item::LedgerNote { text, role } if notes.is_empty() => {
                 notes.push((text.as_str(), *role, canonical.len()));
@@ -116,10 +146,177 @@ pub fn kept_of_items<'p, 'm>(
             _ => return Ok(None),
         }
     }
-    let Some(kept) = kept_of(provider, native, &canonical, notes, system_markers)? else {
+    let Some(mut kept) = kept_of(provider, native, &canonical, notes, system_markers)? else {
         return Ok(None);
     };
+    if !synthesized.is_empty() {
+        let Some(added) = added(provider, native, &kept, &canonical, &synthesized, &message)?
+        else {
+            return Ok(None);
+        };
+        kept.added = added;
+    }
     Ok(with_rewrites(native, kept, &rewrites, message))
+}
+
+/// Where the error results `synthesized` (each call's id, and how many of the kept canonical
+/// messages `canonical` go before it) go among `kept`'s items, as the provider places them;
+/// None where only the adapter writes them, or a new item would sit between neighbours the
+/// adapter merges.
+fn added<'m>(
+    provider: &str,
+    native: &Native,
+    kept: &Kept<'_>,
+    canonical: &[usize],
+    synthesized: &[(&str, usize)],
+    message: &impl Fn(usize) -> Option<&'m Message>,
+) -> Result<Option<Vec<Added>>, CoreError> {
+    let how = with_provider(provider, Placed)?;
+    let facts = &native.facts;
+    let position = |i: usize| kept.items.binary_search(&i).ok();
+    let mut out: Vec<Added> = Vec::new();
+    for &(call_id, before) in synthesized {
+        let before = &canonical[..before.min(canonical.len())];
+        // The call's message, the latest kept before the result that makes it.
+        let call = before.iter().rev().find_map(|&k| {
+            let m = message(k)?;
+            let nth = m.tool_calls.iter().position(|c| &*c.id == call_id)?;
+            Some((k, &m.tool_calls[nth], nth))
+        });
+        let Some((k, call, nth)) = call else {
+            return Ok(None);
+        };
+        let Some((item, _)) = native.spans.get(k).copied().flatten() else {
+            return Ok(None);
+        };
+        let (at, into) = match how {
+            ResultsAt::Adapter => return Ok(None),
+            ResultsAt::NextTurn => {
+                // The first item of the turn after the call's (a turn: neighbours of a role).
+                let next = (item + 1..facts.len())
+                    .find(|&i| facts[i].role != facts[item].role)
+                    .unwrap_or(facts.len());
+                match position(next) {
+                    Some(j) => (j, true),
+                    None => match position(next - 1) {
+                        Some(j) => (j, false),
+                        None => return Ok(None),
+                    },
+                }
+            }
+            ResultsAt::NextItem => {
+                let Some(j) = position(item) else {
+                    return Ok(None);
+                };
+                let user = |j: usize| {
+                    kept.items
+                        .get(j)
+                        .is_some_and(|&i| facts[i].role == Some("user"))
+                };
+                if user(j + 1) {
+                    (j + 1, true)
+                } else {
+                    (j, false)
+                }
+            }
+            ResultsAt::InPlace => {
+                // After the last item of the kept messages before it.
+                let end = before
+                    .iter()
+                    .filter_map(|&k| native.spans.get(k).copied().flatten())
+                    .map(|(_, end)| end)
+                    .max();
+                let Some(j) = end.and_then(|end| position(end - 1)) else {
+                    return Ok(None);
+                };
+                (j, false)
+            }
+            ResultsAt::Behind => {
+                // The item of the last kept message before it.
+                let behind = before
+                    .iter()
+                    .rev()
+                    .find_map(|&k| native.spans.get(k).copied().flatten());
+                let Some(j) = behind.and_then(|(start, _)| position(start)) else {
+                    return Ok(None);
+                };
+                (j, facts[kept.items[j]].role == Some("user"))
+            }
+        };
+        let written = Synthesize {
+            native,
+            item,
+            nth,
+            call,
+        };
+        let Some(result) = with_provider(provider, written)? else {
+            return Ok(None);
+        };
+        // Where each result is an item of its own, each is one.
+        let grouped = how != ResultsAt::InPlace;
+        match out
+            .iter_mut()
+            .find(|a| grouped && a.at == at && a.into == into)
+        {
+            Some(a) => a.results.push(result),
+            None => out.push(Added {
+                at,
+                into,
+                results: vec![result],
+            }),
+        }
+    }
+    // A new user item the adapter would merge with the next, or that parts neighbours the
+    // drop left to be merged, and a new item at a note's place, whose order only the plan
+    // knows: the adapter's.
+    for a in out.iter().filter(|a| !a.into) {
+        if kept.notes.iter().any(|&(_, _, before)| before == a.at + 1) {
+            return Ok(None);
+        }
+        if how == ResultsAt::InPlace {
+            continue;
+        }
+        let next = a.at + 1;
+        let user_next = kept
+            .items
+            .get(next)
+            .is_some_and(|&i| facts[i].role == Some("user"));
+        let parted = kept
+            .merges
+            .iter()
+            .any(|(run, _)| run.contains(&a.at) && run.contains(&next));
+        if user_next || parted {
+            return Ok(None);
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Where the provider puts synthesized results.
+struct Placed;
+
+impl ForProvider for Placed {
+    type Out = ResultsAt;
+    fn run<P: Provider>(self, p: P) -> ResultsAt {
+        p.results_placed()
+    }
+}
+
+/// A synthesized result for call `nth` of native item `item`, written by the provider from
+/// its own reading of the items.
+struct Synthesize<'a> {
+    native: &'a Native,
+    item: usize,
+    nth: usize,
+    call: &'a ToolCall,
+}
+
+impl ForProvider for Synthesize<'_> {
+    type Out = Option<String>;
+    fn run<P: Provider>(self, p: P) -> Self::Out {
+        let items = self.native.parsed.of::<P>()?;
+        p.synthesized_result(items, self.item, self.nth, self.call)
+    }
 }
 
 /// `kept` with the messages `rewrites` (canonical index, kind, new text) rewritten in its
@@ -233,6 +430,7 @@ pub fn kept_of<'p>(
         merges,
         strips,
         rewrites: Vec::new(),
+        added: Vec::new(),
     }))
 }
 
@@ -395,9 +593,19 @@ pub fn history<'a>(
     for &j in &kept.strips {
         wanted[j] = true;
     }
+    for added in kept.added.iter().filter(|a| a.into) {
+        wanted[added.at] = true;
+    }
     let Some((mut sent, stripped)) = as_sent(provider, kept, raw, Some(&wanted))? else {
         return Ok(None);
     };
+    for added in kept.added.iter().filter(|a| a.into) {
+        let edit = Results(Some(&sent[added.at]), &added.results);
+        let Some(item) = with_provider(provider, edit)? else {
+            return Ok(None);
+        };
+        sent[added.at] = item.into();
+    }
     let mut pieces = Vec::with_capacity(kept.items.len() + 1);
     let mut merges = kept.merges.iter().peekable();
     let mut j = 0;
@@ -432,6 +640,16 @@ pub fn history<'a>(
                 }
                 j += 1;
             }
+        }
+        // New result items after the last item written: a merged run's never parts it.
+        for added in kept.added.iter().filter(|a| !a.into && a.at + 1 == j) {
+            let Some(json) = with_provider(provider, Results(None, &added.results))? else {
+                return Ok(None);
+            };
+            pieces.push(Piece::New {
+                origins: Vec::new(),
+                json,
+            });
         }
     }
     // The notes after every kept item.
@@ -497,6 +715,19 @@ impl ForProvider for (&[u8], Rewrite<'_>, &str) {
         match rewrite {
             Rewrite::Result(at) => p.result_rewritten(item, at, text),
             Rewrite::Media(first) => p.media_rewritten(item, first, text),
+        }
+    }
+}
+
+/// Synthesized results written by the provider: into a kept item, or as a new one.
+struct Results<'a>(Option<&'a [u8]>, &'a [String]);
+
+impl ForProvider for Results<'_> {
+    type Out = Option<Vec<u8>>;
+    fn run<P: Provider>(self, p: P) -> Self::Out {
+        match self.0 {
+            Some(item) => p.with_results(item, self.1),
+            None => p.results_item(self.1),
         }
     }
 }
@@ -915,6 +1146,89 @@ mod tests {
         let (sent, none) = count(&[user, call, &response, after], false);
         assert!(none.is_empty());
         assert_eq!(synthesized, sent);
+    }
+
+    #[test]
+    fn synthesized_results_go_where_the_provider_puts_them() {
+        // A call that lost its result, repaired: the core writes the error result where
+        // each adapter does, the kept items around it as given.
+        let scheme = Scheme::openai(Encoding::O200kBase, Backend::BpeOpenai);
+        let cache = CountCache::new(1 << 16, 1 << 28);
+        let text = json_string(crate::plan::SYNTHESIZED_RESULT_TEXT);
+        let gemini_call = r#"{"role":"model","parts":[{"functionCall":{"name":"f","args":{}}}]}"#;
+        let gemini_response =
+            format!(r#"{{"functionResponse":{{"name":"f","response":{{"error":{text}}}}}}}"#);
+        let anthropic_call = r#"{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]}"#;
+        let anthropic_result = format!(
+            r#"{{"type":"tool_result","tool_use_id":"t1","is_error":true,"content":{text}}}"#
+        );
+        let responses_call =
+            r#"{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"}"#;
+        // Each case: the provider, its items, and the one new item written last.
+        let cases: [(&str, Vec<&str>, String); 4] = [
+            (
+                "gemini",
+                vec![
+                    r#"{"role":"user","parts":[{"text":"go"}]}"#,
+                    gemini_call,
+                    r#"{"role":"user","parts":[{"text":"on"}]}"#,
+                ],
+                format!(r#"{{"role":"user","parts":[{gemini_response},{{"text":"on"}}]}}"#),
+            ),
+            (
+                "gemini",
+                vec![r#"{"role":"user","parts":[{"text":"go"}]}"#, gemini_call],
+                format!(r#"{{"role":"user","parts":[{gemini_response}]}}"#),
+            ),
+            (
+                "anthropic",
+                vec![
+                    r#"{"role":"user","content":"go"}"#,
+                    anthropic_call,
+                    r#"{"role":"user","content":"on"}"#,
+                ],
+                format!(
+                    r#"{{"role":"user","content":[{anthropic_result},{{"type":"text","text":"on"}}]}}"#
+                ),
+            ),
+            (
+                "openai_responses",
+                vec![r#"{"role":"user","content":"go"}"#, responses_call],
+                format!(r#"{{"type":"function_call_output","call_id":"c1","output":{text}}}"#),
+            ),
+        ];
+        for (provider, items, expected) in cases {
+            let array = format!("[{}]", items.join(","));
+            let raws = json_array::split(array.as_bytes()).unwrap();
+            let native = read_elements(provider, &raws, &[]).unwrap();
+            let request = load_canonical(native.messages.clone(), None, scheme, &cache).unwrap();
+            let config = PlanConfig {
+                synthesize_missing_results: true,
+                ..cfg(1 << 20)
+            };
+            let planned = plan(&request, &config, &native.pinned, Some(&native.layout)).unwrap();
+            assert_eq!(planned.repairs.len(), 1, "{provider}");
+            let message = |k| native.messages.get(k);
+            let kept = kept_of_items(provider, &native, &planned.items, None, 0, message)
+                .unwrap()
+                .unwrap();
+            let raw = |i: usize| raws.get(i).copied();
+            let written = history(provider, &kept, Some(None), &raw, false)
+                .unwrap()
+                .unwrap();
+            let n = written.pieces.len();
+            assert_eq!(n, 3, "{provider}");
+            assert_eq!(written.pieces[..2], [Piece::Keep(0), Piece::Keep(1)]);
+            let Some(Piece::New { json, .. }) = written.pieces.last() else {
+                panic!("{provider}: no new item");
+            };
+            let got: serde_json::Value = serde_json::from_slice(json).unwrap();
+            let want: serde_json::Value = serde_json::from_str(&expected).unwrap();
+            assert_eq!(got, want, "{provider}");
+            // What goes out pairs.
+            let sent = crate::native::sent(provider, &native, &written.pieces, &[]).unwrap();
+            assert!(sent.issues.is_empty(), "{provider}: {:?}", sent.issues);
+        }
     }
 
     /// A session whose dropped rings ran the side-effect tool `send`, as `provider`'s body

@@ -15,7 +15,7 @@ use crate::error::CoreError;
 use crate::json_array;
 use crate::pairing::PairingIssue;
 use crate::plan::Layout;
-use crate::view::{Message, Role};
+use crate::view::{Message, Role, ToolCall};
 use item_cache::ItemCache;
 use std::sync::Arc;
 
@@ -229,6 +229,25 @@ pub(crate) fn appended(array: &str, value: &str) -> Option<String> {
     Some(format!("[{}]", parts.join(",")))
 }
 
+/// Where a provider puts the error results a plan synthesizes for calls that lost theirs
+/// (`Provider::results_placed`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResultsAt {
+    /// Into the first item of the turn after the call's (after its own leading results)
+    /// where that item is kept, else a new user item after the call's turn (Anthropic).
+    NextTurn,
+    /// After the item the plan puts them behind: into it when it is a user item (its own
+    /// results first), else a new user item (Bedrock Converse).
+    Behind,
+    /// Into the next kept item when it is a user item (after its own results), else a new
+    /// user item after the call's (Gemini).
+    NextItem,
+    /// A new item of its own where the plan puts it (OpenAI Responses).
+    InPlace,
+    /// Only the adapter writes them.
+    Adapter,
+}
+
 /// One provider's wire format.
 pub trait Provider {
     /// The key callers name the provider by.
@@ -319,6 +338,37 @@ pub trait Provider {
     /// rewrote; `first` when it is the first item the canonical message stands for.
     /// `Some(None)` when the item holds none, None when only the adapter can write it.
     fn media_rewritten(&self, _item: &[u8], _first: bool, _text: &str) -> Option<Option<Vec<u8>>> {
+        None
+    }
+
+    /// Where the error results a plan synthesizes go (`ResultsAt`).
+    fn results_placed(&self) -> ResultsAt {
+        ResultsAt::Adapter
+    }
+
+    /// The error result a plan synthesizes for `call`, the `nth` call of item `item` of
+    /// `items` (as read), as the adapter writes it: one block (or part) of a user item's
+    /// content. None when only the adapter can write it.
+    fn synthesized_result(
+        &self,
+        _items: &[Arc<Self::Item>],
+        _item: usize,
+        _nth: usize,
+        _call: &ToolCall,
+    ) -> Option<String> {
+        None
+    }
+
+    /// Kept item `item` (the caller's JSON, a user item) with the synthesized `results`
+    /// (`synthesized_result`) added where the provider puts them, as the adapter writes it;
+    /// None when only the adapter can write it (or the provider refuses such an item: the
+    /// adapter's path says so in the provider's words).
+    fn with_results(&self, _item: &[u8], _results: &[String]) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// A new user item of the synthesized `results`, as the adapter writes it.
+    fn results_item(&self, _results: &[String]) -> Option<Vec<u8>> {
         None
     }
 

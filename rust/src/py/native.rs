@@ -227,7 +227,7 @@ pub(super) fn read_native_objects<'py>(
 }
 
 /// The plan items of a `Plan` as the core's, and the summary note's text where it places
-/// one; None when an insertion is only the adapter's to render (a synthesized result).
+/// one; None when an insertion is only the adapter's to render (a second summary).
 fn plan_items(items: &Bound<'_, PyList>) -> PyResult<Option<PlanItems>> {
     let mut out = Vec::with_capacity(items.len());
     let mut summary = None;
@@ -266,7 +266,10 @@ fn plan_items(items: &Bound<'_, PyList>) -> PyResult<Option<PlanItems>> {
                     },
                 }
             }
-            Insertion::Synthesized { .. } | Insertion::Summary { .. } => return Ok(None),
+            Insertion::Synthesized { call_id } => plan::Item::SynthesizedResult {
+                call_id: call_id.clone(),
+            },
+            Insertion::Summary { .. } => return Ok(None),
         });
     }
     Ok(Some((out, summary)))
@@ -436,8 +439,10 @@ impl NativeView {
     /// `tools_dropped`: the plan dropped the tools, which the count as sent leaves out.
     ///
     /// A summary note is placed after the ledger note and the request counted as sent.
-    /// None for a plan only the adapter renders (a synthesized result, a note where
-    /// only the adapter places it), or whose request as sent does not pair.
+    /// Synthesized results go where the provider puts them (Anthropic, Bedrock Converse) and
+    /// the request is counted as sent. None for a plan only the adapter renders (a
+    /// synthesized result of another provider, a note where only the adapter places it), or
+    /// whose request as sent does not pair.
     #[pyo3(signature = (provider, items, system_json, system_markers, tools_dropped, dump, config, cache=None, messages=None))]
     #[allow(clippy::too_many_arguments)]
     fn written<'py>(
@@ -492,6 +497,12 @@ impl NativeView {
                         .flat_map(|r| kept.items[r.at.clone()].iter().copied()),
                 )
                 .chain(kept.strips.iter().map(|&j| kept.items[j]))
+                .chain(
+                    kept.added
+                        .iter()
+                        .filter(|a| a.into)
+                        .map(|a| kept.items[a.at]),
+                )
                 .collect();
             wanted.sort_unstable();
             wanted.dedup();
@@ -538,15 +549,22 @@ impl NativeView {
                 else {
                     return Ok(None);
                 };
-                if kept.merges.is_empty() && summary.is_none() {
+                // A plan of a reading with calls left unanswered is checked as sent even
+                // where nothing is merged: the plan answered or dropped each one.
+                let as_planned = kept.merges.is_empty()
+                    && kept.added.is_empty()
+                    && native.issues.is_empty()
+                    && summary.is_none();
+                if as_planned {
                     return Ok::<_, CoreError>(Some((history, None)));
                 }
                 if let Some(tokens) = remembered {
                     return Ok(Some((history, Some(tokens))));
                 }
-                // Merged neighbours cost otherwise than the plan counted them apart, and a
-                // summary otherwise than the room it reserved: the request is checked and
-                // counted as sent, the notes placed in the system as its texts.
+                // Merged neighbours cost otherwise than the plan counted them apart, a
+                // summary otherwise than the room it reserved, and synthesized results
+                // otherwise where they join a turn: the request is checked and counted as
+                // sent, the notes placed in the system as its texts.
                 let mut system = native.system.clone();
                 system.extend(history.system_notes.iter().map(|t| vec![t.clone()]));
                 let mut sent = native::sent(provider, native, &history.pieces, &system)?;
@@ -589,11 +607,18 @@ impl NativeView {
                 .system
                 .as_deref()
                 .map(|s| PyBytes::new(py, s.as_bytes()));
+            // New objects holding the caller's content: merged runs, and items results
+            // joined outside them (the adapters' count).
+            let joined = kept
+                .added
+                .iter()
+                .filter(|a| a.into && !kept.merges.iter().any(|(run, _)| run.contains(&a.at)))
+                .count();
             let out = (
                 ops,
                 fresh,
                 system,
-                kept.merges.len(),
+                kept.merges.len() + joined,
                 history.stripped,
                 tokens,
             );

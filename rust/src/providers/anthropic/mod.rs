@@ -12,13 +12,13 @@ pub(crate) mod parse;
 mod rules;
 
 use super::item_cache::ItemCache;
-use super::{appended, edit, json_string, note_in_string, push_array, NoteAt, ResultAt};
+use super::{appended, edit, json_string, note_in_string, push_array, NoteAt, ResultAt, ResultsAt};
 use super::{
     cached_items, message_of, runs, with_array, within, Canonical, ItemFacts, Provider, Run,
 };
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
-use crate::view::{Image, Role, Text};
+use crate::view::{Image, Role, Text, ToolCall};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::ops::Range;
@@ -271,6 +271,54 @@ impl Provider for Anthropic {
         with_array(item, content, kept.iter().map(|b| b.get().as_bytes())).map(Some)
     }
 
+    /// A synthesized result goes into the turn after its call's, after that turn's own
+    /// results (`tool_result` blocks must open a message).
+    fn results_placed(&self) -> ResultsAt {
+        ResultsAt::NextTurn
+    }
+
+    /// The message with the results after its leading `tool_result` blocks (a string content
+    /// becomes one text block), every other field as it was.
+    fn with_results(&self, item: &[u8], results: &[String]) -> Option<Vec<u8>> {
+        let object: &RawValue = serde_json::from_slice(item).ok()?;
+        let content = edit::field(object, "content")?;
+        let text;
+        let blocks: Vec<&str> = match content.get().as_bytes().first() {
+            Some(b'"') => {
+                text = format!(r#"{{"type":"text","text":{}}}"#, content.get());
+                vec![text.as_str()]
+            }
+            Some(b'[') => edit::elements(content)?.iter().map(|b| b.get()).collect(),
+            _ => return None,
+        };
+        let is_result = |b: &str| {
+            serde_json::from_str::<&RawValue>(b).ok().is_some_and(|b| {
+                edit::field(b, "type").and_then(edit::string).as_deref() == Some("tool_result")
+            })
+        };
+        let lead = blocks.iter().take_while(|b| is_result(b)).count();
+        let elements = blocks[..lead]
+            .iter()
+            .copied()
+            .chain(results.iter().map(String::as_str))
+            .chain(blocks[lead..].iter().copied());
+        with_array(item, content, elements.map(str::as_bytes))
+    }
+
+    fn synthesized_result(
+        &self,
+        _items: &[Arc<Self::Item>],
+        _item: usize,
+        _nth: usize,
+        call: &ToolCall,
+    ) -> Option<String> {
+        Some(synthesized_block(&call.id))
+    }
+
+    fn results_item(&self, results: &[String]) -> Option<Vec<u8>> {
+        Some(message_of("user", results.iter().map(String::as_bytes)))
+    }
+
     /// Each `tool_result` block answering the call holds the text (after the images it
     /// held, which are counted apart, as the adapter keeps them).
     fn result_rewritten(
@@ -348,6 +396,15 @@ impl Provider for Anthropic {
             .into_iter()
             .collect()
     }
+}
+
+/// The error result a plan synthesizes for `call_id`, as the adapter writes it.
+fn synthesized_block(call_id: &str) -> String {
+    format!(
+        r#"{{"type":"tool_result","tool_use_id":{},"is_error":true,"content":{}}}"#,
+        json_string(call_id),
+        json_string(crate::plan::SYNTHESIZED_RESULT_TEXT)
+    )
 }
 
 /// The edits of `json` making `block`'s images text blocks `text` (the adapter's

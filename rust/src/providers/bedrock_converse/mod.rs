@@ -12,11 +12,11 @@ pub(crate) use parse::{ASSISTANT_BLOCKS, RESULT_BLOCKS, USER_BLOCKS};
 mod rules;
 
 use super::item_cache::ItemCache;
-use super::{appended, edit, json_string, push_array, NoteAt, ResultAt};
+use super::{appended, edit, json_string, push_array, NoteAt, ResultAt, ResultsAt};
 use super::{cached_items, message_of, runs, within, Canonical, ItemFacts, Provider, Run};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
-use crate::view::{Role, Text};
+use crate::view::{Role, Text, ToolCall};
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
@@ -161,6 +161,44 @@ impl Provider for BedrockConverse {
         Some(message_of(role, blocks.iter().map(|b| b.get().as_bytes())))
     }
 
+    /// A synthesized result joins the user turn the plan puts it behind, or opens one.
+    fn results_placed(&self) -> ResultsAt {
+        ResultsAt::Behind
+    }
+
+    /// The turn's results with the synthesized ones after them; None for a turn holding
+    /// other content, which Bedrock refuses and the adapter's path refuses in its words.
+    fn with_results(&self, item: &[u8], results: &[String]) -> Option<Vec<u8>> {
+        let object: &RawValue = serde_json::from_slice(item).ok()?;
+        let content = edit::field(object, "content")?;
+        let blocks = edit::elements(content)?;
+        if !blocks
+            .iter()
+            .all(|b| edit::field(b, "toolResult").is_some())
+        {
+            return None;
+        }
+        let elements = blocks
+            .iter()
+            .map(|b| b.get())
+            .chain(results.iter().map(String::as_str));
+        super::with_array(item, content, elements.map(str::as_bytes))
+    }
+
+    fn synthesized_result(
+        &self,
+        _items: &[Arc<Self::Item>],
+        _item: usize,
+        _nth: usize,
+        call: &ToolCall,
+    ) -> Option<String> {
+        Some(synthesized_block(&call.id))
+    }
+
+    fn results_item(&self, results: &[String]) -> Option<Vec<u8>> {
+        Some(message_of("user", results.iter().map(String::as_bytes)))
+    }
+
     /// Each `toolResult` answering the call holds the text as one text block, before the
     /// images it held (counted apart, as the adapter keeps them); its status stays.
     fn result_rewritten(
@@ -248,5 +286,13 @@ fn is_image(block: &RawValue) -> bool {
         || edit::field(block, "guardContent").is_some_and(|g| edit::field(g, "image").is_some())
 }
 
+/// The error result a plan synthesizes for `call_id`, as the adapter writes it.
+fn synthesized_block(call_id: &str) -> String {
+    format!(
+        r#"{{"toolResult":{{"toolUseId":{},"status":"error","content":[{{"text":{}}}]}}}}"#,
+        json_string(call_id),
+        json_string(crate::plan::SYNTHESIZED_RESULT_TEXT)
+    )
+}
 #[cfg(test)]
 mod tests;

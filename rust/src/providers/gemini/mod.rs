@@ -19,11 +19,11 @@ mod rules;
 pub use rules::{answers, Answer};
 
 use super::item_cache::ItemCache;
-use super::{appended, edit, json_string, note_in_string, NoteAt, ResultAt};
+use super::{appended, edit, json_string, note_in_string, push_array, NoteAt, ResultAt, ResultsAt};
 use super::{cached_items, runs, with_array, within, Canonical, ItemFacts, Provider, Run};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
-use crate::view::{Framed, Image, Role, Text};
+use crate::view::{Framed, Image, Role, Text, ToolCall};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -99,6 +99,9 @@ pub struct GeminiContent {
     pub prompt: bool,
     /// Parts carrying a `thoughtSignature`.
     pub signatures: usize,
+    /// A part's field is spelled in snake_case (the Python SDK's dicts): parts written for
+    /// it are spelled so too.
+    pub snake: bool,
 }
 
 /// The system instruction object `system` with `part` after its parts, every other field as
@@ -202,6 +205,73 @@ impl Provider for Gemini {
             first?,
             parts.iter().map(|p| p.get().as_bytes()),
         )
+    }
+
+    /// A synthesized response goes into the user content after its call's, after that
+    /// content's own responses, or opens a user content.
+    fn results_placed(&self) -> ResultsAt {
+        ResultsAt::NextItem
+    }
+
+    /// `{"functionResponse": {"name", "response": {"error": text}, "id"}}`: the call's name,
+    /// its native id where it has one, spelled as its content spells its parts.
+    fn synthesized_result(
+        &self,
+        items: &[Arc<GeminiContent>],
+        item: usize,
+        nth: usize,
+        call: &ToolCall,
+    ) -> Option<String> {
+        let content = items.get(item)?;
+        let native = content.calls.get(nth)?;
+        if *native.name != *call.name {
+            return None;
+        }
+        let key = if content.snake {
+            "function_response"
+        } else {
+            "functionResponse"
+        };
+        let id = native
+            .id
+            .as_deref()
+            .map(|id| format!(r#","id":{}"#, json_string(id)))
+            .unwrap_or_default();
+        Some(format!(
+            r#"{{"{key}":{{"name":{},"response":{{"error":{}}}{id}}}}}"#,
+            json_string(&native.name),
+            json_string(crate::plan::SYNTHESIZED_RESULT_TEXT)
+        ))
+    }
+
+    /// The content with the responses after its last functionResponse part (first when it
+    /// has none), every other field as it was.
+    fn with_results(&self, item: &[u8], results: &[String]) -> Option<Vec<u8>> {
+        let object: &RawValue = serde_json::from_slice(item).ok()?;
+        let parts = edit::field(object, "parts")?;
+        let list = edit::elements(parts)?;
+        let is_response = |p: &RawValue| {
+            ["functionResponse", "function_response"]
+                .iter()
+                .any(|k| edit::field(p, k).is_some_and(|v| v.get() != "null"))
+        };
+        let after = list
+            .iter()
+            .rposition(|p| is_response(p))
+            .map_or(0, |at| at + 1);
+        let elements = list[..after]
+            .iter()
+            .map(|p| p.get())
+            .chain(results.iter().map(String::as_str))
+            .chain(list[after..].iter().map(|p| p.get()));
+        with_array(item, parts, elements.map(str::as_bytes))
+    }
+
+    fn results_item(&self, results: &[String]) -> Option<Vec<u8>> {
+        let mut out = br#"{"role":"user","parts":"#.to_vec();
+        push_array(&mut out, results.iter().map(String::as_bytes));
+        out.push(b'}');
+        Some(out)
     }
 
     /// The content's `nth` functionResponse part holds the text as its response, under the

@@ -207,6 +207,7 @@ impl At {
             .iter()
             .find(|(camel, snake)| *key == camel || *key == snake)
             .map_or("", |(camel, _)| *camel);
+        c.snake |= key.as_str() != camel;
         let value = &part[key.as_str()];
         let inner = format!("{place}.{camel}");
         if camel != "functionResponse" {
@@ -382,6 +383,7 @@ pub fn content(i: usize, raw: &[u8]) -> Result<GeminiContent, CoreError> {
         responses: Vec::new(),
         prompt: false,
         signatures: 0,
+        snake: false,
     };
     for (p, part) in parts.iter().enumerate() {
         at.part(p, part, &mut c)?;

@@ -13,7 +13,7 @@ pub(crate) mod parse;
 mod rules;
 
 use super::item_cache::ItemCache;
-use super::{cached_items, edit, json_string, Canonical, NoteAt, Provider, ResultAt};
+use super::{cached_items, edit, json_string, Canonical, NoteAt, Provider, ResultAt, ResultsAt};
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
 use crate::view::{Image, Role, Text, ToolCall};
@@ -227,6 +227,53 @@ impl Provider for OpenAIResponses {
     /// The note is an input message of its own, where the plan puts it.
     fn ledger_note(&self, _system: Option<&str>, _note: &str) -> NoteAt {
         NoteAt::Items
+    }
+
+    /// A synthesized output is an input item of its own, where the plan puts it.
+    fn results_placed(&self) -> ResultsAt {
+        ResultsAt::InPlace
+    }
+
+    /// The output item of the call's family: the error text as its `output`; a shell's as
+    /// one chunk's `stderr` with exit code 1; an apply_patch's `failed`; an unanswered MCP
+    /// approval declined (the one answer that executes nothing). None for a computer call,
+    /// whose output is a screenshot only the caller can take (the adapter's path refuses it
+    /// in those words), and a call the items do not hold.
+    fn synthesized_result(
+        &self,
+        items: &[Arc<Item>],
+        _item: usize,
+        _nth: usize,
+        call: &ToolCall,
+    ) -> Option<String> {
+        let family = items
+            .iter()
+            .find(|it| it.family.is_some() && it.key.as_deref() == Some(&*call.id))?
+            .family?;
+        let key = json_string(&call.id);
+        let text = json_string(crate::plan::SYNTHESIZED_RESULT_TEXT);
+        let output = family.output();
+        Some(match family {
+            Family::Computer => return None,
+            Family::McpApproval => format!(
+                r#"{{"type":"{output}","approval_request_id":{key},"approve":false,"reason":{text}}}"#
+            ),
+            Family::Shell => format!(
+                r#"{{"type":"{output}","call_id":{key},"output":[{{"stdout":"","stderr":{text},"outcome":{{"type":"exit","exit_code":1}}}}]}}"#
+            ),
+            Family::ApplyPatch => format!(
+                r#"{{"type":"{output}","call_id":{key},"status":"failed","output":{text}}}"#
+            ),
+            _ => format!(r#"{{"type":"{output}","call_id":{key},"output":{text}}}"#),
+        })
+    }
+
+    /// One output per item.
+    fn results_item(&self, results: &[String]) -> Option<Vec<u8>> {
+        match results {
+            [one] => Some(one.clone().into_bytes()),
+            _ => None,
+        }
     }
 
     /// An output answering the call holds the text as its `output` (an MCP approval response
