@@ -94,7 +94,10 @@ pub fn kept_as_given<'p, 'm>(
     if plan.tools_dropped || synthesizes || !native.issues.is_empty() {
         return Ok(None);
     }
-    kept_of_items(provider, native, &plan.items, None, system_markers, message)
+    let kept = kept_of_items(provider, native, &plan.items, None, system_markers, message)?;
+    // A body's merged request is counted again behind the caller's system alone: a note
+    // the provider puts in the system beside a merge is the items path's.
+    Ok(kept.filter(|k| k.notes.is_empty() || k.merges.is_empty()))
 }
 
 /// What the plan items `items` keep (`kept_as_given`, whether the plan dropped the tools or
@@ -409,11 +412,6 @@ pub fn kept_of<'p>(
     let Some(runs) = with_provider(provider, sends)? else {
         return Ok(None);
     };
-    if !notes.is_empty() && !runs.is_empty() {
-        // A note goes in the system, which the count of the merged request would read:
-        // the adapter's.
-        return Ok(None);
-    }
     let merges = runs
         .into_iter()
         .map(|run| {
