@@ -97,6 +97,56 @@ def test_the_core_writes_what_the_adapter_renders(
     )
 
 
+@pytest.mark.parametrize("provider", NATIVE)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), gen.sessions(max_units=10, cheap=True), st.floats(0.2, 1.2), st.booleans())
+def test_synthesized_results_are_written_as_the_adapter_renders_them(
+    provider: str, data: st.DataObject, chat: list[dict[str, Any]], fraction: float, notes: bool
+) -> None:
+    """A session whose calls lost results, repaired: where the core places the synthesized
+    results (Anthropic: the next turn, after its own results; Bedrock: the results turn
+    behind them; Gemini: the next kept content when it is a user's; else a turn of their
+    own), it writes what the adapter renders and counts the request as sent; elsewhere
+    (Responses) it leaves it to the adapter."""
+    chat = data.draw(gen.drop_some_results(chat))
+    native, system = from_canonical(provider, chat)
+    before = copy.deepcopy((native, system))
+    wide = rb.Assembler(rb.AssemblyConfig(model_input_limit=10**7), provider=provider)
+    try:
+        request = NativeRequest(
+            adapter(provider), native, None, system, [], True, core=wide._core, cache=None
+        )
+        budget = max(50, int(request.view.count() * fraction))
+        cfg = rb.AssemblyConfig(
+            model_input_limit=budget,
+            output_reserve_tokens=0,
+            safety_margin_tokens=0,
+            on_pairing_error="synthesize_error_results",
+            side_effect_tools=list(gen.TOOLS) if notes else [],
+        )
+        plan = request.plan(rb.Assembler(cfg, provider=provider)._core, None, budget)
+        general_view = dataclasses.replace(request.canonical, facts=None, view=None)
+        general = adapter(provider).render(native, plan.items, general_view, system=system)
+    except RingboundError:
+        return
+    synthesized = [i for i in plan.items if type(i) is _core.Insertion.Synthesized]
+    written = request.written(plan.items, plan.report.tools_dropped)
+    assert (native, system) == before
+    if written is None:
+        event(f"the adapter renders it, synthesized={bool(synthesized)}")
+        return
+    out, tokens = written
+    event(f"written by the core, synthesized={bool(synthesized)}")
+    assert _json(list(out.messages)) == _json(list(general.messages))
+    assert _json(out.system) == _json(general.system)
+    assert out.merged == general.merged
+    counting = Counting("o200k_base", None, adapter(provider).image_formula, 1.0, None)
+    tools = None if plan.report.tools_dropped else request.tools_payload
+    sent = request.count(out, tools, counting)
+    assert (plan.report.tokens_after if tokens is None else tokens) == sent
+    assert rb.validate(list(out.messages), provider=provider, system=out.system) == []
+
+
 def test_a_merge_holds_the_callers_block_objects(monkeypatch: pytest.MonkeyPatch) -> None:
     """Written by the core (the adapter's rendering is not reached), the merged message holds
     the caller's block objects."""
