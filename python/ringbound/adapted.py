@@ -327,8 +327,9 @@ class NativeRequest:
         """The plan's items as the native request, written by the core (``NativeView.written``)
         and applied to the caller's list (``list_ops``), and what it costs as sent: the plan's
         own count, or the request counted again where neighbours are merged (None then means
-        the plan's). None for a plan the adapter renders (a synthesized result, a
-        note where only the adapter places it)."""
+        the plan's). Synthesized results are written where the provider puts them, and
+        counted as sent. None for a plan the adapter renders (a note in a system that is not
+        plain JSON, a result only the adapter words a refusal of)."""
         if self.view is None or type(items) is not list:
             return None
         adapter, system = self.adapter, self.system
@@ -431,11 +432,11 @@ def plan_native(
 ) -> NativePlan:
     """Plans a native request and renders it within ``budget``.
 
-    The core counts the canonical view, but a provider's rendering of the plan can cost a
-    little more than its canonical insertions (a synthesized result added to an existing turn,
-    merged neighbours, the ledger note moved into the system). The rendered request is
-    therefore counted again as the provider will receive it; if it is over budget, the plan
-    is made again with the budget tightened by the difference.
+    The core counts the canonical view, but the request as sent can cost a little more than
+    its canonical insertions (a synthesized result added to an existing turn, merged
+    neighbours, a summary longer than its reserve). The core counts what it writes as sent;
+    what the adapter renders is counted again as the provider will receive it. If it is over
+    budget, the plan is made again with the budget tightened by the difference.
 
     Args:
         start_budget: The budget of the first plan (a low-water mark below ``budget``).
