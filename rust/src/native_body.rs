@@ -7,10 +7,12 @@
 //! note where the provider places it, and every other field as it was, so such a request
 //! never reaches an adapter. Where the provider merges the neighbours a drop brought together
 //! (Anthropic, Bedrock Converse, Gemini), the core writes the merged item and counts the
-//! request as sent; Anthropic's whitespace-only text is stripped. Any other plan (a
-//! synthesized result, a merge the adapter must place, and for a body a summary or the tools
-//! dropped) is the adapter's to render. For the caller's objects the core also writes the
-//! summary note after the ledger note, where the provider places notes.
+//! request as sent; Anthropic's whitespace-only text is stripped. Results a plan synthesizes
+//! for unanswered calls go where the provider puts them (`ResultsAt`), that request counted
+//! as sent too. Any other plan (a merge the adapter must place, a note in a system the core
+//! does not rewrite, and for a body a summary or the tools dropped) is the adapter's to
+//! render. For the caller's objects the core also writes the summary note after the ledger
+//! note, where the provider places notes.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -43,6 +45,26 @@ pub struct Kept<'p> {
     pub rewrites: Vec<Rewritten<'p>>,
     /// The error results the plan synthesizes, where the provider puts them.
     pub added: Vec<Added>,
+}
+
+impl Kept<'_> {
+    /// Whether the request sent differs from the one planned in what it costs, so that it is
+    /// counted again as sent: neighbours merged, or results synthesized (given a reading
+    /// with calls left unanswered, the plan answered or dropped each one: checked there).
+    pub fn sent_differs(&self, native: &Native) -> bool {
+        !self.merges.is_empty() || !self.added.is_empty() || !native.issues.is_empty()
+    }
+
+    /// The new items holding the caller's content, as the adapters count them (`merged`):
+    /// each merged run, and each item results join outside one.
+    pub fn merged(&self) -> usize {
+        let joined = self
+            .added
+            .iter()
+            .filter(|a| a.into && !self.merges.iter().any(|(run, _)| run.contains(&a.at)))
+            .count();
+        self.merges.len() + joined
+    }
 }
 
 /// Error results a plan synthesizes for calls that lost theirs, written into a kept item or
@@ -85,19 +107,10 @@ pub fn kept_as_given<'p, 'm>(
     system_markers: u32,
     message: impl Fn(usize) -> Option<&'m Message>,
 ) -> Result<Option<Kept<'p>>, CoreError> {
-    // A body's request is not counted again as sent: only a plan of a reading that pairs,
-    // and synthesizes nothing, is written there.
-    let synthesizes = plan
-        .items
-        .iter()
-        .any(|item| matches!(item, Item::SynthesizedResult { .. }));
-    if plan.tools_dropped || synthesizes || !native.issues.is_empty() {
+    if plan.tools_dropped {
         return Ok(None);
     }
-    let kept = kept_of_items(provider, native, &plan.items, None, system_markers, message)?;
-    // A body's merged request is counted again behind the caller's system alone: a note
-    // the provider puts in the system beside a merge is the items path's.
-    Ok(kept.filter(|k| k.notes.is_empty() || k.merges.is_empty()))
+    kept_of_items(provider, native, &plan.items, None, system_markers, message)
 }
 
 /// What the plan items `items` keep (`kept_as_given`, whether the plan dropped the tools or
@@ -832,6 +845,7 @@ pub fn write(
         items: written.pieces.len(),
         history: history_range,
         stripped: written.stripped,
+        system_notes: written.system_notes,
     }))
 }
 
@@ -844,6 +858,8 @@ pub struct Written {
     pub history: Range<usize>,
     /// The input's items written without the text the provider strips, in order.
     pub stripped: Vec<usize>,
+    /// The notes placed in the system, in order (`History::system_notes`).
+    pub system_notes: Vec<String>,
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use crate::body::{self, Body, BudgetRule};
 use crate::error::CoreError;
 use crate::json_array;
 use crate::native_body;
+use crate::pairing::IssueKind;
 use crate::plan::{self, PlanConfig};
 
 /// How a body's budget follows its output reserve, as the caller gives it: `(limit, margin,
@@ -120,7 +121,14 @@ pub(super) fn assemble_items_body<'py>(
                 cache,
             )?;
             let native = &reading.native;
-            if !native.issues.is_empty() {
+            // Calls left without results are the plan's to answer where the caller asked it
+            // to; any other issue is the items path's to refuse in its words.
+            let repaired = config.plan.synthesize_missing_results
+                && native
+                    .issues
+                    .iter()
+                    .all(|issue| issue.kind == IssueKind::MissingResult);
+            if !native.issues.is_empty() && !repaired {
                 return Ok(None);
             }
             let cfg = PlanConfig {
@@ -147,13 +155,16 @@ pub(super) fn assemble_items_body<'py>(
                 return Ok(None);
             };
             let mut report = PlanReport::of_native(&plan, native).with_stripped(&out.stripped);
-            if !kept.merges.is_empty() {
-                // Merged neighbours cost less than the plan counted them apart: the request
-                // is checked and counted as sent, as the adapter's path checks and counts it.
+            if kept.sent_differs(native) {
+                // Merged neighbours cost less than the plan counted them apart, and results
+                // joined to a turn otherwise: the request is checked and counted as sent
+                // (the notes in the system as its texts), as the objects path counts it.
+                let mut texts = texts.clone();
+                texts.extend(out.system_notes.iter().map(|t| vec![t.clone()]));
                 let (paired, sent) = paired_count(
                     provider,
                     &[&out.body[out.history.clone()]],
-                    texts,
+                    &texts,
                     tools_json,
                     config.scheme,
                     config.limits,
@@ -164,7 +175,7 @@ pub(super) fn assemble_items_body<'py>(
                 }
                 report = report.sent(sent);
             }
-            Ok(Some((out, report, native.items, kept.merges.len())))
+            Ok(Some((out, report, native.items, kept.merged())))
         });
         // Whatever the core refuses here, the adapter's path refuses in its own words.
         let Ok(Some((out, report, before, merged))) = done else {

@@ -551,11 +551,7 @@ impl NativeView {
                 };
                 // A plan of a reading with calls left unanswered is checked as sent even
                 // where nothing is merged: the plan answered or dropped each one.
-                let as_planned = kept.merges.is_empty()
-                    && kept.added.is_empty()
-                    && native.issues.is_empty()
-                    && summary.is_none();
-                if as_planned {
+                if !kept.sent_differs(native) && summary.is_none() {
                     return Ok::<_, CoreError>(Some((history, None)));
                 }
                 if let Some(tokens) = remembered {
@@ -607,21 +603,7 @@ impl NativeView {
                 .system
                 .as_deref()
                 .map(|s| PyBytes::new(py, s.as_bytes()));
-            // New objects holding the caller's content: merged runs, and items results
-            // joined outside them (the adapters' count).
-            let joined = kept
-                .added
-                .iter()
-                .filter(|a| a.into && !kept.merges.iter().any(|(run, _)| run.contains(&a.at)))
-                .count();
-            let out = (
-                ops,
-                fresh,
-                system,
-                kept.merges.len() + joined,
-                history.stripped,
-                tokens,
-            );
+            let out = (ops, fresh, system, kept.merged(), history.stripped, tokens);
             Ok(Some(out.into_pyobject(py)?))
         })
     }
