@@ -219,21 +219,48 @@ def test_the_ledger_note_is_written_where_the_adapter_writes_it(provider: str) -
             side_effect_tools=list(gen.TOOLS),
         )
         res, expected = assembled(provider, data, cfg)
-        if provider == "bedrock_converse" and res.report.merged:
-            # A ring dropped with the reply it holds leaves two user turns to merge beside
-            # the note: that rendering is still the adapter's (issue 33).
-            assert res.path == "items", res.path
-        else:
-            assert res.path == "native", res.path_reason
+        # Where a ring dropped with the reply it holds leaves two Bedrock user turns to merge
+        # beside the note, the core writes that too, the body counted as sent with the note.
+        assert res.path == "native", res.path_reason
         assert res.report.ledger_entries > 0
         assert _core.LEDGER_MARKER in res.body.decode()
         check_same(provider, data, res, expected)
 
 
 @pytest.mark.parametrize("provider", sorted(KEYS))
-def test_a_plan_the_adapter_renders_takes_the_items_path(provider: str) -> None:
-    """A result the plan synthesizes for an unanswered call is the adapter's to write: the
-    items path, saying why, with the same result."""
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    chat=gen.sessions(max_units=10, cheap=True),
+    fraction=st.floats(0.2, 1.2),
+    notes=st.booleans(),
+)
+def test_repaired_bodies_give_what_assemble_gives(
+    provider: str, data: st.DataObject, chat: list[dict[str, Any]], fraction: float, notes: bool
+) -> None:
+    """Sessions whose calls lost results, repaired: every body path gives what ``assemble``
+    gives, the core's native path included."""
+    chat = data.draw(gen.drop_some_results(chat))
+    native, system = from_canonical(provider, chat)
+    body = body_of(provider, native, system, False)
+    full = rb.count_tokens(native, provider=provider, system=system)
+    cfg = rb.AssemblyConfig(
+        model_input_limit=max(50, int(full * fraction)),
+        output_reserve_tokens=0,
+        safety_margin_tokens=0,
+        side_effect_tools=list(gen.TOOLS) if notes else [],
+        on_pairing_error="synthesize_error_results",
+    )
+    res, expected = assembled(provider, body, cfg)
+    event(res.__name__ if isinstance(res, type) else res.path)
+    check_same(provider, body, res, expected)
+
+
+@pytest.mark.parametrize("provider", sorted(KEYS))
+def test_a_synthesized_result_is_written_by_the_core(provider: str) -> None:
+    """A result the plan synthesizes for an unanswered call is written by the core where the
+    provider puts it, the body counted as sent, with the result ``assemble`` gives; without
+    the repair asked for, the body path refuses it as ``assemble`` does."""
     chat = session(rings=30)
     chat.append(
         {
@@ -248,15 +275,18 @@ def test_a_plan_the_adapter_renders_takes_the_items_path(provider: str) -> None:
     data = body_of(provider, native, system, indent=False)
     cfg = rb.AssemblyConfig(model_input_limit=10**6, on_pairing_error="synthesize_error_results")
     res, expected = assembled(provider, data, cfg)
-    assert res.path == "items" and "adapter" in (res.path_reason or "")
+    assert res.path == "native", res.path_reason
     assert res.report.repairs == ["open"]
     check_same(provider, data, res, expected)
+    refused, expected = assembled(provider, data, rb.AssemblyConfig(model_input_limit=10**6))
+    assert refused is expected is rb.PairingError
 
 
 def test_claude_code_sessions_agree_on_every_path(corpus: Path) -> None:
     """The real Claude Code sessions (blank text blocks, cache markers, unanswered calls) as
     Anthropic bodies, with three kinds of system, at four budgets, with and without
-    side-effect tools: the same result on whichever path each takes, and both paths taken."""
+    side-effect tools: the same result on whichever path each takes, and every request the
+    core writes (the notes beside merged turns included): none takes the items path."""
     paths: Counter[str] = Counter()
     systems = (None, "You are Claude Code.", [{"type": "text", "text": "rules", **MARKED}])
     for log in sorted((corpus / "claude-code").glob("*.jsonl")):
@@ -275,7 +305,7 @@ def test_claude_code_sessions_agree_on_every_path(corpus: Path) -> None:
                     res, expected = assembled("anthropic", data, cfg)
                     check_same("anthropic", data, res, expected)
                     paths[res if isinstance(res, type) else res.path] += 1
-    assert paths["native"] and paths["items"], paths
+    assert paths["native"] and not paths["items"], paths
 
 
 def test_cache_markers_over_the_limit_are_refused_on_every_path() -> None:
