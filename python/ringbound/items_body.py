@@ -7,12 +7,13 @@ every other field as it was. Python reads only the few fields the adapter turns 
 the core counts (the system's texts, the tools in OpenAI's shape: ``inputs``), once for each
 distinct head of a body (``body._head``), since a session sends the same one every turn.
 
-The merges of the neighbours a drop brought together (Anthropic, Bedrock, Gemini) and
-Anthropic's stripped whitespace-only text are written by the core too. Any other plan (a
-synthesized result, a summary, another merge, the tools dropped), a system of a shape the
-core does not rewrite, a pairing issue, a note an earlier assembly left in the system, or a
-request the core refuses takes the items path, which finds the same reading kept and says
-what is wrong in its own words.
+The merges of the neighbours a drop brought together (Anthropic, Bedrock, Gemini),
+Anthropic's stripped whitespace-only text and the results a plan synthesizes for unanswered
+calls (where the caller asked for them) are written by the core too, such a body counted as
+sent. Any other plan (a summary, another merge, the tools dropped), a system of a shape the
+core does not rewrite, another pairing issue, a note an earlier assembly left in the system,
+or a request the core refuses takes the items path, which finds the same reading kept and
+says what is wrong in its own words.
 """
 
 from __future__ import annotations
