@@ -45,6 +45,9 @@ pub struct Kept<'p> {
     pub rewrites: Vec<Rewritten<'p>>,
     /// The error results the plan synthesizes, where the provider puts them.
     pub added: Vec<Added>,
+    /// The system holds notes an earlier assembly left, which `notes` replace: it is
+    /// written anew from the caller's part (`Provider::without_notes`).
+    pub rebase: bool,
 }
 
 impl Kept<'_> {
@@ -100,7 +103,7 @@ pub struct Rewritten<'p> {
 /// canonical message at an index (the reading's, which its request holds).
 ///
 /// Errors: `Config` for an unknown provider; `InvalidMessage` for a plan of another reading.
-pub fn kept_as_given<'p, 'm>(
+pub fn kept_as_given<'p, 'm: 'p>(
     provider: &str,
     native: &Native,
     plan: &'p Plan,
@@ -120,7 +123,7 @@ pub fn kept_as_given<'p, 'm>(
 /// without results; its request must be checked as sent.
 ///
 /// Errors: as `kept_as_given`.
-pub fn kept_of_items<'p, 'm>(
+pub fn kept_of_items<'p, 'm: 'p>(
     provider: &str,
     native: &Native,
     items: &'p [Item],
@@ -135,23 +138,48 @@ pub fn kept_of_items<'p, 'm>(
     {
         return Ok(None);
     }
+    // Notes an earlier assembly left in the system: where this plan brings a note of its
+    // own, the system is written anew from the caller's part with the notes it keeps, the
+    // new one in the place of the old (`Provider::without_notes`).
+    let earlier: Vec<usize> = (0..native.spans.len())
+        .filter(|&k| native.spans[k].is_none() && system_note(&message, k).is_some())
+        .collect();
+    let fresh = items
+        .iter()
+        .any(|item| matches!(item, Item::LedgerNote { .. } | Item::Summary { .. }));
+    let rebase = fresh && !earlier.is_empty();
     let mut canonical = Vec::with_capacity(items.len());
-    let mut notes: Vec<(&str, Role, usize)> = Vec::new();
+    let mut ledger: Option<(&'p str, Role, usize)> = None;
+    let mut summary_note: Option<(&'p str, Role, usize)> = None;
+    let (mut new_ledger, mut new_summary) = (false, false);
     let mut rewrites = Vec::new();
     let mut synthesized: Vec<(&str, usize)> = Vec::new();
     for item in items {
         match item {
+            Item::Keep(k) if rebase && earlier.contains(k) => {
+                let Some(text) = system_note(&message, *k) else {
+                    return Ok(None);
+                };
+                let slot = if text.starts_with(crate::summary::MARKER) {
+                    &mut summary_note
+                } else {
+                    &mut ledger
+                };
+                slot.get_or_insert((text, Role::System, canonical.len()));
+            }
             Item::Keep(k) => canonical.push(*k),
             Item::SynthesizedResult { call_id } => {
                 synthesized.push((call_id.as_str(), canonical.len()));
             }
             // The ledger note comes before the summary note (the adapters' order).
-            Item::LedgerNote { text, role } if notes.is_empty() => {
-                notes.push((text.as_str(), *role, canonical.len()));
+            Item::LedgerNote { text, role } if !new_ledger && !new_summary => {
+                new_ledger = true;
+                ledger = Some((text.as_str(), *role, canonical.len()));
             }
-            Item::Summary { role } if notes.len() < 2 => match summary {
-                Some(text) if !text.is_empty() && notes.iter().all(|n| n.0 != text) => {
-                    notes.push((text, *role, canonical.len()));
+            Item::Summary { role } if !new_summary => match summary {
+                Some(text) if !text.is_empty() => {
+                    new_summary = true;
+                    summary_note = Some((text, *role, canonical.len()));
                 }
                 _ => return Ok(None),
             },
@@ -162,9 +190,23 @@ pub fn kept_of_items<'p, 'm>(
             _ => return Ok(None),
         }
     }
-    let Some(mut kept) = kept_of(provider, native, &canonical, notes, system_markers)? else {
+    if ledger.is_some() && ledger.map(|n| n.0) == summary_note.map(|n| n.0) {
+        return Ok(None);
+    }
+    let notes = ledger.into_iter().chain(summary_note).collect();
+    let left_out = if rebase { earlier.len() } else { 0 };
+    let Some(mut kept) = kept_of(
+        provider,
+        native,
+        &canonical,
+        notes,
+        system_markers,
+        left_out,
+    )?
+    else {
         return Ok(None);
     };
+    kept.rebase = rebase;
     if !synthesized.is_empty() {
         let Some(added) = added(provider, native, &kept, &canonical, &synthesized, &message)?
         else {
@@ -173,6 +215,16 @@ pub fn kept_of_items<'p, 'm>(
         kept.added = added;
     }
     Ok(with_rewrites(native, kept, &rewrites, message))
+}
+
+/// The text of canonical message `k` when it is a note an earlier assembly left in the
+/// system (a system text that opens with a note's marker).
+fn system_note<'m>(message: &impl Fn(usize) -> Option<&'m Message>, k: usize) -> Option<&'m str> {
+    let m = message(k)?;
+    match m.texts.as_slice() {
+        [text] if crate::providers::is_note(text) => Some(text),
+        _ => None,
+    }
 }
 
 /// Where the error results `synthesized` (each call's id, and how many of the kept canonical
@@ -388,7 +440,8 @@ fn rewritten<'p, 'm>(
 
 /// What keeping the canonical messages `canonical` of `native` sends (`kept_as_given` of a
 /// plan that keeps them), `notes` the ledger and summary notes, each one's position counted
-/// in `canonical`.
+/// in `canonical`; `left_out` the system texts the plan leaves out (earlier notes its own
+/// replace).
 ///
 /// Errors: as `kept_as_given`.
 pub fn kept_of<'p>(
@@ -397,14 +450,16 @@ pub fn kept_of<'p>(
     canonical: &[usize],
     notes: Vec<(&'p str, Role, usize)>,
     system_markers: u32,
+    left_out: usize,
 ) -> Result<Option<Kept<'p>>, CoreError> {
     // The system is written as the caller gave it (or with the note) only while every
-    // system text stays.
+    // system text stays, but the `left_out` earlier notes a new one replaces.
     let system = native.spans.iter().filter(|s| s.is_none()).count();
     if canonical
         .iter()
         .filter(|&&k| native.spans.get(k) == Some(&None))
         .count()
+        + left_out
         != system
     {
         return Ok(None);
@@ -442,6 +497,7 @@ pub fn kept_of<'p>(
         strips,
         rewrites: Vec::new(),
         added: Vec::new(),
+        rebase: false,
     }))
 }
 
@@ -572,6 +628,18 @@ pub fn history<'a>(
             return Ok(None);
         };
         let system = system.filter(|s| *s != "null");
+        let base;
+        let system = match (kept.rebase, system) {
+            (false, system) => system,
+            (true, Some(json)) => {
+                base = with_provider(provider, WithoutNotes(json))?;
+                match &base {
+                    Some(base) => Some(base.as_str()),
+                    None => return Ok(None),
+                }
+            }
+            (true, None) => return Ok(None),
+        };
         for &(text, role, before) in &kept.notes {
             // Each note after the one before it: the summary follows the ledger note.
             let current = system_out.as_deref().or(system);
@@ -727,6 +795,16 @@ impl ForProvider for (&[u8], Rewrite<'_>, &str) {
             Rewrite::Result(at) => p.result_rewritten(item, at, text),
             Rewrite::Media(first) => p.media_rewritten(item, first, text),
         }
+    }
+}
+
+/// A system without the notes an earlier assembly left in it, written by the provider.
+struct WithoutNotes<'a>(&'a str);
+
+impl ForProvider for WithoutNotes<'_> {
+    type Out = Option<String>;
+    fn run<P: Provider>(self, p: P) -> Self::Out {
+        p.without_notes(self.0)
     }
 }
 

@@ -213,6 +213,52 @@ pub(crate) fn note_in_string(system: &str, note: &str) -> NoteAt {
     }
 }
 
+/// Whether a system text is a note an assembly wrote: the side-effect ledger's or a summary.
+pub fn is_note(text: &str) -> bool {
+    text.starts_with(crate::ledger::MARKER) || text.starts_with(crate::summary::MARKER)
+}
+
+/// The caller's part of a system string an assembly joined its notes to: the inverse of
+/// `system_with_notes`, as the façade's `split_system_note` reads it.
+pub(crate) fn base_of(text: &str) -> &str {
+    let mut text = text;
+    for marker in [crate::summary::MARKER, crate::ledger::MARKER] {
+        if text.starts_with(marker) {
+            return "";
+        }
+        if let Some(at) = text.find(&format!("{NOTE_SEPARATOR}{marker}")) {
+            text = &text[..at];
+        }
+    }
+    text
+}
+
+/// A system given as the JSON string `system`, without the notes joined to it, as a JSON
+/// string; None for what is not a string.
+pub(crate) fn string_without_notes(system: &str) -> Option<String> {
+    let text: String = serde_json::from_str(system).ok()?;
+    Some(json_string(base_of(&text)))
+}
+
+/// The JSON array `array` without its elements that are notes: a string, or an object whose
+/// `text` is one; None for what is not an array.
+pub(crate) fn array_without_notes(array: &str) -> Option<String> {
+    let elements: Vec<&serde_json::value::RawValue> = serde_json::from_str(array).ok()?;
+    let note = |e: &serde_json::value::RawValue| {
+        let text = match e.get().as_bytes().first() {
+            Some(b'"') => Some(e),
+            _ => edit::field(e, "text"),
+        };
+        text.and_then(edit::string).is_some_and(|t| is_note(&t))
+    };
+    let kept: Vec<&str> = elements
+        .iter()
+        .filter(|e| !note(e))
+        .map(|e| e.get())
+        .collect();
+    Some(format!("[{}]", kept.join(",")))
+}
+
 /// `s` as a JSON string.
 pub(crate) fn json_string(s: &str) -> String {
     let mut out = Vec::with_capacity(s.len() + 2);
@@ -369,6 +415,13 @@ pub trait Provider {
 
     /// A new user item of the synthesized `results`, as the adapter writes it.
     fn results_item(&self, _results: &[String]) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// The system `system` (JSON) without the ledger and summary notes an earlier assembly
+    /// left in it, for this plan's notes to be placed anew (`ledger_note`) as the adapter
+    /// replaces them; None when only the adapter rewrites it.
+    fn without_notes(&self, _system: &str) -> Option<String> {
         None
     }
 

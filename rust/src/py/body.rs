@@ -151,6 +151,10 @@ pub(super) fn assemble_items_body<'py>(
                 key: system_key,
                 value: system_key.and_then(|k| body.field(k)),
             };
+            if kept.rebase {
+                // A body whose system holds an earlier note is the items path's (`inputs`).
+                return Ok(None);
+            }
             let Some(out) = native_body::write(provider, head, at, system, &items, &kept)? else {
                 return Ok(None);
             };

@@ -23,7 +23,7 @@ use crate::json_array;
 use crate::native::{self, Native};
 use crate::native_body;
 use crate::plan;
-use crate::providers::list_changed;
+use crate::providers::{self, list_changed};
 use crate::readings::{self, Context, Reading, SentMemo};
 use crate::request::{check_count, check_size, load_canonical, Request};
 use crate::request::{Limits, Scheme};
@@ -561,7 +561,16 @@ impl NativeView {
                 // summary otherwise than the room it reserved, and synthesized results
                 // otherwise where they join a turn: the request is checked and counted as
                 // sent, the notes placed in the system as its texts.
-                let mut system = native.system.clone();
+                // The notes an earlier assembly left go where the new ones replace them.
+                let earlier = |texts: &&Vec<String>| {
+                    kept.rebase && matches!(texts.as_slice(), [t] if providers::is_note(t))
+                };
+                let mut system: Vec<Vec<String>> = native
+                    .system
+                    .iter()
+                    .filter(|t| !earlier(t))
+                    .cloned()
+                    .collect();
                 system.extend(history.system_notes.iter().map(|t| vec![t.clone()]));
                 let mut sent = native::sent(provider, native, &history.pieces, &system)?;
                 if !sent.issues.is_empty() {

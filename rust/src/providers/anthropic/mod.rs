@@ -271,6 +271,16 @@ impl Provider for Anthropic {
         with_array(item, content, kept.iter().map(|b| b.get().as_bytes())).map(Some)
     }
 
+    /// A string without the notes joined to it, a list of blocks without the note blocks
+    /// (the adapter's `_system` keeps the rest and appends the notes).
+    fn without_notes(&self, system: &str) -> Option<String> {
+        match system.as_bytes().first() {
+            Some(b'"') => super::string_without_notes(system),
+            Some(b'[') => super::array_without_notes(system),
+            _ => None,
+        }
+    }
+
     /// A synthesized result goes into the turn after its call's, after that turn's own
     /// results (`tool_result` blocks must open a message).
     fn results_placed(&self) -> ResultsAt {

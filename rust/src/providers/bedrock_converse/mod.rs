@@ -161,6 +161,22 @@ impl Provider for BedrockConverse {
         Some(message_of(role, blocks.iter().map(|b| b.get().as_bytes())))
     }
 
+    /// The blocks without the note blocks, where the ledger note's block is the last of the
+    /// caller's (the adapter replaces it where it lies: elsewhere, its to write).
+    fn without_notes(&self, system: &str) -> Option<String> {
+        let blocks: Vec<&RawValue> = serde_json::from_str(system).ok()?;
+        let note = |b: &&RawValue| {
+            edit::field(b, "text")
+                .and_then(edit::string)
+                .is_some_and(|t| super::is_note(&t))
+        };
+        let first = blocks.iter().position(&note)?;
+        if blocks[first..].iter().any(|b| !note(b)) {
+            return None;
+        }
+        super::array_without_notes(system)
+    }
+
     /// A synthesized result joins the user turn the plan puts it behind, or opens one.
     fn results_placed(&self) -> ResultsAt {
         ResultsAt::Behind

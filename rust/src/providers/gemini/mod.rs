@@ -207,6 +207,23 @@ impl Provider for Gemini {
         )
     }
 
+    /// A string without the notes joined to it; an instruction object without its note parts,
+    /// every other field as it was (the adapter's `_system_with_notes`).
+    fn without_notes(&self, system: &str) -> Option<String> {
+        if system.starts_with('"') {
+            return super::string_without_notes(system);
+        }
+        let object: &RawValue = serde_json::from_str(system).ok()?;
+        let parts = edit::field(object, "parts")?;
+        let kept = super::array_without_notes(parts.get())?;
+        let at = within(system.as_bytes(), parts)?;
+        Some(format!(
+            "{}{kept}{}",
+            &system[..at.start],
+            &system[at.end..]
+        ))
+    }
+
     /// A synthesized response goes into the user content after its call's, after that
     /// content's own responses, or opens a user content.
     fn results_placed(&self) -> ResultsAt {
