@@ -147,6 +147,52 @@ def test_synthesized_results_are_written_as_the_adapter_renders_them(
     assert rb.validate(list(out.messages), provider=provider, system=out.system) == []
 
 
+@pytest.mark.parametrize("provider", NATIVE)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gen.sessions(max_units=12, cheap=True), st.floats(0.3, 0.9), st.floats(0.3, 0.9))
+def test_a_note_replaces_the_one_an_earlier_assembly_left(
+    provider: str, chat: list[dict[str, Any]], first: float, second: float
+) -> None:
+    """The next turn of a session whose system holds the ledger note an earlier assembly
+    left, trimmed again: the core writes the new note in the old one's place (the caller's
+    part of the system kept), as the adapter renders it, and what it costs is what the
+    request sent counts."""
+    native, system = from_canonical(provider, chat)
+    full = rb.count_tokens(native, provider=provider, system=system)
+    cfg = rb.AssemblyConfig(
+        model_input_limit=max(50, int(full * first)),
+        output_reserve_tokens=0,
+        safety_margin_tokens=0,
+        side_effect_tools=list(gen.TOOLS),
+    )
+    try:
+        res = rb.Assembler(cfg, provider=provider).assemble(native, system=system)
+    except RingboundError:
+        return
+    if not res.report.ledger_entries:
+        return
+    planned = _planned(provider, list(res.messages), res.system, second, True, None)
+    if planned is None:
+        return
+    request, plan, _ = planned
+    written = request.written(plan.items, plan.report.tools_dropped)
+    new_note = any(type(i) is _core.Insertion.LedgerNote for i in plan.items)
+    event(f"note={new_note}, written by the core={written is not None}")
+    if written is None:
+        return
+    out, tokens = written
+    general_view = dataclasses.replace(request.canonical, facts=None, view=None)
+    general = adapter(provider).render(
+        request.messages, plan.items, general_view, system=request.system
+    )
+    assert _json(list(out.messages)) == _json(list(general.messages))
+    assert _json(out.system) == _json(general.system)
+    counting = Counting("o200k_base", None, adapter(provider).image_formula, 1.0, None)
+    tools = None if plan.report.tools_dropped else request.tools_payload
+    sent = request.count(out, tools, counting)
+    assert (plan.report.tokens_after if tokens is None else tokens) == sent
+
+
 def test_a_merge_holds_the_callers_block_objects(monkeypatch: pytest.MonkeyPatch) -> None:
     """Written by the core (the adapter's rendering is not reached), the merged message holds
     the caller's block objects."""
