@@ -413,9 +413,10 @@ pub trait Provider {
         None
     }
 
-    /// A new user item of the synthesized `results`, as the adapter writes it.
-    fn results_item(&self, _results: &[String]) -> Option<Vec<u8>> {
-        None
+    /// A new user item of the synthesized `results`, as the adapter writes it: by default
+    /// `{"role": "user", "content": results}` (Anthropic, Bedrock Converse).
+    fn results_item(&self, results: &[String]) -> Option<Vec<u8>> {
+        Some(message_of("user", results.iter().map(String::as_bytes)))
     }
 
     /// The system `system` (JSON) without the ledger and summary notes an earlier assembly

@@ -325,10 +325,6 @@ impl Provider for Anthropic {
         Some(synthesized_block(&call.id))
     }
 
-    fn results_item(&self, results: &[String]) -> Option<Vec<u8>> {
-        Some(message_of("user", results.iter().map(String::as_bytes)))
-    }
-
     /// Each `tool_result` block answering the call holds the text (after the images it
     /// held, which are counted apart, as the adapter keeps them).
     fn result_rewritten(

@@ -211,10 +211,6 @@ impl Provider for BedrockConverse {
         Some(synthesized_block(&call.id))
     }
 
-    fn results_item(&self, results: &[String]) -> Option<Vec<u8>> {
-        Some(message_of("user", results.iter().map(String::as_bytes)))
-    }
-
     /// Each `toolResult` answering the call holds the text as one text block, before the
     /// images it held (counted apart, as the adapter keeps them); its status stays.
     fn result_rewritten(
