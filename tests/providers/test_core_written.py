@@ -34,12 +34,18 @@ def _json(value: Any) -> Any:
 
 
 def _planned(
-    provider: str, native: list[Any], system: Any, fraction: float, notes: bool, cut: int | None
+    provider: str,
+    native: list[Any],
+    system: Any,
+    fraction: float,
+    notes: bool,
+    cut: int | None,
+    repair: bool = False,
 ) -> tuple[NativeRequest, Any, int] | None:
     wide = rb.Assembler(rb.AssemblyConfig(model_input_limit=10**7), provider=provider)
     try:
         request = NativeRequest(
-            adapter(provider), native, None, system, [], False, core=wide._core, cache=None
+            adapter(provider), native, None, system, [], repair, core=wide._core, cache=None
         )
         budget = max(50, int(request.view.count() * fraction))
         cfg = rb.AssemblyConfig(
@@ -48,6 +54,7 @@ def _planned(
             safety_margin_tokens=0,
             side_effect_tools=list(gen.TOOLS) if notes else [],
             **({"max_tool_result_tokens": cut} if cut is not None else {}),
+            **({"on_pairing_error": "synthesize_error_results"} if repair else {}),
         )
         plan = request.plan(rb.Assembler(cfg, provider=provider)._core, None, budget)
     except RingboundError:
@@ -103,28 +110,19 @@ def test_the_core_writes_what_the_adapter_renders(
 def test_synthesized_results_are_written_as_the_adapter_renders_them(
     provider: str, data: st.DataObject, chat: list[dict[str, Any]], fraction: float, notes: bool
 ) -> None:
-    """A session whose calls lost results, repaired: where the core places the synthesized
-    results (Anthropic: the next turn, after its own results; Bedrock: the results turn
-    behind them; Gemini: the next kept content when it is a user's; else a turn of their
-    own), it writes what the adapter renders and counts the request as sent; elsewhere
-    (Responses) it leaves it to the adapter."""
+    """A session whose calls lost results, repaired: the core places the synthesized
+    results where the provider puts them (Anthropic: the next turn, after its own results;
+    Bedrock: the results turn behind them; Gemini: the next kept content when it is a
+    user's; else a turn of their own; Responses: an output item where the plan puts it),
+    writes what the adapter renders and counts the request as sent."""
     chat = data.draw(gen.drop_some_results(chat))
     native, system = from_canonical(provider, chat)
     before = copy.deepcopy((native, system))
-    wide = rb.Assembler(rb.AssemblyConfig(model_input_limit=10**7), provider=provider)
+    planned = _planned(provider, native, system, fraction, notes, None, repair=True)
+    if planned is None:
+        return
+    request, plan, _ = planned
     try:
-        request = NativeRequest(
-            adapter(provider), native, None, system, [], True, core=wide._core, cache=None
-        )
-        budget = max(50, int(request.view.count() * fraction))
-        cfg = rb.AssemblyConfig(
-            model_input_limit=budget,
-            output_reserve_tokens=0,
-            safety_margin_tokens=0,
-            on_pairing_error="synthesize_error_results",
-            side_effect_tools=list(gen.TOOLS) if notes else [],
-        )
-        plan = request.plan(rb.Assembler(cfg, provider=provider)._core, None, budget)
         general_view = dataclasses.replace(request.canonical, facts=None, view=None)
         general = adapter(provider).render(native, plan.items, general_view, system=system)
     except RingboundError:
