@@ -439,10 +439,11 @@ impl NativeView {
     /// `tools_dropped`: the plan dropped the tools, which the count as sent leaves out.
     ///
     /// A summary note is placed after the ledger note and the request counted as sent.
-    /// Synthesized results go where the provider puts them (Anthropic, Bedrock Converse) and
-    /// the request is counted as sent. None for a plan only the adapter renders (a
-    /// synthesized result of another provider, a note where only the adapter places it), or
-    /// whose request as sent does not pair.
+    /// Synthesized results go where the provider puts them (`Provider::results_placed`) and
+    /// the request is counted as sent; a note replaces the one an earlier assembly left in
+    /// the system. None for a plan only the adapter renders (a result it refuses in its
+    /// provider's words, a note where only the adapter places it), or whose request as sent
+    /// does not pair.
     #[pyo3(signature = (provider, items, system_json, system_markers, tools_dropped, dump, config, cache=None, messages=None))]
     #[allow(clippy::too_many_arguments)]
     fn written<'py>(
