@@ -141,13 +141,18 @@ pub fn kept_of_items<'p, 'm: 'p>(
     // Notes an earlier assembly left in the system: where this plan brings a note of its
     // own, the system is written anew from the caller's part with the notes it keeps, the
     // new one in the place of the old (`Provider::without_notes`).
-    let earlier: Vec<usize> = (0..native.spans.len())
-        .filter(|&k| native.spans[k].is_none() && system_note(&message, k).is_some())
-        .collect();
+    // Looked for only when the plan brings a note: most plans bring none.
     let fresh = items
         .iter()
         .any(|item| matches!(item, Item::LedgerNote { .. } | Item::Summary { .. }));
-    let rebase = fresh && !earlier.is_empty();
+    let earlier: Vec<usize> = if fresh {
+        (0..native.spans.len())
+            .filter(|&k| native.spans[k].is_none() && system_note(&message, k).is_some())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let rebase = !earlier.is_empty();
     let mut canonical = Vec::with_capacity(items.len());
     let mut ledger: Option<(&'p str, Role, usize)> = None;
     let mut summary_note: Option<(&'p str, Role, usize)> = None;
