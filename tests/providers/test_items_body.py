@@ -68,6 +68,21 @@ def assembled(provider: str, data: bytes, cfg: rb.AssemblyConfig) -> tuple[Any, 
     return res, expected
 
 
+def _drawn_config(
+    provider: str, native: list[Any], system: Any, fraction: float, notes: bool, **extra: Any
+) -> rb.AssemblyConfig:
+    """A budget of ``fraction`` of the session's tokens, no reserve or margin, the side-effect
+    tools when ``notes``, and ``extra`` options."""
+    full = rb.count_tokens(native, provider=provider, system=system)
+    return rb.AssemblyConfig(
+        model_input_limit=max(50, int(full * fraction)),
+        output_reserve_tokens=0,
+        safety_margin_tokens=0,
+        side_effect_tools=list(gen.TOOLS) if notes else [],
+        **extra,
+    )
+
+
 def check_same(provider: str, data: bytes, res: Any, expected: Any) -> None:
     if isinstance(expected, type) or isinstance(res, type):
         assert res == expected
@@ -113,12 +128,12 @@ def test_every_path_gives_what_assemble_gives(
 ) -> None:
     native, system = from_canonical(provider, chat)
     data = body_of(provider, native, system, indent)
-    full = rb.count_tokens(native, provider=provider, system=system)
-    cfg = rb.AssemblyConfig(
-        model_input_limit=max(50, int(full * fraction)),
-        output_reserve_tokens=0,
-        safety_margin_tokens=0,
-        side_effect_tools=list(gen.TOOLS) if notes else [],
+    cfg = _drawn_config(
+        provider,
+        native,
+        system,
+        fraction,
+        notes,
         max_tool_result_tokens=cap,
         min_result_tokens=min(cap, 500),
     )
@@ -243,13 +258,8 @@ def test_repaired_bodies_give_what_assemble_gives(
     chat = data.draw(gen.drop_some_results(chat))
     native, system = from_canonical(provider, chat)
     body = body_of(provider, native, system, False)
-    full = rb.count_tokens(native, provider=provider, system=system)
-    cfg = rb.AssemblyConfig(
-        model_input_limit=max(50, int(full * fraction)),
-        output_reserve_tokens=0,
-        safety_margin_tokens=0,
-        side_effect_tools=list(gen.TOOLS) if notes else [],
-        on_pairing_error="synthesize_error_results",
+    cfg = _drawn_config(
+        provider, native, system, fraction, notes, on_pairing_error="synthesize_error_results"
     )
     res, expected = assembled(provider, body, cfg)
     event(res.__name__ if isinstance(res, type) else res.path)
