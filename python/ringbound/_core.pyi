@@ -30,6 +30,9 @@ BEDROCK_ASSISTANT_BLOCKS: tuple[str, ...]
 BEDROCK_RESULT_BLOCKS: tuple[str, ...]
 #: What stands between a system's own text and each note joined to it.
 NOTE_SEPARATOR: str
+#: The text of the user turn placed between two Anthropic assistant turns that cannot be
+#: merged (the later one opens with thinking).
+ANTHROPIC_OMITTED_TURNS_TEXT: str
 
 def join_system_note(base: str, note: str | None = None, summary: str | None = None) -> str:
     """``base`` with the ledger ``note`` and the ``summary`` note joined to it, empty or absent

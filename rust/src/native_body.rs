@@ -7,7 +7,10 @@
 //! note where the provider places it, and every other field as it was, so such a request
 //! never reaches an adapter. Where the provider merges the neighbours a drop brought together
 //! (Anthropic, Bedrock Converse, Gemini), the core writes the merged item and counts the
-//! request as sent; Anthropic's whitespace-only text is stripped. Results a plan synthesizes
+//! request as sent; Anthropic's whitespace-only text is stripped, a thinking turn is kept
+//! apart from the assistant turn before it by a user turn of the provider's own (`parted`),
+//! and a request over its cache marker limit is refused in its words (`marker_limit`), the
+//! check run on what is written. Results a plan synthesizes
 //! for unanswered calls go where the provider puts them (`ResultsAt`), that request counted
 //! as sent too. Any other plan (a merge the adapter must place, a note in a system the core
 //! does not rewrite, and for a body a summary or the tools dropped) is the adapter's to
@@ -23,7 +26,9 @@ use crate::error::CoreError;
 use crate::native::{with_provider, ForProvider, Native};
 use crate::pairing::IssueKind;
 use crate::plan::{Item, Plan};
-use crate::providers::{json_string, within, ItemFacts, NoteAt, Provider, ResultAt, ResultsAt};
+use crate::providers::{
+    json_string, within, ItemFacts, MarkerLimit, NoteAt, Provider, ResultAt, ResultsAt,
+};
 use crate::rewrite::RewriteKind;
 use crate::view::{Message, Role, ToolCall};
 
@@ -41,6 +46,14 @@ pub struct Kept<'p> {
     pub merges: Vec<(Range<usize>, &'static str)>,
     /// Positions in `items` of the items holding text the provider strips (`stripped`).
     pub strips: Vec<usize>,
+    /// Positions in `items` before which the provider sends an item of its own, parting
+    /// neighbours it may neither merge nor send side by side (`Provider::parted`), and that
+    /// item's JSON.
+    pub parted: (Vec<usize>, &'static str),
+    /// Where the kept items and the system may carry more prompt cache markers than the
+    /// provider allows: each kept item's and the system's, to check on the request as
+    /// written (`history`).
+    pub markers: Option<(Vec<u32>, u32)>,
     /// The messages the plan rewrote (results cut or stubbed, images made text).
     pub rewrites: Vec<Rewritten<'p>>,
     /// The error results the plan synthesizes, where the provider puts them.
@@ -55,18 +68,21 @@ impl Kept<'_> {
     /// counted again as sent: neighbours merged, or results synthesized (given a reading
     /// with calls left unanswered, the plan answered or dropped each one: checked there).
     pub fn sent_differs(&self, native: &Native) -> bool {
-        !self.merges.is_empty() || !self.added.is_empty() || !native.issues.is_empty()
+        !self.merges.is_empty()
+            || !self.added.is_empty()
+            || !self.parted.0.is_empty()
+            || !native.issues.is_empty()
     }
 
-    /// The new items holding the caller's content, as the adapters count them (`merged`):
-    /// each merged run, and each item results join outside one.
+    /// The new items, but for results and notes of their own, as the adapters count them
+    /// (`merged`): each merged run, each item results join outside one, each parting item.
     pub fn merged(&self) -> usize {
         let joined = self
             .added
             .iter()
             .filter(|a| a.into && !self.merges.iter().any(|(run, _)| run.contains(&a.at)))
             .count();
-        self.merges.len() + joined
+        self.merges.len() + joined + self.parted.0.len()
     }
 }
 
@@ -218,6 +234,11 @@ pub fn kept_of_items<'p, 'm: 'p>(
             return Ok(None);
         };
         kept.added = added;
+        // A new results item already parts the neighbours it goes between.
+        let added = &kept.added;
+        kept.parted
+            .0
+            .retain(|&j| !added.iter().any(|a| !a.into && a.at + 1 == j));
     }
     Ok(with_rewrites(native, kept, &rewrites, message))
 }
@@ -480,9 +501,8 @@ pub fn kept_of<'p>(
     let sends = Sends {
         facts: &native.facts,
         kept: &items,
-        system_markers,
     };
-    let Some(runs) = with_provider(provider, sends)? else {
+    let Some((runs, parted)) = with_provider(provider, sends)? else {
         return Ok(None);
     };
     let merges = runs
@@ -492,6 +512,7 @@ pub fn kept_of<'p>(
             (run, role)
         })
         .collect();
+    let markers = over_marker_limit(provider, native, &items, system_markers)?;
     let strips = (0..items.len())
         .filter(|&j| native.facts[items[j]].blank_text)
         .collect();
@@ -500,6 +521,8 @@ pub fn kept_of<'p>(
         notes,
         merges,
         strips,
+        parted,
+        markers,
         rewrites: Vec::new(),
         added: Vec::new(),
         rebase: false,
@@ -701,6 +724,12 @@ pub fn history<'a>(
                 json: item,
             });
         }
+        if kept.parted.0.contains(&j) {
+            pieces.push(Piece::New {
+                origins: Vec::new(),
+                json: kept.parted.1.as_bytes().to_vec(),
+            });
+        }
         match merges.next_if(|(run, _)| run.start == j) {
             Some((run, role)) => {
                 let run_items: Vec<&[u8]> = sent[run.clone()].iter().map(|b| &b[..]).collect();
@@ -743,6 +772,9 @@ pub fn history<'a>(
             json: item,
         });
     }
+    if let Some((markers, system)) = &kept.markers {
+        within_marker_limit(provider, kept, &pieces, markers, *system)?;
+    }
     Ok(Some(History {
         pieces,
         system: system_out,
@@ -751,26 +783,96 @@ pub fn history<'a>(
     }))
 }
 
+/// Each kept item's prompt cache markers and the system's, where together they are more than
+/// `provider` allows (None: within its limit, or it sets none).
+fn over_marker_limit(
+    provider: &str,
+    native: &Native,
+    items: &[usize],
+    system: u32,
+) -> Result<Option<(Vec<u32>, u32)>, CoreError> {
+    let Some(limit) = with_provider(provider, Limit)? else {
+        return Ok(None);
+    };
+    let markers: Vec<u32> = items
+        .iter()
+        .map(|&i| native.facts[i].cache_markers)
+        .collect();
+    let total = markers.iter().fold(system, |n, &m| n.saturating_add(m));
+    Ok((total > limit.most).then_some((markers, system)))
+}
+
+/// Refuses, in the provider's words, a request whose items as written (`pieces`) and system
+/// carry more prompt cache markers than it allows, naming the caller's item where the count
+/// first goes over (the first one that stands for one item of the caller's: the adapter's
+/// choice). Kept items count as `markers` says, items written anew as they read.
+fn within_marker_limit(
+    provider: &str,
+    kept: &Kept<'_>,
+    pieces: &[Piece],
+    markers: &[u32],
+    system: u32,
+) -> Result<(), CoreError> {
+    let Some(limit) = with_provider(provider, Limit)? else {
+        return Ok(());
+    };
+    let mut n = system;
+    let mut first_over = None;
+    for piece in pieces {
+        let (origin, m) = match piece {
+            Piece::Keep(i) => {
+                let m = kept.items.binary_search(i).map_or(0, |j| markers[j]);
+                (Some(*i), m)
+            }
+            Piece::New { origins, json } => match origins.as_slice() {
+                [i] => (Some(*i), (limit.count)(json)),
+                _ => (None, (limit.count)(json)),
+            },
+        };
+        n = n.saturating_add(m);
+        if n > limit.most && first_over.is_none() {
+            first_over = origin;
+        }
+    }
+    if n <= limit.most {
+        return Ok(());
+    }
+    Err(CoreError::InvalidMessage {
+        index: first_over,
+        reason: (limit.refusal)(n),
+    })
+}
+
+/// The provider's limit on prompt cache markers.
+struct Limit;
+
+impl ForProvider for Limit {
+    type Out = Option<MarkerLimit>;
+    fn run<P: Provider>(self, p: P) -> Self::Out {
+        p.marker_limit()
+    }
+}
+
 struct Sends<'a> {
     facts: &'a [ItemFacts],
     kept: &'a [usize],
-    system_markers: u32,
 }
 
 impl ForProvider for Sends<'_> {
-    /// The runs of kept items to merge (none: sent as given), or None for the adapter's.
-    type Out = Option<Vec<Range<usize>>>;
+    /// The runs of kept items to merge and where items of the provider's own part kept ones
+    /// (none of either: sent as given), or None for the adapter's.
+    type Out = Option<(Vec<Range<usize>>, (Vec<usize>, &'static str))>;
     fn run<P: Provider>(self, p: P) -> Self::Out {
-        if p.sends_as_given(self.facts, self.kept, self.system_markers) {
-            return Some(Vec::new());
+        if p.sends_as_given(self.facts, self.kept) {
+            return Some((Vec::new(), (Vec::new(), "")));
         }
-        let runs = p.merges(self.facts, self.kept, self.system_markers)?;
-        Some(
-            runs.into_iter()
-                .filter(|run| run.merge)
-                .map(|run| run.range)
-                .collect(),
-        )
+        let runs = p.merges(self.facts, self.kept)?;
+        let runs = runs
+            .into_iter()
+            .filter(|run| run.merge)
+            .map(|run| run.range)
+            .collect();
+        Some((runs, p.parted(self.facts, self.kept)))
     }
 }
 
@@ -1115,7 +1217,7 @@ mod tests {
     }
 
     #[test]
-    fn whitespace_text_is_stripped_and_too_many_cache_markers_need_the_adapter() {
+    fn whitespace_text_is_stripped_and_too_many_cache_markers_are_refused() {
         let blank = r#"[{"role":"user","content":[{"type":"text","text":"go"},{"type":"text","text":"\n\n"}]},
                         {"role":"assistant","content":"ok"}]"#;
         let (body, _) = assembled("anthropic", blank, 100_000).unwrap();
@@ -1138,11 +1240,24 @@ mod tests {
                 .unwrap()
                 .is_some()
         );
-        assert!(
-            kept_as_given("anthropic", &native, &plan, 4, |k| native.messages.get(k))
-                .unwrap()
-                .is_none()
-        );
+        // Over the limit: refused in the API's words, naming the item that goes over it.
+        let kept = kept_as_given("anthropic", &native, &plan, 4, |k| native.messages.get(k))
+            .unwrap()
+            .expect("written by the core");
+        let items = json_array::split(marked.as_bytes()).unwrap();
+        let raw = |i: usize| items.get(i).copied();
+        match history("anthropic", &kept, Some(None), &raw, true) {
+            Err(CoreError::InvalidMessage {
+                index: Some(0),
+                reason,
+            }) => assert!(
+                reason.starts_with(
+                    "A maximum of 4 blocks with cache_control may be provided. Found 5."
+                ),
+                "{reason}"
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .. import _core
-from .._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT, Insertion
+from .._core import ANTHROPIC_OMITTED_TURNS_TEXT, LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT, Insertion
 from ..errors import InvalidMessageError, PairingIssue
 from ..payload import dump_messages
 from .base import (
@@ -446,7 +446,7 @@ def _synthesized_call_turns(
 
 
 #: The user turn placed between two assistant turns that cannot be merged.
-OMITTED_TURNS_TEXT = "[earlier turns omitted]"
+OMITTED_TURNS_TEXT = ANTHROPIC_OMITTED_TURNS_TEXT
 
 
 def _opens_with_thinking(message: Any) -> bool:

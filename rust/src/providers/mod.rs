@@ -89,6 +89,17 @@ pub struct Run {
     pub merge: bool,
 }
 
+/// A limit on the prompt cache markers one request carries (Anthropic: 4, the system's
+/// included), checked on the request as written.
+pub struct MarkerLimit {
+    /// The most one request may carry.
+    pub most: u32,
+    /// The markers one item as sent (its JSON) carries.
+    pub count: fn(&[u8]) -> u32,
+    /// The refusal of a request that carries `n`, in the provider's words.
+    pub refusal: fn(u32) -> String,
+}
+
 /// The runs of `n` kept items, each item joining the one before it where `joins(j)` says so;
 /// those of more than one item, each merged where `merge` says so.
 pub(crate) fn runs(
@@ -243,20 +254,28 @@ pub(crate) fn string_without_notes(system: &str) -> Option<String> {
 /// The JSON array `array` without its elements that are notes: a string, or an object whose
 /// `text` is one; None for what is not an array.
 pub(crate) fn array_without_notes(array: &str) -> Option<String> {
+    array_without(array, is_note)
+}
+
+/// The JSON array `array` without its elements whose text (a string, or an object's `text`)
+/// `drop` says goes; None for what is not an array.
+pub(crate) fn array_without(array: &str, drop: impl Fn(&str) -> bool) -> Option<String> {
     let elements: Vec<&serde_json::value::RawValue> = serde_json::from_str(array).ok()?;
-    let note = |e: &serde_json::value::RawValue| {
-        let text = match e.get().as_bytes().first() {
-            Some(b'"') => Some(e),
-            _ => edit::field(e, "text"),
-        };
-        text.and_then(edit::string).is_some_and(|t| is_note(&t))
-    };
     let kept: Vec<&str> = elements
         .iter()
-        .filter(|e| !note(e))
+        .filter(|e| !element_text(e).is_some_and(|t| drop(&t)))
         .map(|e| e.get())
         .collect();
     Some(format!("[{}]", kept.join(",")))
+}
+
+/// The text of an element of a system array: the string itself, or an object's `text`.
+pub(crate) fn element_text(e: &serde_json::value::RawValue) -> Option<std::borrow::Cow<'_, str>> {
+    let text = match e.get().as_bytes().first() {
+        Some(b'"') => Some(e),
+        _ => edit::field(e, "text"),
+    };
+    text.and_then(edit::string)
 }
 
 /// `s` as a JSON string.
@@ -335,22 +354,30 @@ pub trait Provider {
     }
 
     /// Whether the items `kept` (in order, of a plan that only keeps items) go out exactly as
-    /// the caller gave them, behind a system left as it is that holds `system_markers` prompt
-    /// cache markers: nothing to merge, strip or refuse. Where not, an adapter renders them.
-    fn sends_as_given(&self, _facts: &[ItemFacts], _kept: &[usize], _system_markers: u32) -> bool {
+    /// the caller gave them: nothing to merge or strip.
+    fn sends_as_given(&self, _facts: &[ItemFacts], _kept: &[usize]) -> bool {
         true
     }
 
     /// Where the items `kept` do not go out as given only because same-role neighbours are
     /// merged (as the adapter merges them): the runs of kept positions that share a role and
     /// whether each becomes one item. None when the adapter renders them (the default).
-    fn merges(
-        &self,
-        _facts: &[ItemFacts],
-        _kept: &[usize],
-        _system_markers: u32,
-    ) -> Option<Vec<Run>> {
+    fn merges(&self, _facts: &[ItemFacts], _kept: &[usize]) -> Option<Vec<Run>> {
         None
+    }
+
+    /// The prompt cache markers one request may carry, which the provider refuses beyond;
+    /// None where it sets no limit the core checks.
+    fn marker_limit(&self) -> Option<MarkerLimit> {
+        None
+    }
+
+    /// Where the provider sends an item of its own between two kept neighbours that may be
+    /// neither merged nor sent side by side (Anthropic: a user turn before an assistant turn
+    /// that opens with thinking behind another, as its adapter places one): positions among
+    /// `kept` each goes before, and the item's JSON. `merges` never joins across one.
+    fn parted(&self, _facts: &[ItemFacts], _kept: &[usize]) -> (Vec<usize>, &'static str) {
+        (Vec::new(), "")
     }
 
     /// The items `items` (a run `merges` merges, each the caller's JSON) as the one item the

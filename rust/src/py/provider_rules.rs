@@ -38,6 +38,10 @@ pub(super) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "BEDROCK_RESULT_BLOCKS",
         PyTuple::new(py, bedrock_converse::RESULT_BLOCKS)?,
     )?;
+    m.add(
+        "ANTHROPIC_OMITTED_TURNS_TEXT",
+        crate::providers::anthropic::OMITTED_TURNS_TEXT,
+    )?;
     m.add("NOTE_SEPARATOR", crate::providers::NOTE_SEPARATOR)?;
     m.add_function(wrap_pyfunction!(join_system_note, m)?)?;
     Ok(())

@@ -14,7 +14,8 @@ mod rules;
 use super::item_cache::ItemCache;
 use super::{appended, edit, json_string, note_in_string, push_array, NoteAt, ResultAt, ResultsAt};
 use super::{
-    cached_items, message_of, runs, with_array, within, Canonical, ItemFacts, Provider, Run,
+    cached_items, message_of, runs, with_array, within, Canonical, ItemFacts, MarkerLimit,
+    Provider, Run,
 };
 use crate::error::CoreError;
 use crate::pairing::PairingIssue;
@@ -27,6 +28,16 @@ use std::sync::Arc;
 /// Blocks with `cache_control` a request may carry, the system's included (the API refuses a
 /// fifth: docs/providers/anthropic.md).
 pub const MAX_CACHE_MARKERS: u32 = 4;
+
+/// The text of the user turn placed between two assistant turns that may not be merged
+/// (`parted`): it says what stood there.
+macro_rules! omitted_turns {
+    () => {
+        "[earlier turns omitted]"
+    };
+}
+pub const OMITTED_TURNS_TEXT: &str = omitted_turns!();
+const OMITTED_TURNS: &str = concat!(r#"{"role":"user","content":""#, omitted_turns!(), r#""}"#);
 
 /// Counted parts of a block the model reads: texts, images, and costs known only as a number.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -174,26 +185,19 @@ impl Provider for Anthropic {
     }
 
     /// Kept neighbours of one role are merged (`merges`) and whitespace-only text is stripped
-    /// when the request is rendered, and a request over the API's cache marker limit is
-    /// refused with the message named: the adapter's, but for the merges.
-    fn sends_as_given(&self, facts: &[ItemFacts], kept: &[usize], system_markers: u32) -> bool {
-        let markers = kept.iter().map(|&i| facts[i].cache_markers).sum::<u32>();
+    /// when the request is written.
+    fn sends_as_given(&self, facts: &[ItemFacts], kept: &[usize]) -> bool {
         !kept
             .windows(2)
             .any(|w| facts[w[0]].role == facts[w[1]].role)
             && !kept.iter().any(|&i| facts[i].blank_text)
-            && markers.saturating_add(system_markers) <= MAX_CACHE_MARKERS
     }
 
-    /// With the cache markers within the limit, kept neighbours of one role go out as the
-    /// adapter sends them (whitespace-only text stripped first, `stripped`): as they are when
-    /// the caller sent them in one turn, else as one message; an assistant message that opens with thinking behind
-    /// another is the adapter's (it places a user turn between them).
-    fn merges(&self, facts: &[ItemFacts], kept: &[usize], system_markers: u32) -> Option<Vec<Run>> {
-        let markers = kept.iter().map(|&i| facts[i].cache_markers).sum::<u32>();
-        if markers.saturating_add(system_markers) > MAX_CACHE_MARKERS {
-            return None;
-        }
+    /// Kept neighbours of one role go out as the adapter sends them (whitespace-only text
+    /// stripped first, `stripped`): as they are when the caller sent them in one turn, else
+    /// as one message; an assistant message that opens with thinking behind another is kept
+    /// apart from it (`parted`).
+    fn merges(&self, facts: &[ItemFacts], kept: &[usize]) -> Option<Vec<Run>> {
         // The caller's turns: a turn ends where the role changes, dropped items included.
         let mut turn = Vec::with_capacity(facts.len());
         let mut t = 0usize;
@@ -203,12 +207,35 @@ impl Provider for Anthropic {
             }
             turn.push(t);
         }
-        let joins = |j: usize| facts[kept[j]].role == facts[kept[j - 1]].role;
-        if (1..kept.len()).any(|j| joins(j) && facts[kept[j]].opens_with_thinking) {
-            return None;
-        }
+        let joins = |j: usize| same_role(facts, kept, j) && !facts[kept[j]].opens_with_thinking;
         let merge = |run: &Range<usize>| turn[kept[run.start]] != turn[kept[run.end - 1]];
         Some(runs(kept.len(), joins, merge))
+    }
+
+    /// At most 4 `cache_control` blocks, the system's included; the refusal is the API's 400
+    /// message, then what ringbound does about it.
+    fn marker_limit(&self) -> Option<MarkerLimit> {
+        Some(MarkerLimit {
+            most: MAX_CACHE_MARKERS,
+            count: cache_markers_in,
+            refusal: |n| {
+                format!(
+                    "A maximum of {MAX_CACHE_MARKERS} blocks with cache_control may be provided. \
+                     Found {n}. (ringbound: the request keeps the caller's cache_control \
+                     breakpoints and adds its own only within the limit; remove some before \
+                     assembling)"
+                )
+            },
+        })
+    }
+
+    /// Merged behind other blocks, thinking would no longer open its turn, which Anthropic
+    /// rejects: the adapter places a user turn between the two assistant turns.
+    fn parted(&self, facts: &[ItemFacts], kept: &[usize]) -> (Vec<usize>, &'static str) {
+        let at = (1..kept.len())
+            .filter(|&j| same_role(facts, kept, j) && facts[kept[j]].opens_with_thinking)
+            .collect();
+        (at, OMITTED_TURNS)
     }
 
     /// `{"role": role, "content": blocks}`, the blocks of each item in order (a string
@@ -405,6 +432,35 @@ impl Provider for Anthropic {
 }
 
 /// The error result a plan synthesizes for `call_id`, as the adapter writes it.
+/// The blocks with a `cache_control` (not null) in a message as sent; none in one the core
+/// cannot read (it wrote it: never so).
+fn cache_markers_in(item: &[u8]) -> u32 {
+    #[derive(serde::Deserialize)]
+    struct Content<'a> {
+        #[serde(borrow)]
+        content: &'a RawValue,
+    }
+    #[derive(serde::Deserialize)]
+    struct Marked<'a> {
+        #[serde(borrow, default)]
+        cache_control: Option<&'a RawValue>,
+    }
+    serde_json::from_slice::<Content<'_>>(item)
+        .ok()
+        .and_then(|c| serde_json::from_str::<Vec<Marked<'_>>>(c.content.get()).ok())
+        .map_or(0, |blocks| {
+            blocks
+                .iter()
+                .filter(|b| b.cache_control.is_some_and(|c| c.get() != "null"))
+                .count() as u32
+        })
+}
+
+/// Whether kept item `j` shares its role with the kept item before it.
+fn same_role(facts: &[ItemFacts], kept: &[usize], j: usize) -> bool {
+    facts[kept[j]].role == facts[kept[j - 1]].role
+}
+
 fn synthesized_block(call_id: &str) -> String {
     format!(
         r#"{{"type":"tool_result","tool_use_id":{},"is_error":true,"content":{}}}"#,

@@ -559,7 +559,7 @@ fn facts_of(messages: &[Value]) -> Vec<ItemFacts> {
 fn neighbours_a_drop_brings_together_merge_and_those_sent_together_stay() {
     // 0 user | 1 assistant | 2 user, 3 user (one turn) | 4 assistant
     let facts = facts_of(&[user("a"), said("b"), user("c"), user("d"), said("e")]);
-    let runs = |kept: &[usize]| Anthropic.merges(&facts, kept, 0);
+    let runs = |kept: &[usize]| Anthropic.merges(&facts, kept);
     assert_eq!(runs(&[0, 1, 2, 4]), Some(vec![]));
     assert_eq!(
         runs(&[0, 2, 3, 4]),
@@ -575,17 +575,13 @@ fn neighbours_a_drop_brings_together_merge_and_those_sent_together_stay() {
             merge: false
         }])
     );
-    // Over the cache marker limit: the adapter's; blank text is stripped first (`stripped`).
-    assert_eq!(
-        Anthropic.merges(&facts, &[0, 2], MAX_CACHE_MARKERS + 1),
-        None
-    );
+    // Blank text is stripped first (`stripped`).
     let blank = facts_of(&[
         user("a"),
         json!({"role": "user", "content": [{"type": "text", "text": "\n\n"}]}),
     ]);
     assert_eq!(
-        Anthropic.merges(&blank, &[0, 1], 0),
+        Anthropic.merges(&blank, &[0, 1]),
         Some(vec![Run {
             range: 0..2,
             merge: false
@@ -605,8 +601,16 @@ fn thinking_never_follows_a_neighbour_of_its_role() {
 
 "}, {"type": "thinking", "thinking": "hm", "signature": "s"}]});
     assert!(facts_of(&[user("a"), blank_first])[1].opens_with_thinking);
-    assert_eq!(Anthropic.merges(&facts, &[0, 1, 3], 0), None);
-    assert_eq!(Anthropic.merges(&facts, &[0, 3], 0), Some(vec![]));
+    // Kept apart by a user turn of the provider's own, never merged.
+    assert_eq!(Anthropic.merges(&facts, &[0, 1, 3]), Some(vec![]));
+    let (at, item) = Anthropic.parted(&facts, &[0, 1, 3]);
+    assert_eq!(at, vec![2]);
+    assert_eq!(
+        serde_json::from_str::<Value>(item).unwrap(),
+        json!({"role": "user", "content": "[earlier turns omitted]"})
+    );
+    assert_eq!(Anthropic.merges(&facts, &[0, 3]), Some(vec![]));
+    assert_eq!(Anthropic.parted(&facts, &[0, 3]).0, Vec::<usize>::new());
 }
 
 #[test]

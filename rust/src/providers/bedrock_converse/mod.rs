@@ -102,17 +102,21 @@ impl Provider for BedrockConverse {
         parse::message(i, raw)
     }
 
-    /// The note goes in the system, a text block of its own after the caller's.
+    /// The note goes in the system, a text block of its own after the caller's; a ledger
+    /// note takes the place of the ledger note an earlier assembly left among them (the
+    /// adapter's order: the caller may have added blocks after it since).
     fn ledger_note(&self, system: Option<&str>, note: &str) -> NoteAt {
         let block = format!(r#"{{"text":{}}}"#, json_string(note));
-        match system {
-            None | Some("null") => NoteAt::System(format!("[{block}]")),
-            Some(s) => appended(s, &block).map_or(NoteAt::Adapter, NoteAt::System),
-        }
+        let written = match system {
+            None | Some("null") => Some(format!("[{block}]")),
+            Some(s) if note.starts_with(crate::ledger::MARKER) => in_place_of_ledger(s, &block),
+            Some(s) => appended(s, &block),
+        };
+        written.map_or(NoteAt::Adapter, NoteAt::System)
     }
 
     /// Kept neighbours of one role are merged when the request is rendered.
-    fn sends_as_given(&self, facts: &[ItemFacts], kept: &[usize], _system_markers: u32) -> bool {
+    fn sends_as_given(&self, facts: &[ItemFacts], kept: &[usize]) -> bool {
         !kept
             .windows(2)
             .any(|w| facts[w[0]].role == facts[w[1]].role)
@@ -120,12 +124,7 @@ impl Provider for BedrockConverse {
 
     /// Bedrock wants roles to alternate: every run of kept neighbours of one role goes out as
     /// one message, as the adapter merges them.
-    fn merges(
-        &self,
-        facts: &[ItemFacts],
-        kept: &[usize],
-        _system_markers: u32,
-    ) -> Option<Vec<Run>> {
+    fn merges(&self, facts: &[ItemFacts], kept: &[usize]) -> Option<Vec<Run>> {
         let joins = |j: usize| facts[kept[j]].role == facts[kept[j - 1]].role;
         Some(runs(kept.len(), joins, |_| true))
     }
@@ -161,20 +160,10 @@ impl Provider for BedrockConverse {
         Some(message_of(role, blocks.iter().map(|b| b.get().as_bytes())))
     }
 
-    /// The blocks without the note blocks, where the ledger note's block is the last of the
-    /// caller's (the adapter replaces it where it lies: elsewhere, its to write).
+    /// The blocks without the summary notes; a ledger note's block stays where it lies, for
+    /// the new one to take its place (`ledger_note`).
     fn without_notes(&self, system: &str) -> Option<String> {
-        let blocks: Vec<&RawValue> = serde_json::from_str(system).ok()?;
-        let note = |b: &&RawValue| {
-            edit::field(b, "text")
-                .and_then(edit::string)
-                .is_some_and(|t| super::is_note(&t))
-        };
-        let first = blocks.iter().position(&note)?;
-        if blocks[first..].iter().any(|b| !note(b)) {
-            return None;
-        }
-        super::array_without_notes(system)
+        super::array_without(system, |t| t.starts_with(crate::summary::MARKER))
     }
 
     /// A synthesized result joins the user turn the plan puts it behind, or opens one.
@@ -308,3 +297,20 @@ fn synthesized_block(call_id: &str) -> String {
 }
 #[cfg(test)]
 mod tests;
+
+/// The system blocks `system` (JSON) with `block` in the place of the first ledger note's
+/// block and without the others, or after them all where there is none.
+fn in_place_of_ledger(system: &str, block: &str) -> Option<String> {
+    let blocks: Vec<&RawValue> = serde_json::from_str(system).ok()?;
+    let ledger =
+        |b: &RawValue| super::element_text(b).is_some_and(|t| t.starts_with(crate::ledger::MARKER));
+    let Some(first) = blocks.iter().position(|b| ledger(b)) else {
+        return appended(system, block);
+    };
+    let kept = blocks.iter().enumerate().filter_map(|(k, b)| match k {
+        _ if k == first => Some(block),
+        _ if ledger(b) => None,
+        _ => Some(b.get()),
+    });
+    Some(format!("[{}]", kept.collect::<Vec<_>>().join(",")))
+}

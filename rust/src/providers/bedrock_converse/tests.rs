@@ -282,9 +282,9 @@ fn kept_neighbours_of_one_role_go_out_as_one_message() {
     .iter()
     .map(|m| BedrockConverse.facts(m))
     .collect();
-    assert_eq!(BedrockConverse.merges(&facts, &[0, 1, 2], 0), Some(vec![]));
+    assert_eq!(BedrockConverse.merges(&facts, &[0, 1, 2]), Some(vec![]));
     assert_eq!(
-        BedrockConverse.merges(&facts, &[0, 2], 0),
+        BedrockConverse.merges(&facts, &[0, 2]),
         Some(vec![Run {
             range: 0..2,
             merge: true
@@ -368,5 +368,39 @@ fn images_made_text_in_the_first_message_only() {
     assert_eq!(
         BedrockConverse.media_rewritten(&raw, false, "gone"),
         Some(None)
+    );
+}
+
+#[test]
+fn a_new_ledger_note_takes_the_place_of_the_earlier_one() {
+    let ledger = |t: &str| format!("{}\n- {t}", crate::ledger::MARKER);
+    let summary = format!("{} earlier turns", crate::summary::MARKER);
+    let system = json!([{"text": "rules"}, {"text": ledger("old")}, {"text": summary},
+                        {"text": "Answer in French."}, {"text": ledger("older")}])
+    .to_string();
+    // The summary goes; the ledger blocks stay for the new note to take the first's place.
+    let base = BedrockConverse.without_notes(&system).unwrap();
+    let NoteAt::System(out) = BedrockConverse.ledger_note(Some(&base), &ledger("new")) else {
+        panic!("placed by the core");
+    };
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap(),
+        json!([{"text": "rules"}, {"text": ledger("new")}, {"text": "Answer in French."}])
+    );
+    // A summary note, and a ledger note where there was none, go after the caller's blocks.
+    let NoteAt::System(out) = BedrockConverse.ledger_note(Some(&out), &summary) else {
+        panic!("placed by the core");
+    };
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()[3],
+        json!({"text": summary})
+    );
+    let NoteAt::System(out) = BedrockConverse.ledger_note(Some(r#"[{"text":"a"}]"#), &ledger("n"))
+    else {
+        panic!("placed by the core");
+    };
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap(),
+        json!([{"text": "a"}, {"text": ledger("n")}])
     );
 }

@@ -166,7 +166,7 @@ impl Provider for Gemini {
 
     /// Contents of one role that dropping what stood between them made neighbours are merged
     /// when the request is rendered; neighbours in the history already stay as they are.
-    fn sends_as_given(&self, facts: &[ItemFacts], kept: &[usize], _system_markers: u32) -> bool {
+    fn sends_as_given(&self, facts: &[ItemFacts], kept: &[usize]) -> bool {
         !kept
             .windows(2)
             .any(|w| facts[w[0]].role == facts[w[1]].role && w[1] != w[0] + 1)
@@ -174,12 +174,7 @@ impl Provider for Gemini {
 
     /// Each chain of kept contents of one role, none a neighbour of the next in the history,
     /// goes out as one content, as the adapter merges them.
-    fn merges(
-        &self,
-        facts: &[ItemFacts],
-        kept: &[usize],
-        _system_markers: u32,
-    ) -> Option<Vec<Run>> {
+    fn merges(&self, facts: &[ItemFacts], kept: &[usize]) -> Option<Vec<Run>> {
         let joins =
             |j: usize| facts[kept[j]].role == facts[kept[j - 1]].role && kept[j] != kept[j - 1] + 1;
         Some(runs(kept.len(), joins, |_| true))

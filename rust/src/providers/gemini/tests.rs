@@ -442,9 +442,9 @@ fn contents_a_drop_brings_together_merge_into_the_first() {
     .map(|c| Gemini.facts(c))
     .collect();
     // Neighbours in the history stay; a chain that skips a dropped content merges.
-    assert_eq!(Gemini.merges(&facts, &[0, 1, 2, 3], 0), Some(vec![]));
+    assert_eq!(Gemini.merges(&facts, &[0, 1, 2, 3]), Some(vec![]));
     assert_eq!(
-        Gemini.merges(&facts, &[0, 2, 3], 0),
+        Gemini.merges(&facts, &[0, 2, 3]),
         Some(vec![Run {
             range: 0..2,
             merge: true
