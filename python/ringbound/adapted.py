@@ -12,8 +12,8 @@ import orjson
 from . import _core
 from .core_config import default_core
 from .errors import BudgetExceededError, InvalidMessageError, PairingError, PairingIssue
-from .list_ops import apply_ops, shared
-from .payload import dump_messages, dump_tools
+from .list_ops import apply_ops, system_like
+from .payload import dump_messages, dump_tools, native_default
 from .providers.base import (
     Adapter,
     Canonical,
@@ -334,10 +334,19 @@ class NativeRequest:
             return None
         adapter, system = self.adapter, self.system
         markers = getattr(adapter, "system_markers", None)
+        plain: list[Any] = []
+
+        def system_json() -> str | None:
+            written = _system_json(system)
+            if written is None:
+                return None
+            plain.append(written[1])
+            return written[0]
+
         got = self.view.written(
             adapter.key,
             items,
-            lambda: _system_json(system),
+            system_json,
             markers(system) if markers is not None else 0,
             tools_dropped,
             _dumper(adapter, self.messages),
@@ -352,7 +361,11 @@ class NativeRequest:
             fresh = None  # the ops name the items by index
         rendered = Rendered(
             messages=guarded(lambda m: apply_ops(m, ops, fresh), self.messages),
-            system=system if system_out is None else shared(orjson.loads(system_out), [system]),
+            system=(
+                system
+                if system_out is None
+                else system_like(orjson.loads(system_out), system, plain[0])
+            ),
             merged=merged,
             rewrites=[(i, "blank_text", 0) for i in stripped],
         )
@@ -407,15 +420,21 @@ class NativeRequest:
         return native_spans(spans, self.canonical)
 
 
-def _system_json(system: Any) -> str | None:
-    """The caller's system as JSON for the core to place the ledger note in (``null`` for
-    none); None for one that is not plain JSON (an SDK object), where the adapter places it."""
+def _system_json(system: Any) -> tuple[str, Any] | None:
+    """The caller's system as JSON for the core to place the notes in (``null`` for none),
+    and that JSON as Python values: the system itself where it is plain JSON, else as its SDK
+    objects dump. None for one that cannot be written as JSON, where the adapter places it."""
     if system is None:
-        return "null"
+        return "null", None
     try:
-        return orjson.dumps(system).decode()
+        return orjson.dumps(system).decode(), system
     except TypeError:  # orjson.JSONEncodeError is one
+        pass
+    try:
+        dumped = orjson.dumps(system, default=native_default)
+    except Exception:  # an SDK object that does not dump: the adapter says what it is
         return None
+    return dumped.decode(), orjson.loads(dumped)
 
 
 def plan_native(

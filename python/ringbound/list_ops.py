@@ -116,3 +116,17 @@ def _like(sample: Any, value: Any) -> Any:
         return validate(value)
     except Exception:  # an SDK type stricter than the provider: the plain dict goes out
         return value
+
+
+def system_like(value: Any, system: Any, plain: Any) -> Any:
+    """The system ``value`` (JSON the core wrote from the caller's ``system``, whose JSON is
+    ``plain``) holding the caller's objects it carries unchanged, SDK objects included: an
+    element of a list system that equals one of ``plain``'s is the caller's element there (a
+    new one, a note, stays plain), and an SDK object's new value is an object of its type."""
+    if plain is system:
+        return shared(value, [system])
+    if type(value) is list and isinstance(system, Sequence) and not isinstance(system, str):
+        own = shared(value, [plain])
+        callers = {id(p): obj for p, obj in zip(plain, system, strict=False)}
+        return [callers.get(id(e), e) for e in own]
+    return _like(system, value)

@@ -22,6 +22,7 @@ __all__ = [
     "dump_messages",
     "dump_native",
     "dump_tools",
+    "native_default",
     "nesting_guard",
     "snapshot",
 ]
@@ -34,7 +35,7 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
-def _native_default(obj: Any) -> Any:
+def native_default(obj: Any) -> Any:
     """What JSON cannot hold, as the providers' JSON bodies carry it: bytes as base64 text (a
     boto3 image, a Gemini SDK blob), SDK objects as they dump, other mappings and sequences as
     dicts and lists."""
@@ -61,7 +62,7 @@ def dump_native(messages: Any) -> list[bytes]:
         items = list(messages)
         return [
             orjson.dumps(
-                items[i : i + step], default=_native_default, option=orjson.OPT_NON_STR_KEYS
+                items[i : i + step], default=native_default, option=orjson.OPT_NON_STR_KEYS
             )
             for i in range(0, max(len(items), 1), step)
         ]

@@ -24,7 +24,9 @@ from ringbound import _core
 from ringbound.adapted import Counting, NativeRequest
 from ringbound.errors import RingboundError
 from ringbound.list_ops import apply_ops, shared
+from ringbound.payload import native_default
 from ringbound.providers import PROVIDERS, adapter
+from ringbound.providers.anthropic import OMITTED_TURNS_TEXT
 
 NATIVE = PROVIDERS[1:]
 
@@ -145,16 +147,31 @@ def test_synthesized_results_are_written_as_the_adapter_renders_them(
     assert rb.validate(list(out.messages), provider=provider, system=out.system) == []
 
 
+def _with_block_after(system: Any) -> Any:
+    """A system of blocks or parts with one more text of the caller's after the rest."""
+    more = {"text": "Answer in French from now on."}
+    if isinstance(system, list):
+        return [*system, {"type": "text", **more} if "type" in system[0] else more]
+    if isinstance(system, dict) and isinstance(system.get("parts"), list):
+        return {**system, "parts": [*system["parts"], more]}
+    return system
+
+
 @pytest.mark.parametrize("provider", NATIVE)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(gen.sessions(max_units=12, cheap=True), st.floats(0.3, 0.9), st.floats(0.3, 0.9))
+@given(
+    gen.sessions(max_units=12, cheap=True),
+    st.floats(0.3, 0.9),
+    st.floats(0.3, 0.9),
+    st.booleans(),
+)
 def test_a_note_replaces_the_one_an_earlier_assembly_left(
-    provider: str, chat: list[dict[str, Any]], first: float, second: float
+    provider: str, chat: list[dict[str, Any]], first: float, second: float, added: bool
 ) -> None:
     """The next turn of a session whose system holds the ledger note an earlier assembly
-    left, trimmed again: the core writes the new note in the old one's place (the caller's
-    part of the system kept), as the adapter renders it, and what it costs is what the
-    request sent counts."""
+    left (and, where drawn, a block the caller added after it since), trimmed again: the
+    core writes the new note in the old one's place (the caller's part of the system kept),
+    as the adapter renders it, and what it costs is what the request sent counts."""
     native, system = from_canonical(provider, chat)
     full = rb.count_tokens(native, provider=provider, system=system)
     cfg = rb.AssemblyConfig(
@@ -169,15 +186,15 @@ def test_a_note_replaces_the_one_an_earlier_assembly_left(
         return
     if not res.report.ledger_entries:
         return
-    planned = _planned(provider, list(res.messages), res.system, second, True, None)
+    system = _with_block_after(res.system) if added else res.system
+    planned = _planned(provider, list(res.messages), system, second, True, None)
     if planned is None:
         return
     request, plan, _ = planned
     written = request.written(plan.items, plan.report.tools_dropped)
     new_note = any(type(i) is _core.Insertion.LedgerNote for i in plan.items)
-    event(f"note={new_note}, written by the core={written is not None}")
-    if written is None:
-        return
+    event(f"note={new_note}, a block after it={system is not res.system}")
+    assert written is not None
     out, tokens = written
     general_view = dataclasses.replace(request.canonical, facts=None, view=None)
     general = adapter(provider).render(
@@ -185,6 +202,180 @@ def test_a_note_replaces_the_one_an_earlier_assembly_left(
     )
     assert _json(list(out.messages)) == _json(list(general.messages))
     assert _json(out.system) == _json(general.system)
+    counting = Counting("o200k_base", None, adapter(provider).image_formula, 1.0, None)
+    tools = None if plan.report.tools_dropped else request.tools_payload
+    sent = request.count(out, tools, counting)
+    assert (plan.report.tokens_after if tokens is None else tokens) == sent
+
+
+@st.composite
+def _thinking_sessions(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Anthropic sessions of plain exchanges (the first one's assistant turn pinned) and tool
+    rings, the rings' assistant turns opening with thinking where drawn: drops bring
+    assistant turns together."""
+    thinking = {"type": "thinking", "thinking": "Weighing the next step.", "signature": "c2ln"}
+    out: list[dict[str, Any]] = [{"role": "user", "content": "Read the files, then report."}]
+    for k in range(draw(st.integers(1, 8))):
+        size = draw(st.integers(1, 60))
+        if k == 0 or draw(st.booleans()):
+            out += [
+                {"role": "assistant", "content": [{"type": "text", "text": "Noted. " * size}]},
+                {"role": "user", "content": "go on " * size},
+            ]
+            continue
+        cid = f"toolu_{k:02d}"
+        call = {"type": "tool_use", "id": cid, "name": "read_file", "input": {"path": "a"}}
+        first = [thinking] if draw(st.booleans()) else []
+        out += [
+            {"role": "assistant", "content": [*first, call]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": cid, "content": "data " * size}],
+            },
+        ]
+    return out
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_thinking_sessions(), st.floats(0.25, 0.6), st.sets(st.integers(1, 12), max_size=2))
+def test_a_thinking_turn_behind_another_is_parted_as_the_adapter_parts_it(
+    native: list[dict[str, Any]], fraction: float, pinned: set[int]
+) -> None:
+    """Where a drop brings an assistant turn next to a later one that opens with thinking
+    (the earlier one pinned, what stood between dropped), the core places the adapter's user
+    turn between them (merging would put other blocks before the thinking): the same request
+    as the adapter renders, counted as sent."""
+    before = copy.deepcopy(native)
+    wide = rb.Assembler(rb.AssemblyConfig(model_input_limit=10**7), provider="anthropic")
+    # The first assistant turn pinned: what follows it drops first.
+    pins = sorted(i for i in {1, *pinned} if i < len(native))
+    request = NativeRequest(
+        adapter("anthropic"), native, None, None, pins, False, core=wide._core, cache=None
+    )
+    budget = max(50, int(request.view.count() * fraction))
+    cfg = rb.AssemblyConfig(
+        model_input_limit=budget,
+        output_reserve_tokens=0,
+        safety_margin_tokens=0,
+        recent_tool_rings=1,
+        recent_user_turns=0,
+    )
+    try:
+        plan = request.plan(rb.Assembler(cfg, provider="anthropic")._core, None, budget)
+    except RingboundError:
+        return
+    written = request.written(plan.items, plan.report.tools_dropped)
+    assert native == before
+    assert written is not None
+    out, tokens = written
+    event(f"parted={OMITTED_TURNS_TEXT in [m['content'] for m in out.messages]}")
+    general_view = dataclasses.replace(request.canonical, facts=None, view=None)
+    general = adapter("anthropic").render(native, plan.items, general_view, system=None)
+    assert _json(list(out.messages)) == _json(list(general.messages))
+    assert (out.system, out.merged) == (general.system, general.merged)
+    counting = Counting("o200k_base", None, adapter("anthropic").image_formula, 1.0, None)
+    sent = request.count(out, request.tools_payload, counting)
+    assert (plan.report.tokens_after if tokens is None else tokens) == sent
+    assert rb.validate(list(out.messages), provider="anthropic") == []
+
+
+def _marked(native: list[Any], marks: list[bool]) -> list[Any]:
+    """Anthropic messages whose first block carries a ``cache_control`` where `marks` says so
+    (a string content made one text block)."""
+    out = []
+    for k, message in enumerate(native):
+        if k < len(marks) and marks[k]:
+            content = message["content"]
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            first = {**blocks[0], "cache_control": {"type": "ephemeral"}}
+            message = {**message, "content": [first, *blocks[1:]]}
+        out.append(message)
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    gen.sessions(max_units=10, cheap=True),
+    st.lists(st.booleans(), min_size=24, max_size=24),
+    st.floats(0.2, 1.2),
+    st.booleans(),
+    st.integers(0, 2),
+)
+def test_more_cache_markers_than_anthropic_allows_are_refused_as_the_adapter_refuses(
+    chat: list[dict[str, Any]], marks: list[bool], fraction: float, notes: bool, in_system: int
+) -> None:
+    """Anthropic refuses a request with more than 4 ``cache_control`` blocks, the system's
+    included: the core refuses the request it writes in the adapter's words, naming the same
+    message, and writes the same request where it stays within the limit."""
+    native, system = from_canonical("anthropic", chat)
+    native = _marked(native, marks)
+    system = [
+        {"type": "text", "text": f"rule {k}", "cache_control": {"type": "ephemeral"}}
+        for k in range(in_system)
+    ] or system
+    planned = _planned("anthropic", native, system, fraction, notes, None)
+    if planned is None:
+        return
+    request, plan, _ = planned
+    general_view = dataclasses.replace(request.canonical, facts=None, view=None)
+    try:
+        general = adapter("anthropic").render(native, plan.items, general_view, system=system)
+    except rb.InvalidMessageError as refused:
+        with pytest.raises(rb.InvalidMessageError) as core:
+            request.written(plan.items, plan.report.tools_dropped)
+        event("refused")
+        assert (str(core.value), core.value.index) == (str(refused), refused.index)
+        return
+    written = request.written(plan.items, plan.report.tools_dropped)
+    assert written is not None
+    event("written")
+    out, _ = written
+    assert _json(list(out.messages)) == _json(list(general.messages))
+    assert _json(out.system) == _json(general.system)
+
+
+def _sdk_system(provider: str, system: Any) -> Any:
+    """The system as the provider's SDK objects: Anthropic text blocks, a Gemini content."""
+    if provider == "anthropic":
+        from anthropic.types import TextBlock
+
+        texts = [system] if isinstance(system, str) else [b["text"] for b in system or []]
+        return [TextBlock(type="text", text=t) for t in texts] or None
+    from google.genai import types
+
+    return types.Content.model_validate(system) if system is not None else None
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "gemini"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gen.sessions(max_units=10, cheap=True), st.floats(0.2, 1.0))
+def test_a_note_in_a_system_of_sdk_objects_is_written_by_the_core(
+    provider: str, chat: list[dict[str, Any]], fraction: float
+) -> None:
+    """A system of the provider's SDK objects gets the ledger note from the core as one of
+    plain JSON does: the request the adapter renders, the caller's objects kept (a Gemini
+    content rebuilt as its own type), what it costs counted as sent."""
+    native, system = from_canonical(provider, chat)
+    system = _sdk_system(provider, system)
+    planned = _planned(provider, native, system, fraction, True, None)
+    if planned is None:
+        return
+    request, plan, _ = planned
+    written = request.written(plan.items, plan.report.tools_dropped)
+    assert written is not None
+    out, tokens = written
+    noted = any(type(i) is _core.Insertion.LedgerNote for i in plan.items)
+    event(f"a note={noted}")
+    general_view = dataclasses.replace(request.canonical, facts=None, view=None)
+    general = adapter(provider).render(native, plan.items, general_view, system=system)
+    assert _json(list(out.messages)) == _json(list(general.messages))
+    assert type(out.system) is type(general.system)
+    if isinstance(system, list):
+        assert [type(b) for b in out.system] == [type(b) for b in general.system]
+        assert all(a is b for a, b in zip(out.system, system, strict=False))
+    assert orjson.dumps(out.system, default=native_default) == orjson.dumps(
+        general.system, default=native_default
+    )
     counting = Counting("o200k_base", None, adapter(provider).image_formula, 1.0, None)
     tools = None if plan.report.tools_dropped else request.tools_payload
     sent = request.count(out, tools, counting)

@@ -768,6 +768,26 @@ def test_bad_system_and_tools_raise_typed_errors() -> None:
         ADAPTER.tools_to_openai([{"functionDeclarations": [{"description": "no name"}]}])
 
 
+def test_a_part_given_as_the_system_instruction_is_refused() -> None:
+    """A part alone (a dict or the SDK's ``Part``) is not a content: read as one it would
+    have no parts, its text neither counted nor kept, so it is refused by name."""
+    from google.genai import types
+
+    for system in ({"text": "Be brief."}, types.Part(text="Be brief.")):
+        with pytest.raises(rb.InvalidMessageError, match="got a part") as info:
+            rb.count_tokens([user()], provider="gemini", system=system)
+        assert info.value.index is None
+
+
+def test_a_note_before_the_callers_later_parts_is_read_as_a_note() -> None:
+    """The caller added a part after the note an earlier assembly left: the note is still
+    the assembly's (counted as a note, replaced by the next), the caller's parts their own."""
+    note = {"text": MARKER + "\n- send_email [ok] turn=1"}
+    system = {"parts": [{"text": "rules"}, note, {"text": "Answer in French."}]}
+    texts = ADAPTER.system_texts(system)
+    assert texts == [["rules", "Answer in French."], [note["text"]]]
+
+
 # from_canonical -----------------------------------------------------------------------------
 
 

@@ -443,6 +443,14 @@ def _read_system(system: Any) -> _System:
         return _System([base] if base else [], note, summary)
     obj = _view(system, "the system instruction", None)
     parts = obj.get("parts")
+    if parts is None and obj.get("text") is not None:
+        # A part alone would be read as a content with no parts: its text neither counted
+        # nor kept beside a note.
+        raise _invalid(
+            None,
+            "the system instruction must be a content ({'parts': [{'text': ...}]}) or a "
+            "string, got a part",
+        )
     if isinstance(parts, (dict, str)) or parts is None:
         parts = [parts] if parts is not None else []
     if not isinstance(parts, (list, tuple)):
@@ -457,9 +465,12 @@ def _read_system(system: Any) -> _System:
         if not isinstance(text, str):
             raise _invalid(None, f"parts[{p}] must be a text part")
         texts.append(text)
-    summary = texts.pop() if texts and is_summary_note(texts[-1]) else None
-    note = texts.pop() if texts and texts[-1].startswith(LEDGER_MARKER) else None
-    return _System(texts, note, summary)
+    # The notes an earlier assembly left, wherever the caller's parts stand now (one may have
+    # been added after them since): the rendering replaces them all.
+    notes = [t for t in texts if t.startswith(LEDGER_MARKER)]
+    summaries = [t for t in texts if is_summary_note(t)]
+    own = [t for t in texts if not t.startswith(LEDGER_MARKER) and not is_summary_note(t)]
+    return _System(own, notes[-1] if notes else None, summaries[-1] if summaries else None)
 
 
 def _system_with_notes(system: Any, note: str | None, summary: str | None) -> Any:
