@@ -41,20 +41,27 @@ def apply_ops(
         return messages.take(ops)
     try:
         if fresh is None:
-            return [messages[op] if type(op) is int else _new(messages, op) for op in ops]
+            out = [messages[op] if type(op) is int else op for op in ops]
+            fresh = [p for p, op in enumerate(ops) if type(op) is not int]
+        else:
+            out = ops
         for p in fresh:
-            ops[p] = _new(messages, ops[p])
-        return ops
+            out[p] = _new(messages, out[p], out[p - 1] if p > 0 else None)
+        return out
     except IndexError:  # another thread shortened the list since the core read it
         reason = "the list of messages changed while it was read"
         raise InvalidMessageError(f"messages: {reason}", index=None, reason=reason) from None
 
 
-def _new(messages: Sequence[Any], op: tuple[tuple[int, ...], bytes]) -> Any:
-    """The new item ``(origins, json)``, holding the caller's objects it carries unchanged."""
+def _new(messages: Sequence[Any], op: tuple[tuple[int, ...], bytes], before: Any) -> Any:
+    """The new item ``(origins, json)``, holding the caller's objects it carries unchanged;
+    one of nothing of the caller's (a synthesized result, a note) is of the SDK type of the
+    item ``before`` it where that type takes it, as the adapters write them."""
     origins, raw = op
     sources = [messages[i] for i in origins]
     value = shared(orjson.loads(raw), sources)
+    if not sources:
+        return _like(before, value)
     return _like(sources[0], value) if len(sources) == 1 else value
 
 
@@ -126,7 +133,29 @@ def system_like(value: Any, system: Any, plain: Any) -> Any:
     if plain is system:
         return shared(value, [system])
     if type(value) is list and isinstance(system, Sequence) and not isinstance(system, str):
-        own = shared(value, [plain])
-        callers = {id(p): obj for p, obj in zip(plain, system, strict=False)}
-        return [callers.get(id(e), e) for e in own]
-    return _like(system, value)
+        return _aligned_to(value, plain, system, None)
+    copy = getattr(system, "model_copy", None)
+    if not callable(copy) or type(value) is not dict or type(plain) is not dict:
+        return _like(system, value)
+    # An SDK object: a copy whose changed lists hold the caller's elements they keep (a
+    # Gemini content's parts), as the adapters write it.
+    update = {}
+    for key in value.keys() | plain.keys():
+        new, old = value.get(key), plain.get(key)
+        if new == old:
+            continue
+        objects = getattr(system, key, None)
+        if type(new) is not list or type(old) is not list or not isinstance(objects, Sequence):
+            return _like(system, value)
+        sample = objects[0] if objects else None
+        update[key] = _aligned_to(new, old, objects, sample)
+    return copy(update=update)
+
+
+def _aligned_to(new: list[Any], plain: list[Any], objects: Sequence[Any], sample: Any) -> list[Any]:
+    """``new`` (JSON written from ``objects``, whose JSON is ``plain``) with each element that
+    equals one of ``plain``'s in order the caller's object there; the others of ``sample``'s
+    SDK type where it takes them."""
+    own = shared(new, [plain])
+    callers = {id(p): obj for p, obj in zip(plain, objects, strict=False)}
+    return [callers[id(e)] if id(e) in callers else _like(sample, e) for e in own]

@@ -80,7 +80,8 @@ impl Kept<'_> {
         let joined = self
             .added
             .iter()
-            .filter(|a| a.into && !self.merges.iter().any(|(run, _)| run.contains(&a.at)))
+            .filter_map(|a| a.target())
+            .filter(|&j| !self.merges.iter().any(|(run, _)| run.contains(&j)))
             .count();
         self.merges.len() + joined + self.parted.0.len()
     }
@@ -94,8 +95,22 @@ pub struct Added {
     pub at: usize,
     /// Into that item (`Provider::with_results`), else a new item (`results_item`).
     pub into: bool,
+    /// A new item that goes out merged with the kept user item after it, as the provider
+    /// merges neighbours of one role (Anthropic): its results before that item's blocks.
+    pub joined: bool,
     /// The results, in order, each as the provider writes it (`synthesized_result`).
     pub results: Vec<String>,
+}
+
+impl Added {
+    /// The kept item the results go into, or are merged with; None for an item of their own.
+    pub fn target(&self) -> Option<usize> {
+        match (self.into, self.joined) {
+            (true, _) => Some(self.at),
+            (false, true) => Some(self.at + 1),
+            (false, false) => None,
+        }
+    }
 }
 
 /// A message a cheap stage rewrote, in kept items: a tool result cut or stubbed, or the
@@ -234,13 +249,85 @@ pub fn kept_of_items<'p, 'm: 'p>(
             return Ok(None);
         };
         kept.added = added;
+        if split_runs(provider, native, &mut kept)?.is_none() {
+            return Ok(None);
+        }
+        joined_runs(&mut kept, &native.facts);
         // A new results item already parts the neighbours it goes between.
         let added = &kept.added;
         kept.parted
             .0
-            .retain(|&j| !added.iter().any(|a| !a.into && a.at + 1 == j));
+            .retain(|&j| !added.iter().any(|a| !a.into && !a.joined && a.at + 1 == j));
     }
     Ok(with_rewrites(native, kept, &rewrites, message))
+}
+
+/// Runs of neighbours to merge that a new results item of its own now parts, cut where it
+/// stands: each part of more than one item merged as the provider merges those items alone
+/// (the adapters place the results before they merge). None where only the adapter merges
+/// a part.
+fn split_runs(
+    provider: &str,
+    native: &Native,
+    kept: &mut Kept<'_>,
+) -> Result<Option<()>, CoreError> {
+    let cuts: Vec<usize> = kept
+        .added
+        .iter()
+        .filter(|a| !a.into && !a.joined)
+        .map(|a| a.at + 1)
+        .collect();
+    let cut = |run: &Range<usize>| cuts.iter().any(|&j| run.start < j && j < run.end);
+    if !kept.merges.iter().any(|(run, _)| cut(run)) {
+        return Ok(Some(()));
+    }
+    let mut merges = Vec::with_capacity(kept.merges.len() + 1);
+    for (run, role) in std::mem::take(&mut kept.merges) {
+        if !cut(&run) {
+            merges.push((run, role));
+            continue;
+        }
+        let mut bounds: Vec<usize> = cuts
+            .iter()
+            .copied()
+            .filter(|&j| run.start < j && j < run.end)
+            .collect();
+        bounds.sort_unstable();
+        bounds.dedup();
+        bounds.insert(0, run.start);
+        bounds.push(run.end);
+        for part in bounds.windows(2).map(|w| w[0]..w[1]) {
+            let sends = Sends {
+                facts: &native.facts,
+                kept: &kept.items[part.clone()],
+            };
+            let Some((runs, _)) = with_provider(provider, sends)? else {
+                return Ok(None);
+            };
+            let at = part.start;
+            merges.extend(runs.into_iter().map(|r| (r.start + at..r.end + at, role)));
+        }
+    }
+    kept.merges = merges;
+    Ok(Some(()))
+}
+
+/// A results item joined to the kept user item after it is merged with every kept user item
+/// that follows that one too, as the adapter merges a run of one role holding items of more
+/// than one turn: where they are not merged already, they become a run of their own.
+fn joined_runs(kept: &mut Kept<'_>, facts: &[ItemFacts]) {
+    for start in kept.added.iter().filter(|a| a.joined).map(|a| a.at + 1) {
+        if kept.merges.iter().any(|(run, _)| run.contains(&start)) {
+            continue;
+        }
+        let end = (start..kept.items.len())
+            .find(|&j| facts[kept.items[j]].role != Some("user"))
+            .unwrap_or(kept.items.len());
+        if end - start > 1 {
+            let at = kept.merges.partition_point(|(run, _)| run.start < start);
+            kept.merges.insert(at, (start..end, "user"));
+        }
+    }
 }
 
 /// The text of canonical message `k` when it is a note an earlier assembly left in the
@@ -255,8 +342,8 @@ fn system_note<'m>(message: &impl Fn(usize) -> Option<&'m Message>, k: usize) ->
 
 /// Where the error results `synthesized` (each call's id, and how many of the kept canonical
 /// messages `canonical` go before it) go among `kept`'s items, as the provider places them;
-/// None where only the adapter writes them, or a new item would sit between neighbours the
-/// adapter merges.
+/// None where only the adapter writes them (a new item at a note's place, or before a user
+/// item where the provider does not merge it with that one).
 fn added<'m>(
     provider: &str,
     native: &Native,
@@ -356,32 +443,30 @@ fn added<'m>(
             None => out.push(Added {
                 at,
                 into,
+                joined: false,
                 results: vec![result],
             }),
         }
     }
-    // A new user item the adapter would merge with the next, or that parts neighbours the
-    // drop left to be merged, and a new item at a note's place, whose order only the plan
-    // knows: the adapter's.
-    for a in out.iter().filter(|a| !a.into) {
+    // A new item at a note's place, whose order only the plan knows: the adapter's. A new
+    // user item before a kept user item is merged with it where the provider merges across
+    // turns (Anthropic: its results first), else the adapter's. One between neighbours the
+    // drop left to be merged parts them (`split_runs`).
+    for a in out.iter_mut().filter(|a| !a.into) {
         if kept.notes.iter().any(|&(_, _, before)| before == a.at + 1) {
             return Ok(None);
         }
         if how == ResultsAt::InPlace {
             continue;
         }
-        let next = a.at + 1;
         let user_next = kept
             .items
-            .get(next)
+            .get(a.at + 1)
             .is_some_and(|&i| facts[i].role == Some("user"));
-        let parted = kept
-            .merges
-            .iter()
-            .any(|(run, _)| run.contains(&a.at) && run.contains(&next));
-        if user_next || parted {
+        if user_next && how != ResultsAt::NextTurn {
             return Ok(None);
         }
+        a.joined = user_next;
     }
     Ok(Some(out))
 }
@@ -700,8 +785,8 @@ pub fn history<'a>(
     for &j in &kept.strips {
         wanted[j] = true;
     }
-    for added in kept.added.iter().filter(|a| a.into) {
-        wanted[added.at] = true;
+    for j in kept.added.iter().filter_map(Added::target) {
+        wanted[j] = true;
     }
     let Some((mut sent, stripped)) = as_sent(provider, kept, raw, Some(&wanted))? else {
         return Ok(None);
@@ -717,6 +802,8 @@ pub fn history<'a>(
     let mut merges = kept.merges.iter().peekable();
     let mut j = 0;
     let mut notes = note_items.into_iter().peekable();
+    // New results items that go out merged with the item written next (`Added::joined`).
+    let mut joining: Vec<Vec<u8>> = Vec::new();
     while j < kept.items.len() {
         while let Some((_, item)) = notes.next_if(|(before, _)| *before == j) {
             pieces.push(Piece::New {
@@ -732,7 +819,9 @@ pub fn history<'a>(
         }
         match merges.next_if(|(run, _)| run.start == j) {
             Some((run, role)) => {
-                let run_items: Vec<&[u8]> = sent[run.clone()].iter().map(|b| &b[..]).collect();
+                let run_items: Vec<&[u8]> = (joining.iter().map(Vec::as_slice))
+                    .chain(sent[run.clone()].iter().map(|b| &b[..]))
+                    .collect();
                 let Some(item) = with_provider(provider, Merged(role, &run_items))? else {
                     return Ok(None);
                 };
@@ -741,6 +830,20 @@ pub fn history<'a>(
                     json: item,
                 });
                 j = run.end;
+            }
+            None if !joining.is_empty() => {
+                let i = kept.items[j];
+                let items: Vec<&[u8]> = (joining.iter().map(Vec::as_slice))
+                    .chain([&sent[j][..]])
+                    .collect();
+                let Some(item) = with_provider(provider, Merged("user", &items))? else {
+                    return Ok(None);
+                };
+                pieces.push(Piece::New {
+                    origins: vec![i],
+                    json: item,
+                });
+                j += 1;
             }
             None => {
                 let i = kept.items[j];
@@ -754,11 +857,16 @@ pub fn history<'a>(
                 j += 1;
             }
         }
+        joining.clear();
         // New result items after the last item written: a merged run's never parts it.
         for added in kept.added.iter().filter(|a| !a.into && a.at + 1 == j) {
             let Some(json) = with_provider(provider, Results(None, &added.results))? else {
                 return Ok(None);
             };
+            if added.joined {
+                joining.push(json);
+                continue;
+            }
             pieces.push(Piece::New {
                 origins: Vec::new(),
                 json,

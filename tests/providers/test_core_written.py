@@ -147,6 +147,50 @@ def test_synthesized_results_are_written_as_the_adapter_renders_them(
     assert rb.validate(list(out.messages), provider=provider, system=out.system) == []
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(1, 80),
+    st.integers(1, 80),
+    st.sampled_from(["string", "blocks", "two messages"]),
+    st.floats(0.2, 0.9),
+)
+def test_results_for_a_turn_whose_next_was_dropped_join_the_user_turn_after(
+    between: int, later: int, shape: str, fraction: float
+) -> None:
+    """An Anthropic call whose result was lost, the turns after it dropped up to a kept user
+    turn: the synthesized result opens that turn (the adapter's merge of the results turn
+    with it); where only the user turn between was dropped, the results turn parts the
+    assistant turns it left neighbours. Written by the core, counted as sent and paired."""
+    call = {"type": "tool_use", "id": "toolu_x", "name": "read_file", "input": {"p": "a"}}
+    text = {"type": "text", "text": "next " * later}
+    after: list[dict[str, Any]] = {
+        "string": [{"role": "user", "content": text["text"]}],
+        "blocks": [{"role": "user", "content": [text]}],
+        "two messages": [{"role": "user", "content": [text]}, {"role": "user", "content": "and"}],
+    }[shape]
+    native = [
+        {"role": "user", "content": "goal"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Reading."}, call]},
+        {"role": "user", "content": "go on " * between},
+        {"role": "assistant", "content": "reply " * between},
+        *after,
+    ]
+    before = copy.deepcopy(native)
+    planned = _anthropic_planned(
+        native, [1], fraction, on_pairing_error="synthesize_error_results", recent_user_turns=1
+    )
+    if planned is None:
+        return
+    request, plan = planned
+    written = request.written(plan.items, plan.report.tools_dropped)
+    assert native == before
+    assert written is not None
+    # Joined to the user turn after it, or parting the assistant turns the drop made
+    # neighbours (no merge then).
+    event(f"joined={written[0].merged > 0}")
+    _as_the_adapter_renders(request, plan, written)
+
+
 def _with_block_after(system: Any) -> Any:
     """A system of blocks or parts with one more text of the caller's after the rest."""
     more = {"text": "Answer in French from now on."}
@@ -208,6 +252,50 @@ def test_a_note_replaces_the_one_an_earlier_assembly_left(
     assert (plan.report.tokens_after if tokens is None else tokens) == sent
 
 
+def _anthropic_planned(
+    native: list[Any], pins: list[int], fraction: float, **config: Any
+) -> tuple[NativeRequest, Any] | None:
+    """An Anthropic request of `native` (no system) with `pins`, planned to `fraction` of
+    its size with the most recent ring protected (and `config`); None where the protected
+    part does not fit."""
+    repair = config.get("on_pairing_error") == "synthesize_error_results"
+    wide = rb.Assembler(rb.AssemblyConfig(model_input_limit=10**7), provider="anthropic")
+    request = NativeRequest(
+        adapter("anthropic"), native, None, None, pins, repair, core=wide._core, cache=None
+    )
+    budget = max(50, int(request.view.count() * fraction))
+    cfg = rb.AssemblyConfig(
+        model_input_limit=budget,
+        output_reserve_tokens=0,
+        safety_margin_tokens=0,
+        recent_tool_rings=config.pop("recent_tool_rings", 0 if repair else 1),
+        **config,
+    )
+    try:
+        plan = request.plan(rb.Assembler(cfg, provider="anthropic")._core, None, budget)
+    except RingboundError:
+        return None
+    return request, plan
+
+
+def _as_the_adapter_renders(request: NativeRequest, plan: Any, written: Any) -> None:
+    """The core's writing of `plan` is the adapter's rendering of it (items, system,
+    merges), costs what the request sent counts, and pairs."""
+    out, tokens = written
+    provider = request.adapter.key
+    general_view = dataclasses.replace(request.canonical, facts=None, view=None)
+    general = request.adapter.render(
+        request.messages, plan.items, general_view, system=request.system
+    )
+    assert _json(list(out.messages)) == _json(list(general.messages))
+    assert (_json(out.system), out.merged) == (_json(general.system), general.merged)
+    counting = Counting("o200k_base", None, request.adapter.image_formula, 1.0, None)
+    tools = None if plan.report.tools_dropped else request.tools_payload
+    sent = request.count(out, tools, counting)
+    assert (plan.report.tokens_after if tokens is None else tokens) == sent
+    assert rb.validate(list(out.messages), provider=provider, system=out.system) == []
+
+
 @st.composite
 def _thinking_sessions(draw: st.DrawFn) -> list[dict[str, Any]]:
     """Anthropic sessions of plain exchanges (the first one's assistant turn pinned) and tool
@@ -246,37 +334,17 @@ def test_a_thinking_turn_behind_another_is_parted_as_the_adapter_parts_it(
     turn between them (merging would put other blocks before the thinking): the same request
     as the adapter renders, counted as sent."""
     before = copy.deepcopy(native)
-    wide = rb.Assembler(rb.AssemblyConfig(model_input_limit=10**7), provider="anthropic")
     # The first assistant turn pinned: what follows it drops first.
     pins = sorted(i for i in {1, *pinned} if i < len(native))
-    request = NativeRequest(
-        adapter("anthropic"), native, None, None, pins, False, core=wide._core, cache=None
-    )
-    budget = max(50, int(request.view.count() * fraction))
-    cfg = rb.AssemblyConfig(
-        model_input_limit=budget,
-        output_reserve_tokens=0,
-        safety_margin_tokens=0,
-        recent_tool_rings=1,
-        recent_user_turns=0,
-    )
-    try:
-        plan = request.plan(rb.Assembler(cfg, provider="anthropic")._core, None, budget)
-    except RingboundError:
+    planned = _anthropic_planned(native, pins, fraction, recent_user_turns=0)
+    if planned is None:
         return
+    request, plan = planned
     written = request.written(plan.items, plan.report.tools_dropped)
     assert native == before
     assert written is not None
-    out, tokens = written
-    event(f"parted={OMITTED_TURNS_TEXT in [m['content'] for m in out.messages]}")
-    general_view = dataclasses.replace(request.canonical, facts=None, view=None)
-    general = adapter("anthropic").render(native, plan.items, general_view, system=None)
-    assert _json(list(out.messages)) == _json(list(general.messages))
-    assert (out.system, out.merged) == (general.system, general.merged)
-    counting = Counting("o200k_base", None, adapter("anthropic").image_formula, 1.0, None)
-    sent = request.count(out, request.tools_payload, counting)
-    assert (plan.report.tokens_after if tokens is None else tokens) == sent
-    assert rb.validate(list(out.messages), provider="anthropic") == []
+    event(f"parted={OMITTED_TURNS_TEXT in [m['content'] for m in written[0].messages]}")
+    _as_the_adapter_renders(request, plan, written)
 
 
 def _marked(native: list[Any], marks: list[bool]) -> list[Any]:
@@ -373,6 +441,10 @@ def test_a_note_in_a_system_of_sdk_objects_is_written_by_the_core(
     if isinstance(system, list):
         assert [type(b) for b in out.system] == [type(b) for b in general.system]
         assert all(a is b for a, b in zip(out.system, system, strict=False))
+    elif system is not None and out.system is not system:
+        # A Gemini content: its own parts kept as the caller's objects, the note a part.
+        assert all(a is b for a, b in zip(out.system.parts, system.parts, strict=False))
+        assert [type(p) for p in out.system.parts] == [type(p) for p in general.system.parts]
     assert orjson.dumps(out.system, default=native_default) == orjson.dumps(
         general.system, default=native_default
     )

@@ -501,8 +501,8 @@ impl NativeView {
                 .chain(
                     kept.added
                         .iter()
-                        .filter(|a| a.into)
-                        .map(|a| kept.items[a.at]),
+                        .filter_map(native_body::Added::target)
+                        .map(|j| kept.items[j]),
                 )
                 .collect();
             wanted.sort_unstable();
