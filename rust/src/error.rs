@@ -32,6 +32,12 @@ pub enum CoreError {
     },
     /// Tool calls and results do not pair; nothing may be sent.
     Pairing(Vec<PairingIssue>),
+    /// The pairing repair asked for cannot be written in the provider's shape (a result only
+    /// the caller can make): `reason` says why, in the words of the adapter it replaces.
+    Unrepairable {
+        reason: String,
+        issues: Vec<PairingIssue>,
+    },
     /// The protected part of the request does not fit the budget.
     BudgetExceeded {
         tokens: u64,
@@ -94,6 +100,7 @@ impl fmt::Display for CoreError {
                 buckets.middle
             ),
             CoreError::StaleState { reason } => write!(f, "the assembly state is stale: {reason}"),
+            CoreError::Unrepairable { reason, .. } => write!(f, "{reason}"),
             CoreError::InvalidBody { reason } => write!(f, "{reason}"),
             CoreError::Config { key, reason } => write!(f, "config `{key}`: {reason}"),
         }

@@ -430,7 +430,7 @@ fn added<'m>(
             nth,
             call,
         };
-        let Some(result) = with_provider(provider, written)? else {
+        let Some(result) = with_provider(provider, written)?? else {
             return Ok(None);
         };
         // Where each result is an item of its own, each is one.
@@ -491,9 +491,11 @@ struct Synthesize<'a> {
 }
 
 impl ForProvider for Synthesize<'_> {
-    type Out = Option<String>;
+    type Out = Result<Option<String>, CoreError>;
     fn run<P: Provider>(self, p: P) -> Self::Out {
-        let items = self.native.parsed.of::<P>()?;
+        let Some(items) = self.native.parsed.of::<P>() else {
+            return Ok(None);
+        };
         p.synthesized_result(items, self.item, self.nth, self.call)
     }
 }

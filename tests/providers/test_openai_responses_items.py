@@ -10,6 +10,7 @@ import random
 from typing import Any
 
 import openai_responses_oracle as oracle
+import orjson
 import pytest
 import strategies as gen
 from canonical_writers import from_canonical
@@ -289,11 +290,33 @@ def test_a_missing_builtin_output_is_synthesized_in_its_own_shape(name: str) -> 
     assert ADAPTER.validate(res.messages) == []
 
 
-def test_a_missing_screenshot_cannot_be_synthesized() -> None:
+def test_a_missing_screenshot_cannot_be_synthesized(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refused by the core, in the words the adapter used, on both paths."""
+
+    def not_reached(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the adapter rendered a plan the core refuses")
+
+    monkeypatch.setattr(type(ADAPTER), "render", not_reached)
     first, _ = computer("call_1")
+    cfg = config(on_pairing_error="synthesize_error_results")
     with pytest.raises(rb.PairingError) as info:
-        assemble([user(), first], config(on_pairing_error="synthesize_error_results"))
-    assert [(i.kind, i.index) for i in info.value.issues] == [("missing_result", 1)]
+        assemble([user(), first], cfg)
+    assert str(info.value) == (
+        "computer_call call_1 has no computer_call_output, and none can be synthesized: "
+        "its output is a screenshot only the caller's computer can take"
+    )
+    assert [(i.kind, i.call_id, i.index, i.message) for i in info.value.issues] == [
+        (
+            "missing_result",
+            "call_1",
+            1,
+            "ringbound: computer_call call_1 has no computer_call_output.",
+        )
+    ]
+    body = orjson.dumps({"model": "gpt-5", "input": [user(), first]})
+    with pytest.raises(rb.PairingError) as on_body:
+        rb.Assembler(cfg, provider="openai_responses").assemble_body(body)
+    assert on_body.value.issues == info.value.issues
 
 
 def test_a_local_shell_output_may_name_its_call_by_id() -> None:

@@ -422,14 +422,16 @@ pub trait Provider {
     /// The error result a plan synthesizes for `call`, the `nth` call of item `item` of
     /// `items` (as read), as the adapter writes it: one block (or part) of a user item's
     /// content. None when only the adapter can write it.
+    ///
+    /// Errors: `Unrepairable` for a call whose result only the caller can make.
     fn synthesized_result(
         &self,
         _items: &[Arc<Self::Item>],
         _item: usize,
         _nth: usize,
         _call: &ToolCall,
-    ) -> Option<String> {
-        None
+    ) -> Result<Option<String>, CoreError> {
+        Ok(None)
     }
 
     /// Kept item `item` (the caller's JSON, a user item) with the synthesized `results`

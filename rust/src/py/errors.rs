@@ -41,7 +41,7 @@ fn raise(py: Python<'_>, err: &CoreError) -> PyResult<PyErr> {
             kwargs.set_item("reason", reason)?;
             "InvalidMessageError"
         }
-        CoreError::Pairing(issues) => {
+        CoreError::Pairing(issues) | CoreError::Unrepairable { issues, .. } => {
             let list = PyList::empty(py);
             for i in issues {
                 list.append(issue_tuple(py, i)?)?;

@@ -348,8 +348,8 @@ impl Provider for Anthropic {
         _item: usize,
         _nth: usize,
         call: &ToolCall,
-    ) -> Option<String> {
-        Some(synthesized_block(&call.id))
+    ) -> Result<Option<String>, CoreError> {
+        Ok(Some(synthesized_block(&call.id)))
     }
 
     /// Each `tool_result` block answering the call holds the text (after the images it

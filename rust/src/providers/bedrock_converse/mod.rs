@@ -196,8 +196,8 @@ impl Provider for BedrockConverse {
         _item: usize,
         _nth: usize,
         call: &ToolCall,
-    ) -> Option<String> {
-        Some(synthesized_block(&call.id))
+    ) -> Result<Option<String>, CoreError> {
+        Ok(Some(synthesized_block(&call.id)))
     }
 
     /// Each `toolResult` answering the call holds the text as one text block, before the

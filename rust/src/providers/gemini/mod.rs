@@ -233,11 +233,16 @@ impl Provider for Gemini {
         item: usize,
         nth: usize,
         call: &ToolCall,
-    ) -> Option<String> {
-        let content = items.get(item)?;
-        let native = content.calls.get(nth)?;
+    ) -> Result<Option<String>, CoreError> {
+        let Some(native) = items
+            .get(item)
+            .and_then(|c| c.calls.get(nth).map(|n| (c, n)))
+        else {
+            return Ok(None);
+        };
+        let (content, native) = native;
         if *native.name != *call.name {
-            return None;
+            return Ok(None);
         }
         let key = if content.snake {
             "function_response"
@@ -249,11 +254,11 @@ impl Provider for Gemini {
             .as_deref()
             .map(|id| format!(r#","id":{}"#, json_string(id)))
             .unwrap_or_default();
-        Some(format!(
+        Ok(Some(format!(
             r#"{{"{key}":{{"name":{},"response":{{"error":{}}}{id}}}}}"#,
             json_string(&native.name),
             json_string(crate::plan::SYNTHESIZED_RESULT_TEXT)
-        ))
+        )))
     }
 
     /// The content with the responses after its last functionResponse part (first when it

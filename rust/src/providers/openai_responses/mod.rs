@@ -15,7 +15,7 @@ mod rules;
 use super::item_cache::ItemCache;
 use super::{cached_items, edit, json_string, Canonical, NoteAt, Provider, ResultAt, ResultsAt};
 use crate::error::CoreError;
-use crate::pairing::PairingIssue;
+use crate::pairing::{IssueKind, PairingIssue};
 use crate::view::{Image, Role, Text, ToolCall};
 use serde_json::value::RawValue;
 use std::sync::Arc;
@@ -245,16 +245,36 @@ impl Provider for OpenAIResponses {
         _item: usize,
         _nth: usize,
         call: &ToolCall,
-    ) -> Option<String> {
-        let family = items
-            .iter()
-            .find(|it| it.family.is_some() && it.key.as_deref() == Some(&*call.id))?
-            .family?;
+    ) -> Result<Option<String>, CoreError> {
+        let Some((at, family)) = items.iter().enumerate().find_map(|(at, it)| {
+            (it.key.as_deref() == Some(&*call.id))
+                .then_some(it.family)
+                .flatten()
+                .map(|f| (at, f))
+        }) else {
+            return Ok(None);
+        };
         let key = json_string(&call.id);
         let text = json_string(crate::plan::SYNTHESIZED_RESULT_TEXT);
         let output = family.output();
-        Some(match family {
-            Family::Computer => return None,
+        Ok(Some(match family {
+            // A computer call's output is a screenshot: there is none to write for it.
+            Family::Computer => {
+                return Err(CoreError::Unrepairable {
+                    reason: format!(
+                        "computer_call {} has no computer_call_output, and none can be \
+                         synthesized: its output is a screenshot only the caller's computer \
+                         can take",
+                        call.id
+                    ),
+                    issues: vec![PairingIssue {
+                        kind: IssueKind::MissingResult,
+                        call_id: Some(call.id.to_string()),
+                        index: at,
+                        message: family.no_output(&call.id),
+                    }],
+                })
+            }
             Family::McpApproval => format!(
                 r#"{{"type":"{output}","approval_request_id":{key},"approve":false,"reason":{text}}}"#
             ),
@@ -265,7 +285,7 @@ impl Provider for OpenAIResponses {
                 r#"{{"type":"{output}","call_id":{key},"status":"failed","output":{text}}}"#
             ),
             _ => format!(r#"{{"type":"{output}","call_id":{key},"output":{text}}}"#),
-        })
+        }))
     }
 
     /// One output per item.
