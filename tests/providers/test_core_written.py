@@ -175,20 +175,15 @@ def test_results_for_a_turn_whose_next_was_dropped_join_the_user_turn_after(
         {"role": "assistant", "content": "reply " * between},
         *after,
     ]
-    before = copy.deepcopy(native)
-    planned = _anthropic_planned(
+    written = _anthropic_written(
         native, [1], fraction, on_pairing_error="synthesize_error_results", recent_user_turns=1
     )
-    if planned is None:
+    if written is None:
         return
-    request, plan = planned
-    written = request.written(plan.items, plan.report.tools_dropped)
-    assert native == before
-    assert written is not None
     # Joined to the user turn after it, or parting the assistant turns the drop made
     # neighbours (no merge then).
-    event(f"joined={written[0].merged > 0}")
-    _as_the_adapter_renders(request, plan, written)
+    event(f"joined={written[2][0].merged > 0}")
+    _as_the_adapter_renders(*written)
 
 
 def _with_block_after(system: Any) -> Any:
@@ -252,12 +247,14 @@ def test_a_note_replaces_the_one_an_earlier_assembly_left(
     assert (plan.report.tokens_after if tokens is None else tokens) == sent
 
 
-def _anthropic_planned(
+def _anthropic_written(
     native: list[Any], pins: list[int], fraction: float, **config: Any
-) -> tuple[NativeRequest, Any] | None:
+) -> tuple[NativeRequest, Any, Any] | None:
     """An Anthropic request of `native` (no system) with `pins`, planned to `fraction` of
-    its size with the most recent ring protected (and `config`); None where the protected
-    part does not fit."""
+    its size with the most recent ring protected (and `config`), and what the core writes of
+    the plan (never nothing, `native` unchanged); None where the protected part does not
+    fit."""
+    before = copy.deepcopy(native)
     repair = config.get("on_pairing_error") == "synthesize_error_results"
     wide = rb.Assembler(rb.AssemblyConfig(model_input_limit=10**7), provider="anthropic")
     request = NativeRequest(
@@ -275,7 +272,10 @@ def _anthropic_planned(
         plan = request.plan(rb.Assembler(cfg, provider="anthropic")._core, None, budget)
     except RingboundError:
         return None
-    return request, plan
+    written = request.written(plan.items, plan.report.tools_dropped)
+    assert native == before
+    assert written is not None
+    return request, plan, written
 
 
 def _as_the_adapter_renders(request: NativeRequest, plan: Any, written: Any) -> None:
@@ -333,18 +333,13 @@ def test_a_thinking_turn_behind_another_is_parted_as_the_adapter_parts_it(
     (the earlier one pinned, what stood between dropped), the core places the adapter's user
     turn between them (merging would put other blocks before the thinking): the same request
     as the adapter renders, counted as sent."""
-    before = copy.deepcopy(native)
     # The first assistant turn pinned: what follows it drops first.
     pins = sorted(i for i in {1, *pinned} if i < len(native))
-    planned = _anthropic_planned(native, pins, fraction, recent_user_turns=0)
-    if planned is None:
+    written = _anthropic_written(native, pins, fraction, recent_user_turns=0)
+    if written is None:
         return
-    request, plan = planned
-    written = request.written(plan.items, plan.report.tools_dropped)
-    assert native == before
-    assert written is not None
-    event(f"parted={OMITTED_TURNS_TEXT in [m['content'] for m in written[0].messages]}")
-    _as_the_adapter_renders(request, plan, written)
+    event(f"parted={OMITTED_TURNS_TEXT in [m['content'] for m in written[2][0].messages]}")
+    _as_the_adapter_renders(*written)
 
 
 def _marked(native: list[Any], marks: list[bool]) -> list[Any]:
