@@ -96,10 +96,13 @@ pub struct Added {
     /// Into that item (`Provider::with_results`), else a new item (`results_item`).
     pub into: bool,
     /// A new item that goes out merged with the kept user item after it, as the provider
-    /// merges neighbours of one role (Anthropic): its results before that item's blocks.
+    /// merges neighbours of one role (Anthropic, Bedrock): its results before that item's blocks.
     pub joined: bool,
     /// The results, in order, each as the provider writes it (`synthesized_result`).
     pub results: Vec<String>,
+    /// A new item the plan places after the notes that go before the kept item after it:
+    /// written after them, where it would otherwise go before them.
+    pub after_notes: bool,
 }
 
 impl Added {
@@ -189,7 +192,9 @@ pub fn kept_of_items<'p, 'm: 'p>(
     let mut summary_note: Option<(&'p str, Role, usize)> = None;
     let (mut new_ledger, mut new_summary) = (false, false);
     let mut rewrites = Vec::new();
-    let mut synthesized: Vec<(&str, usize)> = Vec::new();
+    // Each synthesized result's call id, how many kept canonical messages go before it, and
+    // whether the plan placed a note sent as an item before it.
+    let mut synthesized: Vec<(&str, usize, bool)> = Vec::new();
     for item in items {
         match item {
             Item::Keep(k) if rebase && earlier.contains(k) => {
@@ -205,7 +210,12 @@ pub fn kept_of_items<'p, 'm: 'p>(
             }
             Item::Keep(k) => canonical.push(*k),
             Item::SynthesizedResult { call_id } => {
-                synthesized.push((call_id.as_str(), canonical.len()));
+                // A note sent as an item that the plan placed already goes before it.
+                let noted = [ledger, summary_note]
+                    .iter()
+                    .flatten()
+                    .any(|&(_, role, _)| role != Role::System);
+                synthesized.push((call_id.as_str(), canonical.len(), noted));
             }
             // The ledger note comes before the summary note (the adapters' order).
             Item::LedgerNote { text, role } if !new_ledger && !new_summary => {
@@ -340,23 +350,24 @@ fn system_note<'m>(message: &impl Fn(usize) -> Option<&'m Message>, k: usize) ->
     }
 }
 
-/// Where the error results `synthesized` (each call's id, and how many of the kept canonical
-/// messages `canonical` go before it) go among `kept`'s items, as the provider places them;
-/// None where only the adapter writes them (a new item at a note's place, or before a user
-/// item where the provider does not merge it with that one).
+/// Where the error results `synthesized` (each call's id, how many of the kept canonical
+/// messages `canonical` go before it, and whether a note sent as an item goes before it) go
+/// among `kept`'s items, as the provider places them; None where only the adapter writes
+/// them (a new turn at a note's place where results are grouped in turns).
 fn added<'m>(
     provider: &str,
     native: &Native,
     kept: &Kept<'_>,
     canonical: &[usize],
-    synthesized: &[(&str, usize)],
+    synthesized: &[(&str, usize, bool)],
     message: &impl Fn(usize) -> Option<&'m Message>,
 ) -> Result<Option<Vec<Added>>, CoreError> {
     let how = with_provider(provider, Placed)?;
     let facts = &native.facts;
     let position = |i: usize| kept.items.binary_search(&i).ok();
     let mut out: Vec<Added> = Vec::new();
-    for &(call_id, before) in synthesized {
+    let mut noted = Vec::new();
+    for &(call_id, before, after_notes) in synthesized {
         let before = &canonical[..before.min(canonical.len())];
         // The call's message, the latest kept before the result that makes it.
         let call = before.iter().rev().find_map(|&k| {
@@ -440,33 +451,37 @@ fn added<'m>(
             .find(|a| grouped && a.at == at && a.into == into)
         {
             Some(a) => a.results.push(result),
-            None => out.push(Added {
-                at,
-                into,
-                joined: false,
-                results: vec![result],
-            }),
+            None => {
+                noted.push(after_notes);
+                out.push(Added {
+                    at,
+                    into,
+                    joined: false,
+                    results: vec![result],
+                    after_notes: false,
+                });
+            }
         }
     }
-    // A new item at a note's place, whose order only the plan knows: the adapter's. A new
-    // user item before a kept user item is merged with it where the provider merges across
-    // turns (Anthropic: its results first), else the adapter's. One between neighbours the
-    // drop left to be merged parts them (`split_runs`).
-    for a in out.iter_mut().filter(|a| !a.into) {
+    // A new item at a note's place goes where the plan put it, before or after the note,
+    // where each result is an item of its own (elsewhere: the adapter's). A new user item
+    // before a kept user item is merged with it, its results first (Anthropic and Bedrock
+    // merge neighbours of one role; Bedrock's `merged` leaves a turn that would mix results
+    // with other content to the adapter, which refuses it). One between neighbours the drop
+    // left to be merged parts them (`split_runs`).
+    for (a, after_notes) in out.iter_mut().zip(noted).filter(|(a, _)| !a.into) {
+        if how == ResultsAt::InPlace {
+            a.after_notes = after_notes;
+            continue;
+        }
         if kept.notes.iter().any(|&(_, _, before)| before == a.at + 1) {
             return Ok(None);
         }
-        if how == ResultsAt::InPlace {
-            continue;
-        }
-        let user_next = kept
+        // (`NextItem` puts results into a user item after the call: never a new one before it.)
+        a.joined = kept
             .items
             .get(a.at + 1)
             .is_some_and(|&i| facts[i].role == Some("user"));
-        if user_next && how != ResultsAt::NextTurn {
-            return Ok(None);
-        }
-        a.joined = user_next;
     }
     Ok(Some(out))
 }
@@ -862,6 +877,14 @@ pub fn history<'a>(
         joining.clear();
         // New result items after the last item written: a merged run's never parts it.
         for added in kept.added.iter().filter(|a| !a.into && a.at + 1 == j) {
+            if added.after_notes {
+                while let Some((_, item)) = notes.next_if(|(before, _)| *before == j) {
+                    pieces.push(Piece::New {
+                        origins: Vec::new(),
+                        json: item,
+                    });
+                }
+            }
             let Some(json) = with_provider(provider, Results(None, &added.results))? else {
                 return Ok(None);
             };
@@ -1160,6 +1183,7 @@ pub struct Written {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pairing::PairingIssue;
     use crate::body::Body;
     use crate::cache::CountCache;
     use crate::count::chat::REPLY_PRIMING;
@@ -1551,6 +1575,103 @@ mod tests {
             let sent = crate::native::sent(provider, &native, &written.pieces, &[]).unwrap();
             assert!(sent.issues.is_empty(), "{provider}: {:?}", sent.issues);
         }
+    }
+
+    /// The items the core writes for the hand-made plan `items` of `provider`'s `raws`
+    /// (calls left unanswered), and the pairing issues of that request as sent.
+    fn written_plan(
+        provider: &str,
+        raws: &[&[u8]],
+        items: &[Item],
+    ) -> (Vec<serde_json::Value>, Vec<PairingIssue>) {
+        let native = read_elements(provider, raws, &[]).unwrap();
+        let message = |k| native.messages.get(k);
+        let kept = kept_of_items(provider, &native, items, None, 0, message)
+            .unwrap()
+            .expect(provider);
+        let raw = |i: usize| raws.get(i).copied();
+        let written = history(provider, &kept, Some(None), &raw, true)
+            .unwrap()
+            .expect(provider);
+        let sent = crate::native::sent(provider, &native, &written.pieces, &[]).unwrap();
+        let out = written
+            .pieces
+            .iter()
+            .map(|piece| match piece {
+                Piece::Keep(i) => serde_json::from_slice(raws[*i]).unwrap(),
+                Piece::New { json, .. } => serde_json::from_slice(json).unwrap(),
+            })
+            .collect();
+        (out, sent.issues)
+    }
+
+    #[test]
+    fn a_synthesized_output_keeps_its_place_beside_a_note() {
+        // Responses: the output item and the ledger note sent as an item go in the plan's
+        // order, as the adapter renders them. A note between a call and its output parts
+        // them: the request as sent says so, and is never counted as sent.
+        let array = r#"[{"role":"user","content":"go"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"}]"#;
+        let raws = json_array::split(array.as_bytes()).unwrap();
+        let note = Item::LedgerNote {
+            text: format!("{} sent", crate::ledger::MARKER),
+            role: Role::Developer,
+        };
+        let output = Item::SynthesizedResult {
+            call_id: "c1".into(),
+        };
+        for note_first in [true, false] {
+            let mut items = vec![Item::Keep(0), Item::Keep(1)];
+            if note_first {
+                items.extend([note.clone(), output.clone()]);
+            } else {
+                items.extend([output.clone(), note.clone()]);
+            }
+            let (out, issues) = written_plan("openai_responses", &raws, &items);
+            let types: Vec<&str> = out[2..]
+                .iter()
+                .map(|v| v["type"].as_str().unwrap())
+                .collect();
+            let want = if note_first {
+                ["message", "function_call_output"]
+            } else {
+                ["function_call_output", "message"]
+            };
+            assert_eq!(types, want, "note first: {note_first}");
+            let kinds: Vec<IssueKind> = issues.iter().map(|i| i.kind).collect();
+            let parted: &[IssueKind] = if note_first {
+                &[IssueKind::ResultNotAdjacent]
+            } else {
+                &[]
+            };
+            assert_eq!(kinds, parted, "note first: {note_first}");
+        }
+    }
+
+    #[test]
+    fn bedrock_results_of_their_own_join_the_results_turn_after_them() {
+        // A plan that puts the error result behind the call's turn, before the results turn
+        // the call's other result holds: one user turn, the synthesized result first, as the
+        // adapter merges the two.
+        let array = r#"[{"role":"user","content":[{"text":"go"}]},{"role":"assistant","content":[{"toolUse":{"toolUseId":"a","name":"f","input":{}}},{"toolUse":{"toolUseId":"b","name":"f","input":{}}}]},{"role":"user","content":[{"toolResult":{"toolUseId":"b","content":[{"text":"ok"}]}}]}]"#;
+        let raws = json_array::split(array.as_bytes()).unwrap();
+        let items = [
+            Item::Keep(0),
+            Item::Keep(1),
+            Item::SynthesizedResult {
+                call_id: "a".into(),
+            },
+            Item::Keep(2),
+        ];
+        let (out, issues) = written_plan("bedrock_converse", &raws, &items);
+        assert!(issues.is_empty(), "{issues:?}");
+        assert_eq!(out.len(), 3);
+        let ids: Vec<&str> = out[2]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["toolResult"]["toolUseId"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["a", "b"]);
     }
 
     /// A session whose dropped rings ran the side-effect tool `send`, as `provider`'s body

@@ -302,12 +302,14 @@ pub enum ResultsAt {
     /// where that item is kept, else a new user item after the call's turn (Anthropic).
     NextTurn,
     /// After the item the plan puts them behind: into it when it is a user item (its own
-    /// results first), else a new user item (Bedrock Converse).
+    /// results first), else a new user item, merged with a kept user item after it
+    /// (Bedrock Converse).
     Behind,
     /// Into the next kept item when it is a user item (after its own results), else a new
     /// user item after the call's (Gemini).
     NextItem,
-    /// A new item of its own where the plan puts it (OpenAI Responses).
+    /// A new item of its own where the plan puts it, notes sent as items included (OpenAI
+    /// Responses).
     InPlace,
     /// Only the adapter writes them.
     Adapter,
