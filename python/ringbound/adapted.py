@@ -11,7 +11,13 @@ import orjson
 
 from . import _core
 from .core_config import default_core
-from .errors import BudgetExceededError, InvalidMessageError, PairingError, PairingIssue
+from .errors import (
+    BudgetExceededError,
+    InternalError,
+    InvalidMessageError,
+    PairingError,
+    PairingIssue,
+)
 from .list_ops import apply_ops, system_like
 from .payload import dump_messages, dump_tools, native_default
 from .providers.base import (
@@ -302,8 +308,8 @@ class NativeRequest:
         return self.payload
 
     def render(self, items: Sequence[Any]) -> Rendered:
-        """The plan's items as the native request. The core read the caller's objects as they
-        are stored; rendering reads them through their own methods, and whatever those raise
+        """The plan's items as OpenAI Chat messages (the one adapter that renders: the others'
+        requests are written by the core, ``written``). Whatever the caller's objects raise
         is a malformed message, not a crash."""
         adapter, canonical, system = self.adapter, self.canonical, self.system
         return guarded(lambda m: adapter.render(m, items, canonical, system=system), self.messages)
@@ -328,20 +334,24 @@ class NativeRequest:
         and applied to the caller's list (``list_ops``), and what it costs as sent: the plan's
         own count, or the request counted again where neighbours are merged (None then means
         the plan's). Synthesized results are written where the provider puts them, and
-        counted as sent. None for a plan the adapter renders (a note in a system that is not
-        plain JSON, a result only the adapter words a refusal of)."""
+        counted as sent. None for OpenAI Chat (rendered by its adapter) and for a plan the
+        core does not write.
+
+        Raises:
+            PairingError: The request as sent would not pair.
+            InvalidMessageError: The system cannot hold the notes (not JSON), or an item is
+                malformed.
+        """
         if self.view is None or type(items) is not list:
             return None
         adapter, system = self.adapter, self.system
         markers = getattr(adapter, "system_markers", None)
         plain: list[Any] = []
 
-        def system_json() -> str | None:
-            written = _system_json(system)
-            if written is None:
-                return None
-            plain.append(written[1])
-            return written[0]
+        def system_json() -> str:
+            written, values = _system_json(system)
+            plain.append(values)
+            return written
 
         got = self.view.written(
             adapter.key,
@@ -420,10 +430,15 @@ class NativeRequest:
         return native_spans(spans, self.canonical)
 
 
-def _system_json(system: Any) -> tuple[str, Any] | None:
+def _system_json(system: Any) -> tuple[str, Any]:
     """The caller's system as JSON for the core to place the notes in (``null`` for none),
     and that JSON as Python values: the system itself where it is plain JSON, else as its SDK
-    objects dump. None for one that cannot be written as JSON, where the adapter places it."""
+    objects dump.
+
+    Raises:
+        InvalidMessageError: The system cannot be written as JSON (an SDK object whose dump
+            fails, an int JSON cannot hold): the notes have nowhere to go.
+    """
     if system is None:
         return "null", None
     try:
@@ -432,9 +447,22 @@ def _system_json(system: Any) -> tuple[str, Any] | None:
         pass
     try:
         dumped = orjson.dumps(system, default=native_default)
-    except Exception:  # an SDK object that does not dump: the adapter says what it is
-        return None
+    except Exception as e:  # whatever the caller's objects raise
+        why = f"{type(e).__name__}: {e}" if isinstance(e, TypeError) else type(e).__name__
+        raise InvalidMessageError(
+            f"system: cannot be written as JSON to hold the notes ({why})",
+            reason=f"cannot be written as JSON to hold the notes ({why})",
+        ) from None
     return dumped.decode(), orjson.loads(dumped)
+
+
+def _unwritten(provider: str) -> InternalError:
+    """A plan the core made but does not write: sending anything else would send a request
+    nobody counted, so nothing is sent."""
+    reason = f"the core planned a {provider} request it does not write"
+    return InternalError(
+        f"{reason}; nothing was sent (a bug in ringbound: please report it)", reason=reason
+    )
 
 
 def plan_native(
@@ -449,13 +477,14 @@ def plan_native(
     fill: Fill | None = None,
     first: _core.Plan | None = None,
 ) -> NativePlan:
-    """Plans a native request and renders it within ``budget``.
+    """Plans a native request and writes it within ``budget``.
 
     The core counts the canonical view, but the request as sent can cost a little more than
     its canonical insertions (a synthesized result added to an existing turn, merged
-    neighbours, a summary longer than its reserve). The core counts what it writes as sent;
-    what the adapter renders is counted again as the provider will receive it. If it is over
-    budget, the plan is made again with the budget tightened by the difference.
+    neighbours, a summary longer than its reserve). The core writes every provider's request
+    it reads and counts what it writes as sent; OpenAI Chat's summary assembly, whose
+    messages are the canonical view, is rendered here and counted again. If the request is
+    over budget, the plan is made again with the budget tightened by the difference.
 
     Args:
         start_budget: The budget of the first plan (a low-water mark below ``budget``).
@@ -491,7 +520,10 @@ def plan_native(
             # The core wrote the request and counted what it wrote.
             rendered, sent = written
             actual = report.tokens_after if sent is None else sent
+        elif native.view is not None:
+            raise _unwritten(native.adapter.key)
         else:
+            # OpenAI Chat's summary assembly: its messages are the canonical view.
             rendered = native.render(items)
             if reserve is None and _as_planned(items, native.adapter, rendered, native.system):
                 actual = report.tokens_after

@@ -324,8 +324,9 @@ def _deep_chat_body(asm: Assembles, data: bytes, state: Any, session_id: Any) ->
 
 #: Why a body the native path could have taken took the items path.
 _RENDERED = (
-    "the plan needs the provider's adapter to render it (a summary, neighbours to merge "
-    "that the core does not, the tools dropped), or the core refused the request"
+    "the plan is one the body path does not write (a summary, neighbours to merge that it "
+    "does not, the tools dropped): the core writes it from the parsed items, or the core "
+    "refused the request"
 )
 
 

@@ -155,11 +155,12 @@ class StaleStateError(RingboundError, ValueError):
 
 
 class InternalError(RingboundError, RuntimeError):
-    """A bug in ringbound's core: a Rust panic, stopped at the binding. Nothing was assembled
-    and the caller's input is untouched; the next call starts afresh.
+    """A bug in ringbound's core: a Rust panic, stopped at the binding, or a plan the core
+    made but does not write as its provider's request. Nothing was assembled and the caller's
+    input is untouched; the next call starts afresh.
 
     Attributes:
-        reason: The panic's message.
+        reason: The panic's message, or what the core did not write.
     """
 
     def __init__(self, message: str, *, reason: str = "") -> None:

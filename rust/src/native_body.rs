@@ -1183,13 +1183,13 @@ pub struct Written {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pairing::PairingIssue;
     use crate::body::Body;
     use crate::cache::CountCache;
     use crate::count::chat::REPLY_PRIMING;
     use crate::count::{Backend, Encoding};
     use crate::json_array;
     use crate::native::read_elements;
+    use crate::pairing::PairingIssue;
     use crate::plan::{plan, tests::cfg, PlanConfig};
     use crate::request::{load_canonical, Limits, Scheme};
 

@@ -441,9 +441,11 @@ impl NativeView {
     /// A summary note is placed after the ledger note and the request counted as sent.
     /// Synthesized results go where the provider puts them (`Provider::results_placed`) and
     /// the request is counted as sent; a note replaces the one an earlier assembly left in
-    /// the system. None for a plan only the adapter renders (a result it refuses in its
-    /// provider's words, a note where only the adapter places it), or whose request as sent
-    /// does not pair.
+    /// the system. None for a plan the core does not write (a result it leaves to the caller,
+    /// a note where it places none): the assembly refuses it.
+    ///
+    /// Errors: `PairingError` when the request as sent would not pair (the issues name its
+    /// items).
     #[pyo3(signature = (provider, items, system_json, system_markers, tools_dropped, dump, config, cache=None, messages=None))]
     #[allow(clippy::too_many_arguments)]
     fn written<'py>(
@@ -575,7 +577,8 @@ impl NativeView {
                 system.extend(history.system_notes.iter().map(|t| vec![t.clone()]));
                 let mut sent = native::sent(provider, native, &history.pieces, &system)?;
                 if !sent.issues.is_empty() {
-                    return Ok(None);
+                    // What the plan would send does not pair: nothing goes out.
+                    return Err(CoreError::Pairing(sent.issues));
                 }
                 let messages = std::mem::take(&mut sent.messages);
                 let counted = load_canonical(messages, None, config.scheme, chosen(cache))?;
