@@ -22,7 +22,6 @@ from ringbound.providers.anthropic import _invalid as _a_invalid
 from ringbound.providers.anthropic import _is_note as _a_is_note
 from ringbound.providers.base import is_summary_note, join_system_note
 from ringbound.providers.bedrock_converse import _invalid as _b_invalid
-from ringbound.providers.bedrock_converse import _is_result as _b_is_result
 from ringbound.providers.bedrock_converse import _list as _b_list
 from ringbound.providers.bedrock_converse import _obj as _b_obj
 from ringbound.providers.bedrock_converse import _str as _b_str
@@ -300,6 +299,10 @@ def _b_chat_tool_result(i: int, m: Mapping[str, Any]) -> dict[str, Any]:
     if texts and _looks_like_error(texts[0]):
         result["status"] = "error"
     return {"toolResult": result}
+
+
+def _b_is_result(block: Any) -> bool:
+    return isinstance(block, Mapping) and block.get("toolResult") is not None
 
 
 def _b_push(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:

@@ -329,10 +329,11 @@ class NativeView:
         the new items' positions; ``system`` is the system as JSON where the note goes into
         it; ``tokens`` the request's as sent where neighbours are merged (None: the plan's
         count). ``system_json()`` is asked only when the plan brings the note (``null`` for
-        no system, None for one the core cannot write into); ``dump(indices)`` only for the
+        no system; it raises for one the notes cannot join); ``dump(indices)`` only for the
         items written anew. A summary note goes after the ledger note, the request counted as
-        sent. None for a plan the adapter renders (a synthesized result, a note only it
-        places)."""
+        sent, and so are synthesized results. None for a plan the core does not write (the
+        assembly refuses it). Raises ``PairingError`` where the request as sent would not
+        pair."""
 
 def read_native(
     provider: str,

@@ -1,5 +1,6 @@
-"""Assembling a provider's native request through its adapter: validate by the provider's own
-rules, plan the canonical view in the core, render the plan back into native items."""
+"""Assembling a provider's native request: the core reads it by the provider's own rules,
+plans the canonical view and writes the plan back as native items on the caller's list; OpenAI
+Chat's summary assembly alone is rendered by its adapter."""
 
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ from .payload import dump_messages, dump_tools, native_default
 from .providers.base import (
     Adapter,
     Canonical,
-    ItemFacts,
     Rendered,
     guarded,
     named_by,
@@ -101,26 +101,12 @@ class Counting:
         )
 
 
-def _as_planned(items: Sequence[Any], adapter: Adapter, rendered: Rendered, system: Any) -> bool:
-    """Whether the rendering is exactly what the core counted: kept items, as they are or
-    rewritten (the core counts a rewrite as the adapter writes it and the provider reads it
-    back), nothing merged, and the caller's own system; and, where the adapter renders them
-    as the core counts them, the ledger note (``notes_as_counted``) and results synthesized
-    for unanswered calls (``results_as_counted``). Then there is nothing to recount."""
-    if rendered.merged:
-        return False
-    notes, results = adapter.notes_as_counted, adapter.results_as_counted
-    insertion = _core.Insertion
-    note, rewrite, synthesized = insertion.LedgerNote, insertion.Rewrite, insertion.Synthesized
-    if not all(
-        type(item) is int
-        or type(item) is rewrite
-        or (notes and type(item) is note)
-        or (results and type(item) is synthesized)
-        for item in items
-    ):
-        return False
-    return rendered.system is system or notes
+def _as_planned(items: Sequence[Any]) -> bool:
+    """Whether OpenAI Chat's rendering of ``items`` is exactly what the core counted: kept
+    messages, as they are or rewritten (the core counts a rewrite as it is written). Then
+    there is nothing to recount; a note or a synthesized result is recounted as rendered."""
+    rewrite = _core.Insertion.Rewrite
+    return all(type(item) is int or type(item) is rewrite for item in items)
 
 
 #: Times a plan is tightened when its rendering costs more than the plan counted.
@@ -163,7 +149,6 @@ def _canonical_of(view: Any) -> Canonical:
         spans=view.spans,
         binds_next=view.binds_next,
         pinned=view.pinned,
-        facts=ItemFacts(*view.facts),
         view=view,
     )
 
@@ -525,7 +510,7 @@ def plan_native(
         else:
             # OpenAI Chat's summary assembly: its messages are the canonical view.
             rendered = native.render(items)
-            if reserve is None and _as_planned(items, native.adapter, rendered, native.system):
+            if reserve is None and _as_planned(items):
                 actual = report.tokens_after
                 break
             kept_tools = None if report.tools_dropped else native.tools_payload

@@ -217,8 +217,9 @@ class Assembler:
 
         OpenAI Chat bodies are read and written by the core with the GIL released (kept
         messages are the input's own bytes), and so are the other formats' when the plan
-        only drops whole items; a plan the provider's adapter renders takes the items path
-        (the history read from the body's bytes, the rest in Python), and a call that needs
+        only drops whole items; a plan the body path does not write takes the items path
+        (the history read from the body's bytes and written by the core as on the objects
+        path, the rest in Python), and a call that needs
         Python (a summarizer, ``state``, ``session_id``, provider counts) the dict path:
         ``orjson`` parse, ``assemble``, serialize. ``result.path`` says which ran. The
         body's ``max_tokens`` (``max_completion_tokens``, ``max_output_tokens``,

@@ -32,7 +32,7 @@ class BodyResult:
         path: ``native`` (the core read and wrote the body, the GIL released), ``items``
             (the history's items read by the core from the body's bytes, and the kept ones
             written back as those bytes; the other fields parsed and written in Python,
-            insertions rendered by the provider's adapter) or ``dict`` (parsed in Python,
+            the request written by the core from the items) or ``dict`` (parsed in Python,
             assembled by ``assemble``, serialized again).
         path_reason: Why the native path was not taken; None on the native path.
         model: The models-table entry the body's ``model`` picked (``Assembler.for_models``),

@@ -1,9 +1,9 @@
 """History items of a request body kept as their own bytes. The gateway path's ``items`` path
-(a plan the provider's adapter renders) has the body's history split into items without
-parsing them (``_core.split_body_at``); the core reads them from those bytes, through its item
-cache, and an item the assembly keeps unchanged goes back into the request as the same bytes.
-Only what the adapter has to read (an item it changes, merges or answers) is parsed, when it
-reads it."""
+(a plan the body path does not write: the core writes it from the items) has the body's
+history split into items without parsing them (``_core.split_body_at``); the core reads them
+from those bytes, through its item cache, and an item the assembly keeps unchanged goes back
+into the request as the same bytes. Only an item written anew (changed, merged or answered) is
+parsed, when the core's writing is applied (``list_ops``)."""
 
 from __future__ import annotations
 

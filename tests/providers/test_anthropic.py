@@ -16,6 +16,7 @@ from typing import Any
 import anthropic_oracle
 import pytest
 import strategies as gen
+from anthropic_oracle import OMITTED_TURNS_TEXT
 from canonical_writers import from_canonical
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,10 +24,7 @@ from hypothesis import strategies as st
 import ringbound as rb
 from ringbound import _core
 from ringbound.adapted import read_canonical
-from ringbound.providers.anthropic import (
-    ADAPTER,
-    OMITTED_TURNS_TEXT,
-)
+from ringbound.providers.anthropic import ADAPTER
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning"

@@ -13,6 +13,7 @@ from typing import Any
 import bedrock_converse_oracle
 import pytest
 import strategies as gen
+from bedrock_converse_oracle import synthesized_result
 from canonical_writers import BRIDGE_TEXT, OPENING_TEXT, from_canonical
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,7 @@ import ringbound as rb
 from ringbound import _core
 from ringbound.adapted import read_canonical
 from ringbound.providers import adapter
-from ringbound.providers.bedrock_converse import ADAPTER, synthesized_result
+from ringbound.providers.bedrock_converse import ADAPTER
 
 #: See tests/test_invariants.py: a failing property imports libcst, which warns.
 pytestmark = pytest.mark.filterwarnings(
@@ -458,7 +459,9 @@ def test_render_refuses_to_merge_results_into_a_user_text_turn() -> None:
     messages = [user("go"), calls(use("t1")), user("are you there?")]
     canonical = read_canonical(ADAPTER, messages, None)
     with pytest.raises(rb.PairingError) as info:
-        ADAPTER.render(messages, [0, 1, 2, _core.Insertion.Synthesized(call_id="t1"), 3], canonical)
+        bedrock_converse_oracle.render(
+            messages, [0, 1, 2, _core.Insertion.Synthesized(call_id="t1"), 3], canonical
+        )
     assert [(i.kind, i.call_id, i.index) for i in info.value.issues] == [
         ("missing_result", "t1", 1)
     ]

@@ -150,7 +150,7 @@ def count(
 
 def canonical_issues(contents: list[Any], system: Any = None) -> list[Any]:
     """What the core's OpenAI Chat validator says of the canonical view."""
-    canonical = ADAPTER.to_canonical(contents, system=system)
+    canonical = gemini_oracle.to_canonical(contents, system=system)
     return _core.validate("openai_chat", orjson.dumps(canonical.messages))
 
 
@@ -188,7 +188,7 @@ def test_registered_adapter() -> None:
 def test_single_tool_round_trip() -> None:
     contents = [user(), *ring("read_log"), say("Done.")]
     assert ADAPTER.validate(contents) == []
-    canonical = ADAPTER.to_canonical(contents)
+    canonical = gemini_oracle.to_canonical(contents)
     roles = [m["role"] for m in canonical.messages]
     assert roles == ["system", "user", "assistant", "tool", "assistant"]
     # The leading system message (empty here) is glued to the first user turn, which Gemini
@@ -220,16 +220,16 @@ def test_two_parallel_tools_pair_by_id_or_by_name_and_position() -> None:
     for contents in (by_id, same_name):
         assert ADAPTER.validate(contents) == []
         assert canonical_issues(contents) == []
-        canonical = ADAPTER.to_canonical(contents)
+        canonical = gemini_oracle.to_canonical(contents)
         ids = [c["id"] for c in canonical.messages[2]["tool_calls"]]
         answered = [m["tool_call_id"] for m in canonical.messages[3:5]]
         assert sorted(ids) == sorted(answered) and len(set(ids)) == 2
         res = assemble(contents, config())
         assert all(a is b for a, b in zip(res.messages, contents, strict=True))
-    canonical = ADAPTER.to_canonical(by_id)
+    canonical = gemini_oracle.to_canonical(by_id)
     assert [m["tool_call_id"] for m in canonical.messages[3:5]] == ["c2", "c1"]
     # Without ids, responses answer same-named calls in order.
-    canonical = ADAPTER.to_canonical(same_name)
+    canonical = gemini_oracle.to_canonical(same_name)
     first, second = (c["id"] for c in canonical.messages[2]["tool_calls"])
     assert [m["tool_call_id"] for m in canonical.messages[3:5]] == [first, second]
 
@@ -253,7 +253,7 @@ def test_response_turn_may_carry_text_and_images() -> None:
     image = {"inlineData": {"mimeType": "image/png", "data": gen.png_data_url(64, 48)[22:]}}
     contents = [user(), model(call()), answer(response(), {"text": "see the chart"}, image)]
     assert ADAPTER.validate(contents) == []
-    canonical = ADAPTER.to_canonical(contents)
+    canonical = gemini_oracle.to_canonical(contents)
     assert [m["role"] for m in canonical.messages] == [
         "system",
         "user",
@@ -329,11 +329,11 @@ def test_ledger_note_remembers_calls_without_ids_by_their_arguments() -> None:
     contents = session(10)
     budget = budget_dropping(contents)
     res = assemble(contents, config(budget))
-    cid = ADAPTER.to_canonical(contents).messages[2]["tool_calls"][0]["id"]
+    cid = gemini_oracle.to_canonical(contents).messages[2]["tool_calls"][0]["id"]
     assert f'call_id="{cid}"' in res.system["parts"][0]["text"]
     # The same call, wherever it stands, has the same canonical id.
     moved = [user("hi"), say("hello"), *contents]
-    assert ADAPTER.to_canonical(moved).messages[4]["tool_calls"][0]["id"] == cid
+    assert gemini_oracle.to_canonical(moved).messages[4]["tool_calls"][0]["id"] == cid
 
 
 # Broken pairing: Gemini's wording -----------------------------------------------------------
@@ -732,7 +732,7 @@ def test_bad_contents_raise_typed_errors_naming_the_content(
 ) -> None:
     for run in (
         lambda: ADAPTER.validate(contents),
-        lambda: ADAPTER.to_canonical(contents),
+        lambda: gemini_oracle.to_canonical(contents),
         lambda: count(contents),
         lambda: assemble(contents, config()),
     ):
@@ -752,14 +752,14 @@ def test_bad_contents_raise_typed_errors_naming_the_content(
 )
 def test_contents_must_be_a_list(bad: Any) -> None:
     with pytest.raises(rb.InvalidMessageError) as info:
-        ADAPTER.to_canonical(bad)
+        gemini_oracle.to_canonical(bad)
     assert info.value.index is None
 
 
 def test_bad_system_and_tools_raise_typed_errors() -> None:
     for system in ({"parts": [{"inlineData": {"mimeType": "image/png", "data": ""}}]}, 42):
         with pytest.raises(rb.InvalidMessageError) as info:
-            ADAPTER.to_canonical([user()], system=system)
+            gemini_oracle.to_canonical([user()], system=system)
         assert info.value.index is None
     for tools in ({"functionDeclarations": []}, [{"functionDeclarations": "f"}], [print]):
         with pytest.raises(rb.InvalidMessageError):
@@ -866,7 +866,7 @@ def _content_of(chat: list[dict[str, Any]]) -> tuple[Counter[str], Counter[Any],
 def test_from_canonical_then_to_canonical_keeps_pairing_and_content(chat: list[Any]) -> None:
     contents, system = from_canonical("gemini", chat)
     assert ADAPTER.validate(contents, system=system) == []
-    canonical = ADAPTER.to_canonical(contents, system=system)
+    canonical = gemini_oracle.to_canonical(contents, system=system)
     assert _core.validate("openai_chat", orjson.dumps(canonical.messages)) == []
     assert _content_of(canonical.messages) == _content_of(chat)
 
@@ -984,7 +984,7 @@ def check_ledger(case: Case, cfg: rb.AssemblyConfig, res: Result) -> None:
     """Every dropped side-effecting call is in the note, by its canonical id."""
     if "side_effect_ledger" not in cfg.pin:
         return
-    canonical = ADAPTER.to_canonical(case.contents, system=case.system)
+    canonical = gemini_oracle.to_canonical(case.contents, system=case.system)
     present = {i for i, _ in kept_parts(case, res.messages)} | res.report["rewritten"]
     note = next(
         (p["text"] for p in (res.system or {}).get("parts", []) if p["text"].startswith(MARKER)),

@@ -1,17 +1,18 @@
-"""An adapter that says its ledger note costs, as rendered, what the core counted for it
-(``notes_as_counted``) spares the request a recount when that note is the plan's only
-insertion. Held to it here: on generated sessions, in each such provider's format, a plan
-whose only insertion is the note is rendered and counted again as the provider receives it,
-and the count is the plan's; then the rendered request, its note now in the system (or in
-the history), is assembled again under a tighter budget, and the same holds. Likewise for
-results synthesized for unanswered calls (``results_as_counted``), wherever the adapter
-places them, when nothing is merged."""
+"""The ledger note costs, as written, what the core counted for it, so a plan whose only
+insertion is that note is sent at the plan's count. Held to it here: on generated sessions,
+in each provider's format, a plan whose only insertion is the note is rendered (by the
+adapters' Python rendering, which the tests keep: ``oracle_render``) and counted again as the
+provider receives it, and the count is the plan's; then the rendered request, its note now in
+the system (or in the history), is assembled again under a tighter budget, and the same
+holds. Likewise for results synthesized for unanswered calls, wherever the adapter placed
+them, when nothing is merged."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
+import oracle_render
 import pytest
 import strategies as gen
 from canonical_writers import from_canonical
@@ -25,8 +26,10 @@ from ringbound.adapted import NativeRequest
 from ringbound.errors import RingboundError
 from ringbound.providers import PROVIDERS, adapter
 
-EXACT = [p for p in PROVIDERS[1:] if adapter(p).notes_as_counted]
-RESULTS_EXACT = [p for p in PROVIDERS[1:] if adapter(p).results_as_counted]
+#: The providers the core writes: each one's note and synthesized results, as its adapter's
+#: rendering (the oracle) writes them, cost what the core counted.
+EXACT = PROVIDERS[1:]
+RESULTS_EXACT = PROVIDERS[1:]
 STAGES = ("drop_rings", "drop_plain_turns")
 
 
@@ -57,7 +60,7 @@ def note_only_plan(provider: str, messages: list[Any], system: Any, fraction: fl
         return None
     if any(type(i) is not int and type(i) is not Insertion.LedgerNote for i in plan.items):
         return None
-    rendered = request.render(plan.items)
+    rendered = oracle_render.rendered(request, plan.items)
     if rendered.merged:
         return None
     recount = request.count(rendered, None, asm._counting())
@@ -145,7 +148,7 @@ def test_synthesized_results_cost_what_the_core_counted(
         return
     synthesized = [i for i in plan.items if type(i) is Insertion.Synthesized]
     assume(synthesized)
-    rendered = request.render(plan.items)
+    rendered = oracle_render.rendered(request, plan.items)
     event("merged" if rendered.merged else f"{len(synthesized)} synthesized")
     if not rendered.merged:
         assert request.count(rendered, None, asm._counting()) == plan.report.tokens_after

@@ -1,7 +1,7 @@
 """A plan that keeps items as they are is written without a Python step per item: from a body,
-the kept items go back as a view of its bytes; and the adapters place the results they
-synthesize from the calls alone. (The core's writing against the adapters' general rendering:
-``test_core_written.py``.)"""
+the kept items go back as a view of its bytes; and the adapters' Python rendering (kept in the
+tests as the core's oracle, ``oracle_render``) places the results it synthesizes from the calls
+alone. (The core's writing against that general rendering: ``test_core_written.py``.)"""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+import gemini_oracle
+import oracle_render
 import orjson
 import pytest
 import strategies as gen
@@ -102,11 +104,11 @@ def test_synthesized_results_are_placed_from_the_calls_alone(
         return
     event(f"{sum(type(i) is _core.Insertion.Synthesized for i in plan.items)} synthesized")
     if provider == "gemini":
-        read = adapter("gemini").to_canonical(native, system=system)
+        read = gemini_oracle.to_canonical(native, system=system)
     else:
         messages = _WithoutCalls(request.canonical.messages)
         read = dataclasses.replace(request.canonical, messages=messages)
-    lazily = request.render(plan.items)
-    fully = adapter(provider).render(native, plan.items, read, system=system)
+    lazily = oracle_render.rendered(request, plan.items)
+    fully = oracle_render.render(provider, native, plan.items, read, system=system)
     assert orjson.dumps(lazily.messages) == orjson.dumps(fully.messages)
     assert lazily.merged == fully.merged

@@ -2,7 +2,8 @@
 ``Insertion.Rewrite`` (a truncated or deduplicated tool result, images made text) and
 ``Insertion.Summary``. For each provider the caller's objects are never changed, the
 provider's own validator accepts the rendering, and its canonical view reads back the new
-texts, with the summary note as its own message right after the ledger note."""
+texts, with the summary note as its own message right after the ledger note. The rendering
+is the Python one the tests keep as the oracle for the core's writing (``oracle_render``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import oracle_render
 import pydantic
 import pytest
 import strategies as gen
@@ -291,7 +293,7 @@ def test_rewrites_and_a_summary_render_in_the_providers_shape(name: str) -> None
     before = copy.deepcopy((case.messages, case.system))
     items = plan(case, canonical)
 
-    out = ad.render(case.messages, items, canonical, system=case.system)
+    out = oracle_render.render(ad.key, case.messages, items, canonical, system=case.system)
 
     assert (case.messages, case.system) == before
     assert ad.validate(out.messages, system=out.system) == []
@@ -324,7 +326,9 @@ def test_untouched_messages_stay_the_callers_objects(name: str) -> None:
     case = CASES[name]()
     ad = adapter(case.provider)
     canonical = read_canonical(ad, case.messages, case.system)
-    out = ad.render(case.messages, plan(case, canonical), canonical, system=case.system)
+    out = oracle_render.render(
+        ad.key, case.messages, plan(case, canonical), canonical, system=case.system
+    )
     changed = {2, 4} if case.provider != "openai_responses" else {3, 4, 6}
     same = [i for i, m in enumerate(case.messages) if any(o is m for o in out.messages)]
     assert same == [i for i in range(len(case.messages)) if i not in changed]
@@ -339,7 +343,7 @@ def test_anthropic_keeps_thinking_and_rewrites_only_the_answering_block() -> Non
         i if i != k else Insertion.Rewrite(index=k, kind="truncated", text=CUT)
         for i in range(len(canonical.messages))
     ]
-    out = ad.render(case.messages, items, canonical, system=case.system)
+    out = oracle_render.render(ad.key, case.messages, items, canonical, system=case.system)
     results = out.messages[2]["content"]
     assert results[0] == {"type": "tool_result", "tool_use_id": "t1", "content": CUT}
     assert results[1] is case.messages[2]["content"][1]
@@ -356,7 +360,7 @@ def test_a_truncated_result_keeps_its_images_and_error_flag() -> None:
         i if i != k else Insertion.Rewrite(index=k, kind="truncated", text="Error: bo")
         for i in range(len(canonical.messages))
     ]
-    out = ad.render(case.messages, items, canonical, system=case.system)
+    out = oracle_render.render(ad.key, case.messages, items, canonical, system=case.system)
     result = out.messages[2]["content"][1]["toolResult"]
     assert result["status"] == "error"
     assert result["content"] == [
@@ -398,7 +402,7 @@ def test_responses_mcp_call_and_approval_results_are_rewritten_in_their_fields()
     items[m1] = Insertion.Rewrite(index=m1, kind="truncated", text="Error: boom\npartial [cut]")
     items[a1] = Insertion.Rewrite(index=a1, kind="deduped", text=STUB)
     before = copy.deepcopy(messages)
-    out = ad.render(messages, items, canonical)
+    out = oracle_render.render(ad.key, messages, items, canonical)
     assert messages == before
     assert ad.validate(out.messages) == []
     back = read_canonical(ad, out.messages, None)
@@ -436,7 +440,9 @@ def rendered_with_summary(name: str) -> tuple[Any, Any, Any]:
     case = CASES[name]()
     ad = adapter(case.provider)
     canonical = read_canonical(ad, case.messages, case.system)
-    out = ad.render(case.messages, plan(case, canonical), canonical, system=case.system)
+    out = oracle_render.render(
+        ad.key, case.messages, plan(case, canonical), canonical, system=case.system
+    )
     return ad, out.messages, out.system
 
 
@@ -450,7 +456,9 @@ def test_a_kept_summary_note_stays_in_the_system_as_it_is(name: str) -> None:
     canonical = read_canonical(ad, messages, system)
     assert notes(canonical) == ["system", "ledger", "summary"]
     assert [s for s, e in canonical.spans[:3]] == [-1, -1, -1]
-    out = ad.render(messages, list(range(len(canonical.messages))), canonical, system=system)
+    out = oracle_render.render(
+        ad.key, messages, list(range(len(canonical.messages))), canonical, system=system
+    )
     assert out.system is system
     assert out.messages == messages
 
@@ -463,7 +471,7 @@ def test_a_new_summary_note_replaces_the_earlier_one(name: str) -> None:
     items: list[Any] = [k for k in range(len(canonical.messages)) if k != earlier]
     items.insert(earlier, Insertion.Summary(text=NEWER_SUMMARY, role="system"))
     snapshot = copy.deepcopy(system)
-    out = ad.render(messages, items, canonical, system=system)
+    out = oracle_render.render(ad.key, messages, items, canonical, system=system)
     assert system == snapshot
     back = read_canonical(ad, out.messages, out.system)
     assert notes(back) == ["system", "ledger", "summary"]
@@ -476,7 +484,7 @@ def test_a_summary_note_the_items_leave_out_leaves_the_system(name: str) -> None
     canonical = read_canonical(ad, messages, system)
     earlier = notes(canonical).index("summary")
     items = [k for k in range(len(canonical.messages)) if k != earlier]
-    out = ad.render(messages, items, canonical, system=system)
+    out = oracle_render.render(ad.key, messages, items, canonical, system=system)
     back = read_canonical(ad, out.messages, out.system)
     assert notes(back) == ["system", "ledger"]
     assert summary_texts(back) == []
@@ -536,7 +544,7 @@ def test_gemini_sdk_contents_are_rewritten_into_new_sdk_objects() -> None:
     items: list[Any] = list(range(len(canonical.messages)))
     items[k] = Insertion.Rewrite(index=k, kind="truncated", text=CUT)
     items[media] = Insertion.Rewrite(index=media, kind="media", text=PLACEHOLDER)
-    out = ad.render(contents, items, canonical)
+    out = oracle_render.render(ad.key, contents, items, canonical)
     assert [c.model_dump() for c in contents] == snapshot
     assert all(isinstance(c, Content) for c in out.messages)
     assert out.messages[2].parts[0].function_response["response"] == {"out": CUT}

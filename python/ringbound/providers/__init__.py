@@ -1,5 +1,6 @@
-"""Provider adapters: the core reads each wire format, checks its own pairing rules and maps it
-onto the canonical view it plans; an adapter renders the plan back into the provider's items.
+"""Provider adapters: the core reads each wire format, checks its own pairing rules, maps it
+onto the canonical view it plans and writes the request the plan describes in the provider's
+items; an adapter reads what the core needs from Python (the system, tools, SDK objects).
 ``openai_chat`` is the canonical format itself and takes the direct path."""
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""What every provider adapter provides, and the walk they share.
+"""What every provider adapter provides, and the helpers they share.
 
 The core plans OpenAI-Chat-shaped *canonical* messages. For every provider but OpenAI Chat the
 core also reads the native request: it parses the items an adapter writes as JSON
 (``native_parts``), checks the provider's own pairing rules (errors quote that provider's
-wording) and maps the items onto the canonical view, each part at its real cost. An adapter
-renders the core's plan back into native items (``render``): kept items are the caller's own
-objects; insertions and merges are new objects.
+wording) and maps the items onto the canonical view, each part at its real cost; and it writes
+the request the plan describes: kept items are the caller's own objects, insertions and merges
+are new objects. The Python rendering those adapters had lives on in the tests
+(``tests/providers/<provider>_oracle.py``) as the oracle for what the core writes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from ..payload import dump_native
 __all__ = [
     "Adapter",
     "Canonical",
-    "ItemFacts",
     "PlanItem",
     "Rendered",
     "UnreadableObject",
@@ -33,10 +33,8 @@ __all__ = [
     "guarded",
     "is_summary_note",
     "join_system_note",
-    "kept_native",
     "named_by",
     "native_json",
-    "plan_rewrites",
     "read_once",
     "reading_once",
     "split_system_note",
@@ -47,22 +45,6 @@ __all__ = [
 #: result synthesized for a call that had none, the ledger or summary note, or canonical
 #: message k with its content rewritten (kind ``truncated``, ``deduped`` or ``media``).
 PlanItem = int | Insertion
-
-
-@dataclass(frozen=True)
-class ItemFacts:
-    """What the core read of each native item for rendering, so that copying kept items into
-    the request never reads them again.
-
-    Attributes:
-        roles: Each item's role in the provider's own word (None where it has none).
-        blank_text: Whether it holds a whitespace-only text block (stripped when rendered).
-        cache_markers: Its blocks carrying a prompt-cache marker (an upper bound).
-    """
-
-    roles: list[str | None]
-    blank_text: list[bool]
-    cache_markers: list[int]
 
 
 @dataclass(frozen=True)
@@ -78,8 +60,6 @@ class Canonical:
             next (a reasoning item with its call).
         pinned: Canonical messages the provider's rules keep whatever the budget (the latest
             OpenAI Responses ``compaction`` item).
-        facts: What the core read of each native item for rendering, when the core read
-            them; None for a view built in Python.
         view: The core's reading (``_core.NativeView``) this view comes from, if any.
     """
 
@@ -87,7 +67,6 @@ class Canonical:
     spans: list[tuple[int, int]]
     binds_next: list[bool] = field(default_factory=list)
     pinned: list[int] = field(default_factory=list)
-    facts: ItemFacts | None = None
     view: Any = None
 
     def groups(self) -> list[int]:
@@ -122,8 +101,8 @@ class Adapter(Protocol):
     An adapter of a provider the core reads also has ``native_parts(messages) -> list[bytes]``
     (the items as JSON for the core's parser) and ``system_texts(system) -> list[list[str]]``
     (the top-level system as the core counts it). The OpenAI Chat adapter, whose messages are
-    the canonical view itself, has ``to_canonical`` instead; Gemini keeps one too, to place the
-    results it synthesizes while rendering.
+    the canonical view itself, has ``to_canonical`` instead, and is the one that renders a
+    plan in Python (``render``): the core writes the other providers' requests.
     """
 
     #: Provider key (``anthropic``, ...).
@@ -134,14 +113,6 @@ class Adapter(Protocol):
     default_token_ratio: float
     #: The request field holding the items, as errors name them (``messages``, ``contents``).
     items_field: str
-    #: Whether a ledger note costs, as rendered, what the core counted for it: then a plan
-    #: whose only insertion is that note is not recounted (``tests/providers/
-    #: test_notes_counted.py`` holds each adapter that says so to it).
-    notes_as_counted: bool
-    #: Whether a result synthesized for an unanswered call costs, as rendered, what the core
-    #: counted for it (where nothing is merged): then such a plan is not recounted either
-    #: (held to it by the same tests).
-    results_as_counted: bool
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         """Pairing issues by the provider's own rules, quoting its error wording."""
@@ -155,7 +126,7 @@ class Adapter(Protocol):
         *,
         system: Any = None,
     ) -> Rendered:
-        """The native request the plan describes."""
+        """The native request the plan describes (the OpenAI Chat adapter's alone)."""
         ...
 
     def tools_to_openai(self, tools: Sequence[Any]) -> list[dict[str, Any]]:
@@ -278,63 +249,6 @@ def as_mapping(obj: Any) -> Mapping[str, Any] | None:
     except Exception as e:  # whatever the SDK raises, the object is bad input
         raise UnreadableObject(f"cannot be read ({type(e).__name__}: {e})") from None
     return data if isinstance(data, Mapping) else None
-
-
-def _kept(item: PlanItem) -> int | None:
-    """The canonical index an item keeps (as is or rewritten), else None."""
-    if type(item) is int:
-        return item
-    if type(item) is Insertion.Rewrite:
-        return item.index
-    return None
-
-
-def kept_native(items: Sequence[PlanItem], canonical: Canonical) -> list[int]:
-    """Native indices the plan keeps (as they are or rewritten), in order, each once."""
-    if canonical.view is not None:
-        return canonical.view.kept_native(items)  # type: ignore[no-any-return]
-    out: list[int] = []
-    spans = canonical.spans
-    following = 0  # indices below it are in ``out`` already, or were passed over
-    for item in items:
-        k = item if type(item) is int else _kept(item)
-        if k is None:
-            continue
-        start, end = spans[k]
-        start = max(start, following)
-        if start < end:
-            out.extend(range(start, end))
-            following = end
-    return out
-
-
-def call_message(
-    items: Sequence[PlanItem], j: int, canonical: Canonical, call_id: str
-) -> int | None:
-    """The canonical index of the kept message making call ``call_id``, whose synthesized
-    result is plan item ``j``: the plan places it after its call message's own results, so
-    the search reads back only over that ring. None when the call is not found there."""
-    for item in reversed(items[:j]):
-        if type(item) is int or type(item) is Insertion.Rewrite:
-            k = item if type(item) is int else item.index
-            calls = canonical.messages[k].get("tool_calls") or ()
-            if any(c["id"] == call_id for c in calls):
-                return k
-    return None
-
-
-def plan_rewrites(
-    items: Sequence[PlanItem], canonical: Canonical
-) -> dict[int, list[tuple[int, str, str]]]:
-    """The plan's rewrites by native index: ``(canonical index, kind, text)`` in plan order.
-    One native item may stand for several canonical messages, each rewritten on its own."""
-    out: dict[int, list[tuple[int, str, str]]] = {}
-    for item in items:
-        if type(item) is Insertion.Rewrite:
-            start = canonical.spans[item.index][0]
-            if start >= 0:
-                out.setdefault(start, []).append((item.index, item.kind, item.text))
-    return out
 
 
 def is_summary_note(text: Any) -> bool:

@@ -24,8 +24,6 @@ class ChatAdapter:
 
     key = "openai_chat"
     image_formula = "openai"
-    notes_as_counted = False
-    results_as_counted = False
     default_token_ratio = 1.0
     items_field = "messages"
 

@@ -2,8 +2,10 @@
 checks their pairing and maps them onto the canonical view, each part at its real cost
 (``rust/src/providers/openai_responses``): calls pair with their outputs by ``call_id`` anywhere
 later in the list, a ``reasoning`` item never travels without its model turn, a ``compaction``
-item is kept verbatim and the latest one pinned (docs/providers/openai_responses.md). This
-module renders the core's plan back into items and converts sessions from OpenAI Chat."""
+item is kept verbatim and the latest one pinned (docs/providers/openai_responses.md). The core
+also writes the items a plan describes; this module reads what the core needs from Python, and
+the Python rendering it had is the tests' oracle for the core's writing
+(``tests/providers/openai_responses_oracle.py``)."""
 
 from __future__ import annotations
 
@@ -13,17 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _core
-from .._core import RESPONSES_ITEM_TYPES, SYNTHESIZED_RESULT_TEXT, Insertion
-from ..errors import InvalidMessageError, PairingError, PairingIssue
+from .._core import RESPONSES_ITEM_TYPES
+from ..errors import InvalidMessageError, PairingIssue
 from ..payload import dump_messages
-from .base import (
-    Canonical,
-    PlanItem,
-    Rendered,
-    UnreadableObject,
-    as_mapping,
-    read_once,
-)
+from .base import UnreadableObject, as_mapping, read_once
 
 __all__ = ["ADAPTER", "OpenAIResponses"]
 
@@ -456,53 +451,11 @@ def _instructions(system: Any) -> str | None:
     )
 
 
-def _synthesized(family: _Family, key: str, at: int) -> dict[str, Any]:
-    """The output ringbound writes for call ``key`` (item ``at``), which had none."""
-    if family is _MCP_APPROVAL:
-        # An unanswered approval is declined: the one answer that executes nothing.
-        return {
-            "type": "mcp_approval_response",
-            "approval_request_id": key,
-            "approve": False,
-            "reason": SYNTHESIZED_RESULT_TEXT,
-        }
-    if family is _COMPUTER:
-        # A computer call's output is a screenshot: there is none to write for it.
-        raise PairingError(
-            f"computer_call {key} has no computer_call_output, and none can be synthesized: "
-            "its output is a screenshot only the caller's computer can take",
-            issues=[PairingIssue("missing_result", key, at, NO_COMPUTER_OUTPUT.format(id=key))],
-        )
-    if family is _SHELL:
-        return {"type": family.output, "call_id": key, "output": _shell_chunks(None, "")}
-    if family is _APPLY_PATCH:
-        return {
-            "type": family.output,
-            "call_id": key,
-            "status": "failed",
-            "output": SYNTHESIZED_RESULT_TEXT,
-        }
-    return {"type": family.output, "call_id": key, "output": SYNTHESIZED_RESULT_TEXT}
-
-
-def _shell_chunks(original: Any, stdout: str) -> list[dict[str, Any]]:
-    """A shell output of one chunk: ``stdout`` (a cut text), or with no text the synthesized
-    failure; the outcome of the original's last chunk when there is one."""
-    outcome: Any = {"type": "exit", "exit_code": 1}
-    if isinstance(original, list) and original and isinstance(original[-1], dict):
-        outcome = original[-1].get("outcome", outcome)
-    if not stdout:
-        return [{"stdout": "", "stderr": SYNTHESIZED_RESULT_TEXT, "outcome": outcome}]
-    return [{"stdout": stdout, "stderr": "", "outcome": outcome}]
-
-
 class OpenAIResponses:
     """The Responses API ``input`` list (``system`` is the ``instructions`` parameter)."""
 
     key = "openai_responses"
     image_formula = "openai"
-    notes_as_counted = True
-    results_as_counted = True
     #: OpenAI publishes its tokenizers: the counts are exact o200k_base / cl100k_base.
     default_token_ratio = 1.0
     items_field = "input"
@@ -535,37 +488,6 @@ class OpenAIResponses:
         instructions = _instructions(system)
         return [] if instructions is None else [[instructions]]
 
-    def render(
-        self,
-        messages: Sequence[Any],
-        items: Sequence[PlanItem],
-        canonical: Canonical,
-        *,
-        system: Any = None,
-    ) -> Rendered:
-        """The caller's own items the plan keeps, in order, plus new items for synthesized
-        outputs, the ledger note and the summary note, and new copies of the items a rewrite
-        changes; ``instructions`` returned as given."""
-        replaced = _rewrites(messages, items, canonical)
-        out: list[Any] = []
-        last = -1
-        families: dict[str, tuple[_Family, int]] | None = None
-        for item in items:
-            if type(item) is int or type(item) is Insertion.Rewrite:
-                k = item if type(item) is int else item.index
-                start, end = canonical.spans[k]
-                for i in range(max(start, last + 1), end):
-                    out.append(replaced.get(i, messages[i]))
-                    last = i
-            elif type(item) is Insertion.Synthesized:
-                if families is None:
-                    families = _call_families(messages)
-                family, at = families.get(item.call_id, (_FUNCTION, -1))
-                out.append(_synthesized(family, item.call_id, at))
-            else:  # the ledger or the summary note
-                out.append({"type": "message", "role": item.role, "content": item.text})
-        return Rendered(messages=out, system=system)
-
     def tools_to_openai(self, tools: Sequence[Any]) -> list[dict[str, Any]]:
         """Function tools in Chat's shape; every other tool (custom, hosted, MCP) as given,
         which the core counts as the JSON it is."""
@@ -580,67 +502,6 @@ class OpenAIResponses:
             else:
                 out.append(tool)
         return out
-
-
-def _rewrites(
-    messages: Sequence[Any], items: Sequence[PlanItem], canonical: Canonical
-) -> dict[int, dict[str, Any]]:
-    """New items for the plan's rewrites, by input index (several rewrites of one item apply
-    in turn): a tool result's output becomes the text; a message's images become text parts."""
-    out: dict[int, dict[str, Any]] = {}
-    for item in items:
-        if type(item) is not Insertion.Rewrite:
-            continue
-        k, kind, text = item.index, item.kind, item.text
-        message = canonical.messages[k]
-        start, end = canonical.spans[k]
-        if kind == "media":
-            i = start
-            obj = out.get(i) or dict(_as_dict(i, messages[i]))
-            content = obj.get("content")
-            if isinstance(content, list):
-                obj["content"] = [
-                    {"type": "input_text", "text": text}
-                    if isinstance(part, dict) and part.get("type") == "input_image"
-                    else part
-                    for part in content
-                ]
-            out[i] = obj
-            continue
-        key = message.get("tool_call_id")
-        for i in range(start, end):
-            obj = out.get(i) or _as_dict(i, messages[i])
-            kind_of = obj.get("type")
-            family = _BY_OUTPUT.get(kind_of)  # type: ignore[arg-type]
-            if family is _COMPUTER:
-                # A screenshot has no text to cut: kept as it is (the recount prices it).
-                continue
-            if family is not None and obj.get(_output_key(obj, family)) == key:
-                obj = dict(obj)
-                if family is _SHELL:
-                    obj["output"] = _shell_chunks(obj.get("output"), text)
-                else:
-                    obj["reason" if family is _MCP_APPROVAL else "output"] = text
-            elif kind_of == "mcp_call" and obj.get("id") == key:
-                # The text already opens with the error an errored call reported.
-                obj = {k2: v for k2, v in obj.items() if k2 != "error"}
-                obj["output"] = text
-            else:
-                continue
-            out[i] = obj
-            break
-    return out
-
-
-def _call_families(messages: Sequence[Any]) -> dict[str, tuple[_Family, int]]:
-    """Call id -> family and item, for writing a synthesized output of the right type."""
-    out: dict[str, tuple[_Family, int]] = {}
-    for i, raw in enumerate(messages):
-        obj = _as_dict(i, raw)
-        family = _BY_CALL.get(obj.get("type"))  # type: ignore[arg-type]
-        if family is not None and isinstance(obj.get(family.call_key), str):
-            out.setdefault(obj[family.call_key], (family, i))
-    return out
 
 
 def _tool_dict(i: int, raw: Any) -> dict[str, Any]:
