@@ -12,10 +12,9 @@
 //! and a request over its cache marker limit is refused in its words (`marker_limit`), the
 //! check run on what is written. Results a plan synthesizes
 //! for unanswered calls go where the provider puts them (`ResultsAt`), that request counted
-//! as sent too. Any other plan (a merge the adapter must place, a note in a system the core
-//! does not rewrite, and for a body a summary or the tools dropped) is the adapter's to
-//! render. For the caller's objects the core also writes the summary note after the ledger
-//! note, where the provider places notes.
+//! as sent too. For a body, any other plan (a summary, the tools dropped) takes the items
+//! path; for the caller's objects the core also writes the summary note after the ledger
+//! note, where the provider places notes, and a plan it does not write is refused.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -274,7 +273,7 @@ pub fn kept_of_items<'p, 'm: 'p>(
 
 /// Runs of neighbours to merge that a new results item of its own now parts, cut where it
 /// stands: each part of more than one item merged as the provider merges those items alone
-/// (the adapters place the results before they merge). None where only the adapter merges
+/// (the adapters place the results before they merge). None where the core does not merge
 /// a part.
 fn split_runs(
     provider: &str,
@@ -352,7 +351,7 @@ fn system_note<'m>(message: &impl Fn(usize) -> Option<&'m Message>, k: usize) ->
 
 /// Where the error results `synthesized` (each call's id, how many of the kept canonical
 /// messages `canonical` go before it, and whether a note sent as an item goes before it) go
-/// among `kept`'s items, as the provider places them; None where only the adapter writes
+/// among `kept`'s items, as the provider places them; None where the core does not write
 /// them (a new turn at a note's place where results are grouped in turns).
 fn added<'m>(
     provider: &str,
@@ -464,10 +463,10 @@ fn added<'m>(
         }
     }
     // A new item at a note's place goes where the plan put it, before or after the note,
-    // where each result is an item of its own (elsewhere: the adapter's). A new user item
+    // where each result is an item of its own (elsewhere: not written). A new user item
     // before a kept user item is merged with it, its results first (Anthropic and Bedrock
-    // merge neighbours of one role; Bedrock's `merged` leaves a turn that would mix results
-    // with other content to the adapter, which refuses it). One between neighbours the drop
+    // merge neighbours of one role; Bedrock's `merged` does not write a turn that would mix
+    // results with other content, which Bedrock refuses). One between neighbours the drop
     // left to be merged parts them (`split_runs`).
     for (a, after_notes) in out.iter_mut().zip(noted).filter(|(a, _)| !a.into) {
         if how == ResultsAt::InPlace {
@@ -637,7 +636,7 @@ type AsSent<'a> = (Vec<Cow<'a, [u8]>>, Vec<usize>);
 /// Each kept item of `kept` as `provider` sends it, `raw` giving the caller's JSON of an
 /// item (by its index among the input's): the caller's bytes, its rewritten results edited
 /// in, without the text the provider strips. Only the positions `wanted` are written (all
-/// when None); None when only the adapter can write one. Also the input's items written
+/// when None); None when the core does not write one. Also the input's items written
 /// stripped, in order.
 fn as_sent<'a>(
     provider: &str,
@@ -730,10 +729,10 @@ pub struct History {
 /// The history `kept` sends, as `provider` writes it: each kept item as the caller gave it
 /// unless a rewrite or a strip edits it, each run `kept` merges as one item, the ledger note
 /// where `provider` places it. `system` is the system's JSON (`Some(None)`: there is none;
-/// None: a system whose JSON the core was not given, where only the adapter places the note);
+/// None: a system whose JSON the core was not given, where it places no note);
 /// `raw` gives the caller's JSON of an item by its index among the input's, asked only for the
 /// items written anew unless `every` (the body path, which writes every item's bytes). None
-/// when only the adapter writes a piece of it.
+/// when the core does not write a piece of it.
 ///
 /// Errors: `Config` for an unknown provider; `InvalidMessage` for an item `raw` lacks.
 pub fn history<'a>(
@@ -1080,7 +1079,7 @@ pub struct System<'h> {
 
 /// The body to send and the items of its history: `head`, a body whose history array is the
 /// `[]` at `at`, with the history written as the `items` `kept` keeps (`history`), and the
-/// ledger note where `provider` writes it; None when only the adapter writes the note there
+/// ledger note where `provider` writes it; None when the core does not write the note there
 /// (a system of a shape the core does not rewrite, or a body without a system field where the
 /// note goes in one) or a run. Every other byte of `head` is kept.
 ///

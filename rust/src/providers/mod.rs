@@ -191,7 +191,7 @@ pub enum NoteAt {
     Items,
     /// In the system, which becomes this JSON value.
     System(String),
-    /// Somewhere, or in a system, only the adapter writes.
+    /// Somewhere, or in a system, the core does not write.
     Adapter,
 }
 
@@ -316,6 +316,12 @@ pub enum ResultsAt {
 }
 
 /// One provider's wire format.
+///
+/// Of the writing methods, `None` (and `NoteAt::Adapter`, `ResultsAt::Adapter`) means the core
+/// does not write that piece: the objects path then refuses the plan (`InternalError`, nothing
+/// sent), and a body's native path hands it to the items path, which is the objects path.
+/// "The adapter" in these docs is the Python rendering each rule was taken from, kept in the
+/// tests as the oracle (`tests/providers/<provider>_oracle.py`).
 pub trait Provider {
     /// The key callers name the provider by.
     const KEY: &'static str;
@@ -363,7 +369,7 @@ pub trait Provider {
 
     /// Where the items `kept` do not go out as given only because same-role neighbours are
     /// merged (as the adapter merges them): the runs of kept positions that share a role and
-    /// whether each becomes one item. None when the adapter renders them (the default).
+    /// whether each becomes one item. None when the core does not merge them (the default).
     fn merges(&self, _facts: &[ItemFacts], _kept: &[usize]) -> Option<Vec<Run>> {
         None
     }
@@ -383,14 +389,14 @@ pub trait Provider {
     }
 
     /// The items `items` (a run `merges` merges, each the caller's JSON) as the one item the
-    /// adapter sends, or None when only the adapter can write it. `role` is the run's.
+    /// adapter sends, or None when the core does not write it. `role` is the run's.
     fn merged(&self, _role: &str, _items: &[&[u8]]) -> Option<Vec<u8>> {
         None
     }
 
     /// A kept item (the caller's JSON) whose facts say it holds text the adapter strips, as
-    /// the adapter sends it: `Some(None)` when it goes out as it is, None when only the
-    /// adapter can write it.
+    /// the adapter sends it: `Some(None)` when it goes out as it is, None when the core does
+    /// not write it.
     fn stripped(&self, _item: &[u8]) -> Option<Option<Vec<u8>>> {
         None
     }
@@ -398,7 +404,7 @@ pub trait Provider {
     /// Kept item `item` (the caller's JSON) with the tool result `at` names holding `text` in
     /// place of its output, as the adapter writes a result a cheap stage rewrote (cut, or a
     /// stub for a superseded read): `Some(None)` when the item holds no such result, None when
-    /// only the adapter can write it.
+    /// the core does not write it.
     fn result_rewritten(
         &self,
         _item: &[u8],
@@ -411,7 +417,7 @@ pub trait Provider {
     /// Kept item `item` (the caller's JSON) with its images (and what the provider prices as
     /// images) made the text `text`, as the adapter writes a message the media stage
     /// rewrote; `first` when it is the first item the canonical message stands for.
-    /// `Some(None)` when the item holds none, None when only the adapter can write it.
+    /// `Some(None)` when the item holds none, None when the core does not write it.
     fn media_rewritten(&self, _item: &[u8], _first: bool, _text: &str) -> Option<Option<Vec<u8>>> {
         None
     }
@@ -423,7 +429,7 @@ pub trait Provider {
 
     /// The error result a plan synthesizes for `call`, the `nth` call of item `item` of
     /// `items` (as read), as the adapter writes it: one block (or part) of a user item's
-    /// content. None when only the adapter can write it.
+    /// content. None when the core does not write it.
     ///
     /// Errors: `Unrepairable` for a call whose result only the caller can make.
     fn synthesized_result(
@@ -438,8 +444,7 @@ pub trait Provider {
 
     /// Kept item `item` (the caller's JSON, a user item) with the synthesized `results`
     /// (`synthesized_result`) added where the provider puts them, as the adapter writes it;
-    /// None when only the adapter can write it (or the provider refuses such an item: the
-    /// adapter's path says so in the provider's words).
+    /// None when the core does not write it (or the provider refuses such an item).
     fn with_results(&self, _item: &[u8], _results: &[String]) -> Option<Vec<u8>> {
         None
     }
@@ -452,7 +457,7 @@ pub trait Provider {
 
     /// The system `system` (JSON) without the ledger and summary notes an earlier assembly
     /// left in it, for this plan's notes to be placed anew (`ledger_note`) as the adapter
-    /// replaces them; None when only the adapter rewrites it.
+    /// replaces them; None when the core does not rewrite it.
     fn without_notes(&self, _system: &str) -> Option<String> {
         None
     }

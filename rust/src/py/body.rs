@@ -76,8 +76,8 @@ type ItemsAssembled<'py> = (Bound<'py, PyBytes>, PlanReport, usize, usize, usize
 /// Returns `(body, report, items_before, items_after, merged)`, the report's spans in item
 /// indices, `merged` the items written as one of neighbours a drop brought together (the
 /// report then counts the request as sent);
-/// None when the adapter must render the plan, or the request is refused (the adapter's path,
-/// reading the same kept reading, then raises in its own words).
+/// None when the body path does not write the plan, or the request is refused (the items
+/// path, reading the same kept reading, then writes it or raises in its own words).
 #[pyfunction]
 #[pyo3(signature = (
     provider, key, system_key, split, system, tools_json, system_markers, config, rule,
@@ -175,13 +175,13 @@ pub(super) fn assemble_items_body<'py>(
                     cache,
                 )?;
                 if !paired || sent > cfg.budget {
-                    return Ok(None); // the adapter's path refuses it, or plans again tighter
+                    return Ok(None); // the items path refuses it, or plans again tighter
                 }
                 report = report.sent(sent);
             }
             Ok(Some((out, report, native.items, kept.merged())))
         });
-        // Whatever the core refuses here, the adapter's path refuses in its own words.
+        // Whatever the core refuses here, the items path refuses in its own words.
         let Ok(Some((out, report, before, merged))) = done else {
             return Ok(None);
         };

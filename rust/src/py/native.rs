@@ -227,7 +227,7 @@ pub(super) fn read_native_objects<'py>(
 }
 
 /// The plan items of a `Plan` as the core's, and the summary note's text where it places
-/// one; None when an insertion is only the adapter's to render (a second summary).
+/// one; None when an insertion is one the core does not write (a second summary).
 fn plan_items(items: &Bound<'_, PyList>) -> PyResult<Option<PlanItems>> {
     let mut out = Vec::with_capacity(items.len());
     let mut summary = None;
@@ -730,7 +730,7 @@ pub(super) fn total(req: &Request<'_>) -> u64 {
 
 /// Whether `provider`'s items (a JSON array, or arrays whose elements follow each other) pair
 /// by the provider's rules, and their tokens behind `system` texts, as the provider receives
-/// them (a request written from a plan is checked as the adapter's path checks its rendering).
+/// them (a request written from a plan is checked as it is sent).
 pub(super) fn paired_count(
     provider: &str,
     json: &[&[u8]],

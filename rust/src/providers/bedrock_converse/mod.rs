@@ -130,8 +130,8 @@ impl Provider for BedrockConverse {
     }
 
     /// `{"role": role, "content": blocks}`, the blocks of each item in order; None for a user
-    /// turn that would mix tool results with other content, which Bedrock refuses and the
-    /// adapter's path refuses in its words.
+    /// turn that would mix tool results with other content, which Bedrock refuses (the
+    /// assembly refuses such a plan: a reading that pairs does not lead to one).
     fn merged(&self, role: &str, items: &[&[u8]]) -> Option<Vec<u8>> {
         #[derive(serde::Deserialize)]
         struct Content<'a> {
@@ -172,7 +172,7 @@ impl Provider for BedrockConverse {
     }
 
     /// The turn's results with the synthesized ones after them; None for a turn holding
-    /// other content, which Bedrock refuses and the adapter's path refuses in its words.
+    /// other content, which Bedrock refuses (the assembly refuses such a plan).
     fn with_results(&self, item: &[u8], results: &[String]) -> Option<Vec<u8>> {
         let object: &RawValue = serde_json::from_slice(item).ok()?;
         let content = edit::field(object, "content")?;
@@ -221,7 +221,7 @@ impl Provider for BedrockConverse {
                 continue;
             };
             let Some(fields) = edit::fields(result) else {
-                return None; // not an object: the adapter's path says what is wrong
+                return None; // not an object: the parser refused it already
             };
             if edit::last(&fields, "toolUseId")
                 .and_then(edit::string)

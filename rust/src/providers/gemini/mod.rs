@@ -348,7 +348,7 @@ impl Provider for Gemini {
         let mut edits = Vec::new();
         let mut moved = 0;
         for part in &parts {
-            // Not an object: the adapter's path says what is wrong.
+            // Not an object: the parser refused it already.
             let fields = edit::fields(part)?;
             if image_blob(&fields) {
                 let mut out = format!(r#"{{"text":{}"#, json_string(text));

@@ -236,9 +236,11 @@ impl Provider for OpenAIResponses {
 
     /// The output item of the call's family: the error text as its `output`; a shell's as
     /// one chunk's `stderr` with exit code 1; an apply_patch's `failed`; an unanswered MCP
-    /// approval declined (the one answer that executes nothing). None for a computer call,
-    /// whose output is a screenshot only the caller can take (the adapter's path refuses it
-    /// in those words), and a call the items do not hold.
+    /// approval declined (the one answer that executes nothing). None for a call the items
+    /// do not hold.
+    ///
+    /// Errors: `Unrepairable` for a computer call, whose output is a screenshot only the
+    /// caller can take (in the words the adapter used).
     fn synthesized_result(
         &self,
         items: &[Arc<Item>],
