@@ -16,6 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
+from native_readers.openai_responses import _CUSTOM as _R_CUSTOM
+from native_readers.openai_responses import _FUNCTION as _R_FUNCTION
+from native_readers.openai_responses import _Family as _RFamily
+from native_readers.openai_responses import _invalid as _r_invalid
 
 from ringbound.errors import InvalidMessageError
 from ringbound.providers.anthropic import _invalid as _a_invalid
@@ -25,10 +29,6 @@ from ringbound.providers.bedrock_converse import _invalid as _b_invalid
 from ringbound.providers.bedrock_converse import _list as _b_list
 from ringbound.providers.bedrock_converse import _obj as _b_obj
 from ringbound.providers.bedrock_converse import _str as _b_str
-from ringbound.providers.openai_responses import _CUSTOM as _R_CUSTOM
-from ringbound.providers.openai_responses import _FUNCTION as _R_FUNCTION
-from ringbound.providers.openai_responses import _Family as _RFamily
-from ringbound.providers.openai_responses import _invalid as _r_invalid
 
 __all__ = ["BRIDGE_TEXT", "GEMINI_OPENING_TEXT", "OPENING_TEXT", "from_canonical"]
 

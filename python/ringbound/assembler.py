@@ -38,7 +38,7 @@ from .payload import (
 )
 from .plan_report import report_of
 from .providers import adapter, check_provider, check_system
-from .providers.base import begin_reading, end_reading, tools_as_openai
+from .providers.base import tools_as_openai
 from .providers.chat_adapter import ADAPTER as CHAT_ADAPTER
 from .report import LedgerEntry
 from .state import AssemblyState, fingerprint
@@ -1007,12 +1007,12 @@ class Assembler:
 
 
 class _Observed:
-    """One assembly's span, metrics and ledger update, and its scope of ``read_once``: entered,
-    it gives ``done(result, payload)``, which reports a success; an exception leaving the block
-    is reported as a rejection. A class, not a generator: it is entered on every call, and
-    the generator machinery cost more than the rest of the hook."""
+    """One assembly's span, metrics and ledger update: entered, it gives ``done(result,
+    payload)``, which reports a success; an exception leaving the block is reported as a
+    rejection. A class, not a generator: it is entered on every call, and the generator
+    machinery cost more than the rest of the hook."""
 
-    __slots__ = ("asm", "ledger", "span", "token", "token_ledger")
+    __slots__ = ("asm", "ledger", "span", "token_ledger")
 
     def __init__(
         self,
@@ -1026,7 +1026,6 @@ class _Observed:
         self,
     ) -> Callable[[AssemblyResult, tracing.Payload, list[LedgerEntry]], AssemblyResult]:
         self.span = tracing.start_span(self.asm._tracer, self.asm.provider)
-        self.token = begin_reading()
         return self.done
 
     def done(
@@ -1043,7 +1042,6 @@ class _Observed:
         return result
 
     def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
-        end_reading(self.token)
         if error is not None:
             tracing.rejected(error, self.asm.provider, self.asm._sink, self.span)
 

@@ -51,25 +51,39 @@ def native_default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
-def dump_native(messages: Any) -> list[bytes]:
+def dump_native(messages: Any, field: str = "messages") -> list[bytes]:
     """JSON arrays of native items for the core's parser of their provider: as
     ``dump_messages``, with bytes as base64 text, any mapping or sequence as JSON's own and keys
-    that are not strings as strings (the adapters' own JSON writes them so), so every item an
-    adapter accepts is written; InvalidMessageError (no index) if impossible."""
-    check_message_list(messages)
+    that are not strings as strings (the adapters' own JSON writes them so), so every item a
+    provider's reader can take is written; InvalidMessageError naming the item that cannot be
+    written (by its index in ``field``, the provider's name for the list), and why."""
+    items = snapshot(messages)
     step = DUMP_PART_MESSAGES
     try:
-        items = list(messages)
         return [
             orjson.dumps(
                 items[i : i + step], default=native_default, option=orjson.OPT_NON_STR_KEYS
             )
             for i in range(0, max(len(items), 1), step)
         ]
-    except Exception as e:  # not JSON, or the caller's own object raised while read
-        raise InvalidMessageError(
-            f"messages cannot be serialized as JSON ({e})", index=None, reason=str(e)
-        ) from None
+    except Exception:  # not JSON, or the caller's own object raised while read: which one?
+        pass
+    for i, item in enumerate(items):
+        try:
+            orjson.dumps(item, default=native_default, option=orjson.OPT_NON_STR_KEYS)
+        except Exception as e:
+            reason = f"cannot be serialized as JSON ({_why(e)})"
+            raise InvalidMessageError(f"{field}[{i}]: {reason}", index=i, reason=reason) from None
+    reason = "cannot be serialized as JSON"
+    raise InvalidMessageError(f"{field} {reason}", index=None, reason=reason)
+
+
+def _why(e: Exception) -> str:
+    """What went wrong, naming the caller's own exception when orjson wraps it."""
+    cause = e.__cause__
+    if isinstance(cause, Exception) and not isinstance(cause, orjson.JSONEncodeError):
+        return f"{type(cause).__name__}: {cause}"
+    return str(e)
 
 
 def snapshot(messages: Any) -> list[Any]:

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from native_readers.gemini import _Call, _read, _read_turn, _Response, _Turn
 from render_oracle_base import call_message, facts_of
 
 from ringbound._core import (
@@ -35,14 +36,9 @@ from ringbound.providers.gemini import (
     CALL_TURN_POSITION,
     COUNT_MISMATCH,
     RESPONSE_TURN_POSITION,
-    _Call,
     _get,
     _parts_of,
-    _read,
     _read_system,
-    _read_turn,
-    _Response,
-    _Turn,
     _view,
     response_position,
 )

@@ -11,10 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ringbound._core import SYNTHESIZED_RESULT_TEXT, Insertion
-from ringbound.errors import PairingError, PairingIssue
-from ringbound.providers.base import Canonical, PlanItem, Rendered
-from ringbound.providers.openai_responses import (
+from native_readers.openai_responses import (
     _APPLY_PATCH,
     _BY_CALL,
     _BY_OUTPUT,
@@ -25,11 +22,15 @@ from ringbound.providers.openai_responses import (
     NO_COMPUTER_OUTPUT,
     _as_dict,
     _Family,
-    _instructions,
     _Item,
     _output_key,
     _parse_all,
 )
+
+from ringbound._core import SYNTHESIZED_RESULT_TEXT, Insertion
+from ringbound.errors import PairingError, PairingIssue
+from ringbound.providers.base import Canonical, PlanItem, Rendered
+from ringbound.providers.openai_responses import _instructions
 
 # OpenAI's 400 wordings (sources in docs/providers/openai_responses.md).
 DUPLICATE_ITEM = (

@@ -16,11 +16,11 @@ import strategies as gen
 from canonical_writers import from_canonical
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from native_readers.openai_responses import NO_FUNCTION_OUTPUT
 
 import ringbound as rb
 from ringbound import _core
 from ringbound.adapted import read_canonical
-from ringbound.providers import openai_responses as mod
 from ringbound.providers.openai_responses import ADAPTER
 
 KEY = "openai_responses"
@@ -923,4 +923,4 @@ def test_accepted_input_has_a_pairing_canonical_view(
     at = next(i for i, m in enumerate(broken) if m.get("call_id") == cid)
     issues = ADAPTER.validate(broken, system=system)
     assert [(i.kind, i.index, i.call_id) for i in issues] == [("missing_result", at, cid)]
-    assert mod.NO_FUNCTION_OUTPUT.format(id=cid) in issues[0].message
+    assert NO_FUNCTION_OUTPUT.format(id=cid) in issues[0].message

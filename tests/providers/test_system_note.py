@@ -12,11 +12,13 @@ import gemini_oracle
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from native_readers import bedrock_converse, gemini
+from native_readers import openai_responses as responses_reader
 
 import ringbound as rb
 from ringbound import _core
 from ringbound._core import LEDGER_MARKER, NOTE_SEPARATOR, SUMMARY_MARKER, join_system_note
-from ringbound.providers import bedrock_converse, gemini, openai_responses
+from ringbound.providers import openai_responses
 from ringbound.providers.base import split_system_note
 
 # Texts rich in what a split looks for: separators, newlines and both markers.
@@ -85,8 +87,8 @@ def test_a_str_subclass_is_joined_as_the_text_it_holds() -> None:
 
 
 def test_the_adapters_read_the_cores_tables() -> None:
-    """No copy to drift: each adapter's table is built from the core's, element for element
-    (Gemini's signature fields, read only by its rendering, in the tests' oracle of it)."""
+    """No copy to drift: each Python table is built from the core's, element for element (the
+    readers' and Gemini's signature fields, in the tests' oracles)."""
     assert gemini._DATA_FIELDS == dict(_core.GEMINI_DATA_FIELDS)
     assert set(gemini._SNAKE_TO_CAMEL.items()) == {(s, c) for c, s in _core.GEMINI_DATA_FIELDS}
     assert gemini._META_FIELDS == frozenset(_core.GEMINI_META_FIELDS)
@@ -98,12 +100,12 @@ def test_the_adapters_read_the_cores_tables() -> None:
     assert bedrock_converse._RESULT_BLOCKS == frozenset(_core.BEDROCK_RESULT_BLOCKS)
 
 
-def test_the_responses_adapter_reads_every_item_type_the_core_lists() -> None:
-    """The adapter dispatches on its own families; every other type the core lists falls to
-    the hosted tools' reading. So the core's list must be exactly the adapter's families, the
-    core's hosted tools and the four items read apart: a family added on one side only fails
-    here."""
-    r = openai_responses
+def test_the_responses_reader_reads_every_item_type_the_core_lists() -> None:
+    """The Python reader (the oracle) dispatches on its own families; every other type the
+    core lists falls to the hosted tools' reading. So the core's list must be exactly the
+    reader's families, the core's hosted tools and the four items read apart: a family added
+    on one side only fails here."""
+    r = responses_reader
     expected = (
         "message",
         "reasoning",

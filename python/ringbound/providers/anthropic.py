@@ -14,30 +14,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .. import _core
 from .._core import LEDGER_MARKER
 from ..errors import InvalidMessageError, PairingIssue
-from ..payload import dump_messages
+from ..payload import dump_native
 from .base import (
     UnreadableObject,
     as_mapping,
     is_summary_note,
-    read_once,
     split_system_note,
 )
 
 __all__ = ["ADAPTER", "AnthropicAdapter"]
-
-
-@dataclass(frozen=True)
-class _Msg:
-    """One native message: its role and content blocks, read as plain dicts."""
-
-    role: str
-    blocks: list[dict[str, Any]]
 
 
 def _invalid(i: int | None, reason: str) -> InvalidMessageError:
@@ -58,140 +48,6 @@ def _plain(obj: Any) -> dict[str, Any] | None:
     if data is None:
         return None
     return data if isinstance(data, dict) else dict(data)
-
-
-def _need_str(i: int, d: Mapping[str, Any], key: str, where: str, *, empty: bool = True) -> str:
-    v = d.get(key)
-    if not isinstance(v, str):
-        raise _invalid(i, f"{where}.{key} must be a string, got {_type_name(v)}")
-    if not empty and not v:
-        raise _invalid(i, f"{where}.{key} is empty")
-    return v
-
-
-def _check_source(i: int, block: Mapping[str, Any], where: str, kinds: tuple[str, ...]) -> None:
-    source = block.get("source")
-    if not isinstance(source, Mapping):
-        raise _invalid(i, f"{where}.source must be an object, got {_type_name(source)}")
-    kind = source.get("type")
-    if kind not in kinds:
-        raise _invalid(i, f"{where}.source.type must be one of {', '.join(kinds)}, got {kind!r}")
-    if kind == "base64":
-        _need_str(i, source, "media_type", f"{where}.source")
-        _need_str(i, source, "data", f"{where}.source")
-    elif kind == "url":
-        _need_str(i, source, "url", f"{where}.source")
-    elif kind == "file":
-        _need_str(i, source, "file_id", f"{where}.source")
-    elif kind == "text":
-        _need_str(i, source, "data", f"{where}.source")
-    elif kind == "content":
-        inner = source.get("content")
-        if isinstance(inner, str):
-            return
-        if not isinstance(inner, list):
-            raise _invalid(i, f"{where}.source.content must be a string or a list of blocks")
-        for k, sub in enumerate(inner):
-            _check_nested(i, sub, f"{where}.source.content[{k}]")
-
-
-def _check_nested(i: int, obj: Any, where: str) -> dict[str, Any]:
-    """A block inside a tool_result or a document: text, image, document, search_result."""
-    block = _plain(obj)
-    if block is None:
-        raise _invalid(i, f"{where} must be an object, got {_type_name(obj)}")
-    kind = block.get("type")
-    if not isinstance(kind, str):
-        raise _invalid(i, f"{where} has no string `type`")
-    if kind == "text":
-        _need_str(i, block, "text", where)
-    elif kind == "image":
-        _check_source(i, block, where, ("base64", "url", "file"))
-    elif kind == "document":
-        _check_source(i, block, where, ("base64", "text", "content", "url", "file"))
-    return block
-
-
-def _check_block(i: int, b: int, role: str, obj: Any) -> dict[str, Any]:
-    where = f"content[{b}]"
-    block = _plain(obj)
-    if block is None:
-        raise _invalid(i, f"{where} must be an object, got {_type_name(obj)}")
-    kind = block.get("type")
-    if not isinstance(kind, str):
-        raise _invalid(i, f"{where} has no string `type`")
-    if kind in ("tool_use", "thinking", "redacted_thinking") and role != "assistant":
-        raise _invalid(i, f"{where} is a `{kind}` block, which only an assistant message carries")
-    if kind in ("tool_result", "image", "document") and role != "user":
-        raise _invalid(i, f"{where} is a `{kind}` block, which only a user message carries")
-    if kind == "text":
-        _need_str(i, block, "text", where)
-    elif kind == "tool_use":
-        _need_str(i, block, "id", where, empty=False)
-        _need_str(i, block, "name", where)
-        if not isinstance(block.get("input"), Mapping):
-            raise _invalid(
-                i, f"{where}.input must be an object, got {_type_name(block.get('input'))}"
-            )
-    elif kind == "tool_result":
-        _need_str(i, block, "tool_use_id", where, empty=False)
-        content = block.get("content")
-        if isinstance(content, list):
-            for k, sub in enumerate(content):
-                _check_nested(i, sub, f"{where}.content[{k}]")
-        elif content is not None and not isinstance(content, str):
-            raise _invalid(
-                i,
-                f"{where}.content must be a string or a list of blocks, got {_type_name(content)}",
-            )
-        is_error = block.get("is_error")
-        if is_error is not None and not isinstance(is_error, bool):
-            raise _invalid(i, f"{where}.is_error must be a boolean, got {_type_name(is_error)}")
-    elif kind == "thinking":
-        _need_str(i, block, "thinking", where)
-    elif kind == "redacted_thinking":
-        _need_str(i, block, "data", where)
-    elif kind in ("image", "document"):
-        _check_nested(i, block, where)
-    return block
-
-
-def _read_message(i: int, obj: Any) -> _Msg:
-    msg = _plain(obj)
-    if msg is None:
-        raise _invalid(i, f"a message must be an object, got {_type_name(obj)}")
-    role = msg.get("role")
-    if role == "system":
-        raise _invalid(
-            i,
-            "role 'system' is not a message role in Anthropic's API: pass the system prompt "
-            "as the top-level `system` parameter",
-        )
-    if role not in ("user", "assistant"):
-        got = "missing `role`" if role is None else f"got {role!r}"
-        raise _invalid(i, f"`role` must be 'user' or 'assistant' ({got})")
-    if "content" not in msg:
-        raise _invalid(i, "missing `content`")
-    content = msg["content"]
-    if isinstance(content, str):
-        return _Msg(role, [{"type": "text", "text": content}])
-    if not isinstance(content, (list, tuple)):
-        raise _invalid(
-            i, f"`content` must be a string or a list of blocks, got {_type_name(content)}"
-        )
-    return _Msg(role, [_check_block(i, b, role, blk) for b, blk in enumerate(content)])
-
-
-def _read(messages: Any) -> list[_Msg]:
-    return read_once("anthropic", messages, _read_uncached)
-
-
-def _read_uncached(messages: Any) -> list[_Msg]:
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
-        raise _invalid(
-            None, f"messages must be a list of message objects, got {type(messages).__name__}"
-        )
-    return [_read_message(i, m) for i, m in enumerate(messages)]
 
 
 # --- system -----------------------------------------------------------------------------------
@@ -284,13 +140,7 @@ class AnthropicAdapter:
 
     def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
         """The messages as JSON arrays for the core's Anthropic parser."""
-        try:
-            return dump_messages(messages)
-        except InvalidMessageError:
-            # Mappings other than dicts (orjson writes dicts and SDK objects only): sent as
-            # the blocks the adapter reads them as, or refused naming the message.
-            read = _read(messages)
-            return dump_messages([{"role": m.role, "content": m.blocks} for m in read])
+        return dump_native(messages, self.items_field)
 
     def system_texts(self, system: Any) -> list[list[str]]:
         """The system as the core counts it: the caller's texts, then the ledger note and the

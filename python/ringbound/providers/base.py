@@ -11,15 +11,12 @@ are new objects. The Python rendering those adapters had lives on in the tests
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar, Token
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from .._core import LEDGER_MARKER, NOTE_SEPARATOR, SUMMARY_MARKER, Insertion, join_system_note
 from ..errors import InvalidMessageError, PairingIssue, RingboundError
-from ..payload import dump_native
 
 __all__ = [
     "Adapter",
@@ -28,15 +25,10 @@ __all__ = [
     "Rendered",
     "UnreadableObject",
     "as_mapping",
-    "begin_reading",
-    "end_reading",
     "guarded",
     "is_summary_note",
     "join_system_note",
     "named_by",
-    "native_json",
-    "read_once",
-    "reading_once",
     "split_system_note",
     "tools_as_openai",
 ]
@@ -135,58 +127,6 @@ class Adapter(Protocol):
 
 
 _T = TypeVar("_T")
-
-#: The readings of the current assembly: (reader, id of the list) -> (the list, its reading).
-_READINGS: ContextVar[dict[tuple[str, int], tuple[Any, Any]] | None] = ContextVar(
-    "ringbound_readings", default=None
-)
-
-
-@contextmanager
-def reading_once() -> Iterator[None]:
-    """Within the block, ``read_once`` reads a given message list once: an assembly validates,
-    maps and renders the same list, and reading every native item in Python was most of an
-    adapter's time. Scoped to one assembly, so a list changed between two is read again."""
-    token = begin_reading()
-    try:
-        yield
-    finally:
-        end_reading(token)
-
-
-def begin_reading() -> Token[Any]:
-    """Starts the scope of ``reading_once`` without a context manager (the assembler's own
-    enters it on every call); ``end_reading`` with the token ends it."""
-    return _READINGS.set({})
-
-
-def end_reading(token: Token[Any]) -> None:
-    _READINGS.reset(token)
-
-
-def read_once(reader: str, messages: Any, read: Callable[[Any], _T]) -> _T:
-    """``read(messages)``, or inside ``reading_once`` the reading made before of this very
-    list (the memo holds the list, so its id cannot be reused while the block runs)."""
-    memo = _READINGS.get()
-    if memo is None:
-        return guarded(read, messages)
-    key = (reader, id(messages))
-    hit = memo.get(key)
-    if hit is not None and hit[0] is messages:
-        return hit[1]  # type: ignore[no-any-return]
-    value = guarded(read, messages)
-    memo[key] = (messages, value)
-    return value
-
-
-def native_json(messages: Sequence[Any], read: Callable[[Any], Any]) -> list[bytes]:
-    """The items as JSON arrays for the core's parser (``payload.dump_native``); when they
-    cannot be written, ``read`` (the adapter's own reader) names the item at fault, if it can."""
-    try:
-        return dump_native(messages)
-    except InvalidMessageError:
-        read(messages)
-        raise
 
 
 def tools_as_openai(adapter: Adapter, tools: Sequence[Any]) -> list[dict[str, Any]]:

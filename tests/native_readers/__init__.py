@@ -1,0 +1,1 @@
+"""The providers' Python readers, kept as oracles for the core's reading."""
