@@ -365,7 +365,6 @@ fn added<'m>(
     let facts = &native.facts;
     let position = |i: usize| kept.items.binary_search(&i).ok();
     let mut out: Vec<Added> = Vec::new();
-    let mut noted = Vec::new();
     for &(call_id, before, after_notes) in synthesized {
         let before = &canonical[..before.min(canonical.len())];
         // The call's message, the latest kept before the result that makes it.
@@ -450,16 +449,14 @@ fn added<'m>(
             .find(|a| grouped && a.at == at && a.into == into)
         {
             Some(a) => a.results.push(result),
-            None => {
-                noted.push(after_notes);
-                out.push(Added {
-                    at,
-                    into,
-                    joined: false,
-                    results: vec![result],
-                    after_notes: false,
-                });
-            }
+            None => out.push(Added {
+                at,
+                into,
+                joined: false,
+                results: vec![result],
+                // Beside a note only where each result is an item of its own (below).
+                after_notes: after_notes && how == ResultsAt::InPlace,
+            }),
         }
     }
     // A new item at a note's place goes where the plan put it, before or after the note,
@@ -468,9 +465,8 @@ fn added<'m>(
     // merge neighbours of one role; Bedrock's `merged` does not write a turn that would mix
     // results with other content, which Bedrock refuses). One between neighbours the drop
     // left to be merged parts them (`split_runs`).
-    for (a, after_notes) in out.iter_mut().zip(noted).filter(|(a, _)| !a.into) {
+    for a in out.iter_mut().filter(|a| !a.into) {
         if how == ResultsAt::InPlace {
-            a.after_notes = after_notes;
             continue;
         }
         if kept.notes.iter().any(|&(_, _, before)| before == a.at + 1) {
