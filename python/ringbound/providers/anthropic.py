@@ -16,11 +16,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import _core
 from .._core import LEDGER_MARKER
-from ..errors import InvalidMessageError, PairingIssue
-from ..payload import dump_native
+from ..errors import InvalidMessageError
 from .base import (
+    NativeAdapter,
     UnreadableObject,
     as_mapping,
     is_summary_note,
@@ -114,8 +113,12 @@ def _cache_markers(blocks: Sequence[Any]) -> int:
     return sum(1 for b in blocks if (_plain(b) or {}).get("cache_control") is not None)
 
 
-class AnthropicAdapter:
-    """The Anthropic Messages API (``/v1/messages``)."""
+class AnthropicAdapter(NativeAdapter):
+    """The Anthropic Messages API (``/v1/messages``).
+
+    The core's check also drops what the API ignores before the latest ``compaction``
+    block.
+    """
 
     key = "anthropic"
     image_formula = "anthropic"
@@ -125,22 +128,6 @@ class AnthropicAdapter:
     items_field = "messages"
 
     # -- validation --------------------------------------------------------------------------
-
-    def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
-        """Pairing issues by Anthropic's rules, in message order, quoting its 400 wording:
-        checked in the core (``_core.validate``), which also drops what the API ignores
-        before the latest ``compaction`` block.
-
-        Raises:
-            InvalidMessageError: A message (or ``system``) is malformed.
-        """
-        _system_blocks(system)
-        issues = _core.validate(self.key, self.native_parts(messages))
-        return [PairingIssue(*issue) for issue in issues]
-
-    def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
-        """The messages as JSON arrays for the core's Anthropic parser."""
-        return dump_native(messages, self.items_field)
 
     def system_texts(self, system: Any) -> list[list[str]]:
         """The system as the core counts it: the caller's texts, then the ledger note and the

@@ -15,12 +15,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from .. import _core
 from .._core import LEDGER_MARKER, NOTE_SEPARATOR, SUMMARY_MARKER, Insertion, join_system_note
 from ..errors import InvalidMessageError, PairingIssue, RingboundError
+from ..payload import dump_native
 
 __all__ = [
     "Adapter",
     "Canonical",
+    "NativeAdapter",
     "PlanItem",
     "Rendered",
     "UnreadableObject",
@@ -124,6 +127,34 @@ class Adapter(Protocol):
     def tools_to_openai(self, tools: Sequence[Any]) -> list[dict[str, Any]]:
         """The provider's tool definitions in OpenAI's shape, to be counted."""
         ...
+
+
+class NativeAdapter:
+    """What the adapters of the providers the core reads share: the items go to the core as
+    JSON, and the core checks the provider's own pairing rules. A subclass names the provider
+    (``key``), its list (``items_field``) and reads its top-level system (``system_texts``)."""
+
+    key: str
+    items_field: str
+
+    def system_texts(self, system: Any) -> list[list[str]]:
+        raise NotImplementedError
+
+    def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
+        """Pairing issues by the provider's own rules, in item order, each quoting the
+        provider's wording: checked in the core (``_core.validate``).
+
+        Raises:
+            InvalidMessageError: An item (or the system) is malformed.
+        """
+        self.system_texts(system)
+        parts = self.native_parts(messages)
+        issues = named_by(self.items_field, lambda: _core.validate(self.key, parts))
+        return [PairingIssue(*issue) for issue in issues]
+
+    def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
+        """The items as JSON arrays for the core's parser of the provider."""
+        return dump_native(messages, self.items_field)
 
 
 _T = TypeVar("_T")

@@ -13,13 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _core
-from .._core import (
-    LEDGER_MARKER,
-)
-from ..errors import InvalidMessageError, PairingIssue
-from ..payload import dump_native
-from .base import is_summary_note, named_by
+from .._core import LEDGER_MARKER
+from ..errors import InvalidMessageError
+from .base import NativeAdapter, is_summary_note
 
 __all__ = ["ADAPTER", "BedrockConverseAdapter"]
 
@@ -131,7 +127,7 @@ def _system(system: Any) -> _System:
     return out
 
 
-class BedrockConverseAdapter:
+class BedrockConverseAdapter(NativeAdapter):
     """Amazon Bedrock Converse (``bedrock_converse``).
 
     Example:
@@ -153,22 +149,6 @@ class BedrockConverseAdapter:
     #: measured figure is the default (see docs/providers/bedrock_converse.md).
     default_token_ratio = 1.3
     items_field = "messages"
-
-    def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
-        """Issues by Bedrock's rules, in message order, each quoting its ValidationException:
-        checked in the core (``_core.validate``).
-
-        Raises:
-            InvalidMessageError: A message (or ``system``) is malformed.
-        """
-        _system(system)
-        parts = self.native_parts(messages)
-        issues = named_by(self.items_field, lambda: _core.validate(self.key, parts))
-        return [PairingIssue(*issue) for issue in issues]
-
-    def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
-        """The messages as JSON arrays for the core's Bedrock parser."""
-        return dump_native(messages, self.items_field)
 
     def system_texts(self, system: Any) -> list[list[str]]:
         """The system as the core counts it: the caller's texts (an empty message when there

@@ -12,11 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .. import _core
 from .._core import RESPONSES_ITEM_TYPES
-from ..errors import InvalidMessageError, PairingIssue
-from ..payload import dump_native
-from .base import UnreadableObject, as_mapping
+from ..errors import InvalidMessageError
+from .base import NativeAdapter, UnreadableObject, as_mapping
 
 __all__ = ["ADAPTER", "OpenAIResponses"]
 
@@ -51,7 +49,7 @@ def _instructions(system: Any) -> str | None:
     )
 
 
-class OpenAIResponses:
+class OpenAIResponses(NativeAdapter):
     """The Responses API ``input`` list (``system`` is the ``instructions`` parameter)."""
 
     key = "openai_responses"
@@ -59,21 +57,6 @@ class OpenAIResponses:
     #: OpenAI publishes its tokenizers: the counts are exact o200k_base / cl100k_base.
     default_token_ratio = 1.0
     items_field = "input"
-
-    def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
-        """Pairing issues by the Responses API's rules, in item order, quoting OpenAI's wording:
-        checked in the core (``_core.validate``).
-
-        Raises:
-            InvalidMessageError: An item (or ``instructions``) is malformed.
-        """
-        _instructions(system)
-        issues = _core.validate(self.key, self.native_parts(messages))
-        return [PairingIssue(*issue) for issue in issues]
-
-    def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
-        """The items as JSON arrays for the core's Responses parser."""
-        return dump_native(messages, self.items_field)
 
     def system_texts(self, system: Any) -> list[list[str]]:
         """``instructions`` as the core counts it: one system message (the ledger and summary
