@@ -16,6 +16,10 @@ TRIGGER_WITH_ID: str
 GEMINI_DATA_FIELDS: tuple[tuple[str, str], ...]
 #: Gemini Part fields that carry nothing the model reads as content.
 GEMINI_META_FIELDS: tuple[str, ...]
+GEMINI_COUNT_MISMATCH: str
+GEMINI_CALL_TURN_POSITION: str
+GEMINI_RESPONSE_TURN_POSITION: str
+GEMINI_ALTERNATE: str
 #: Gemini Part fields that travel with the part they sign, whatever it becomes.
 GEMINI_SIGNATURE_FIELDS: tuple[str, ...]
 #: Responses items of hosted tools, which carry their own result.

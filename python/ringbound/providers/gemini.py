@@ -14,16 +14,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _core
-from .._core import LEDGER_MARKER
-from ..errors import InvalidMessageError, PairingIssue
-from ..payload import dump_native
+from .._core import (
+    GEMINI_ALTERNATE,
+    GEMINI_CALL_TURN_POSITION,
+    GEMINI_COUNT_MISMATCH,
+    GEMINI_RESPONSE_TURN_POSITION,
+    LEDGER_MARKER,
+)
+from ..errors import InvalidMessageError
 from .base import (
     Canonical,
+    NativeAdapter,
     UnreadableObject,
     as_mapping,
     is_summary_note,
-    named_by,
     split_system_note,
 )
 
@@ -37,25 +41,16 @@ __all__ = [
     "response_position",
 ]
 
-#: Gemini's 400 when a response turn does not answer every call of the call turn before it
-#: (google-gemini/gemini-cli#4217, microsoft/vscode#299295).
-COUNT_MISMATCH = (
-    "Please ensure that the number of function response parts is equal to the number of "
-    "function call parts of the function call turn."
-)
-#: Gemini's 400 for a call turn that follows neither a user turn nor a response turn
-#: (google-gemini/gemini-cli#11814, continuedev/continue#11164).
-CALL_TURN_POSITION = (
-    "Please ensure that function call turn comes immediately after a user turn or after a "
-    "function response turn."
-)
-#: Gemini's 400 for function responses that do not follow their call turn
-#: (langchain-ai/langchain#27799, GoogleCloudPlatform/generative-ai#368).
-RESPONSE_TURN_POSITION = (
-    "Please ensure that function response turn comes immediately after a function call turn."
-)
-#: Gemini's 400 for a history that opens with a model turn (NousResearch/hermes-agent#55427).
-ALTERNATE = "Please ensure that multiturn requests alternate between user and model."
+# Gemini's 400 wordings, as the core's issues quote them (one home:
+# rust/src/providers/gemini/mod.rs, where each names its public sources).
+#: A response turn that does not answer every call of the call turn before it.
+COUNT_MISMATCH = GEMINI_COUNT_MISMATCH
+#: A call turn that follows neither a user turn nor a response turn.
+CALL_TURN_POSITION = GEMINI_CALL_TURN_POSITION
+#: Function responses that do not follow their call turn.
+RESPONSE_TURN_POSITION = GEMINI_RESPONSE_TURN_POSITION
+#: A history that opens with a model turn.
+ALTERNATE = GEMINI_ALTERNATE
 
 
 # --- reading native objects ------------------------------------------------------------------
@@ -159,32 +154,19 @@ def response_position(messages: Sequence[Any], canonical: Canonical, k: int) -> 
 # --- the adapter -----------------------------------------------------------------------------
 
 
-class GeminiAdapter:
-    """Gemini ``contents`` (dicts in REST camelCase or Python-SDK snake_case, or SDK objects)."""
+class GeminiAdapter(NativeAdapter):
+    """Gemini ``contents`` (dicts in REST camelCase or Python-SDK snake_case, or SDK objects).
+
+    The core checks Gemini's turn rules: response turns, strays, and Gemini 3's
+    ``thoughtSignature`` on the first functionCall part of each call step of the current turn,
+    in a conversation whose calls are signed (kind ``missing_signature``).
+    """
 
     key = "gemini"
     image_formula = "gemini"
     #: Gemini tokens per o200k token; see docs/providers/gemini.md for the measurement.
     default_token_ratio = 1.25
     items_field = "contents"
-
-    def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
-        """Pairing issues by Gemini's turn rules, each opening with Gemini's 400 wording,
-        checked in the core (``_core.validate``): response turns, strays, and Gemini 3's
-        ``thoughtSignature`` on the first functionCall part of each call step of the current
-        turn, in a conversation whose calls are signed (kind ``missing_signature``).
-
-        Raises:
-            InvalidMessageError: A content (or ``system``) is malformed.
-        """
-        _read_system(system)
-        parts = self.native_parts(messages)
-        issues = named_by(self.items_field, lambda: _core.validate(self.key, parts))
-        return [PairingIssue(*issue) for issue in issues]
-
-    def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
-        """The contents as JSON arrays for the core's Gemini parser."""
-        return dump_native(messages, self.items_field)
 
     def system_texts(self, system: Any) -> list[list[str]]:
         """The system instruction as the core counts it: the caller's parts (an empty message

@@ -1,6 +1,6 @@
 //! Provider rules the Python adapters read from the core instead of keeping a copy: the
-//! tables of fields and blocks each format allows, and the join of the notes to a system
-//! string. One home each, so the two languages cannot drift apart.
+//! tables of fields and blocks each format allows, Gemini's error wordings, and the join of
+//! the notes to a system string. One home each, so the two languages cannot drift apart.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyModule, PyString, PyTuple};
@@ -42,6 +42,18 @@ pub(super) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "ANTHROPIC_OMITTED_TURNS_TEXT",
         crate::providers::anthropic::OMITTED_TURNS_TEXT,
     )?;
+    // Gemini's 400 wordings, which the core's issues quote and the façade names.
+    for (name, wording) in [
+        ("GEMINI_COUNT_MISMATCH", gemini::COUNT_MISMATCH),
+        ("GEMINI_CALL_TURN_POSITION", gemini::CALL_TURN_POSITION),
+        (
+            "GEMINI_RESPONSE_TURN_POSITION",
+            gemini::RESPONSE_TURN_POSITION,
+        ),
+        ("GEMINI_ALTERNATE", gemini::ALTERNATE),
+    ] {
+        m.add(name, wording)?;
+    }
     m.add("NOTE_SEPARATOR", crate::providers::NOTE_SEPARATOR)?;
     m.add_function(wrap_pyfunction!(join_system_note, m)?)?;
     Ok(())
