@@ -172,10 +172,12 @@ def validate(
     check_system(provider, system)
     messages = snapshot(messages)
     with nesting_guard():
-        parts = dump_messages(messages)
+        # A native provider's items as its SDK sends them (bytes, mappings), for the limits too.
+        native = None if provider == "openai_chat" else adapter(provider)
+        parts = dump_messages(messages) if native is None else native.native_parts(messages)  # type: ignore[attr-defined]
         _check_limits(len(messages), sum(map(len, parts)))
-        if provider != "openai_chat":
-            return adapter(provider).validate(messages, system=system)
+        if native is not None:
+            return native.validate_parts(parts)  # type: ignore[attr-defined,no-any-return]
         return [PairingIssue(*t) for t in _core.validate("openai_chat", parts)]
 
 

@@ -41,36 +41,42 @@ def native_default(obj: Any) -> Any:
     dicts and lists."""
     if isinstance(obj, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(obj)).decode()
+    return _as_json(obj)
+
+
+def _as_json(obj: Any) -> Any:
+    """``native_default`` for the providers whose SDKs take no raw bytes (Anthropic, OpenAI):
+    bytes there are the caller's mistake, refused naming the item."""
     dump = getattr(obj, "model_dump", None)
     if callable(dump):
         return dump(mode="json", exclude_none=True)
     if isinstance(obj, Mapping):
         return dict(obj)
-    if isinstance(obj, Sequence) and not isinstance(obj, str):
+    if isinstance(obj, Sequence) and not isinstance(obj, (str, bytes, bytearray)):
         return list(obj)
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
-def dump_native(messages: Any, field: str = "messages") -> list[bytes]:
+def dump_native(messages: Any, field: str = "messages", *, raw_bytes: bool = True) -> list[bytes]:
     """JSON arrays of native items for the core's parser of their provider: as
     ``dump_messages``, with bytes as base64 text, any mapping or sequence as JSON's own and keys
     that are not strings as strings (the adapters' own JSON writes them so), so every item a
     provider's reader can take is written; InvalidMessageError naming the item that cannot be
-    written (by its index in ``field``, the provider's name for the list), and why."""
+    written (by its index in ``field``, the provider's name for the list), and why. Without
+    ``raw_bytes`` (a provider whose SDK takes none), bytes are refused."""
     items = snapshot(messages)
+    default = native_default if raw_bytes else _as_json
     step = DUMP_PART_MESSAGES
     try:
         return [
-            orjson.dumps(
-                items[i : i + step], default=native_default, option=orjson.OPT_NON_STR_KEYS
-            )
+            orjson.dumps(items[i : i + step], default=default, option=orjson.OPT_NON_STR_KEYS)
             for i in range(0, max(len(items), 1), step)
         ]
     except Exception:  # not JSON, or the caller's own object raised while read: which one?
         pass
     for i, item in enumerate(items):
         try:
-            orjson.dumps(item, default=native_default, option=orjson.OPT_NON_STR_KEYS)
+            orjson.dumps(item, default=default, option=orjson.OPT_NON_STR_KEYS)
         except Exception as e:
             reason = f"cannot be serialized as JSON ({_why(e)})"
             raise InvalidMessageError(f"{field}[{i}]: {reason}", index=i, reason=reason) from None

@@ -271,3 +271,82 @@ def test_a_repeated_request_is_read_again_for_whatever_it_does_not_share(provide
     assert count([], None, _core.CountCache()) == bare
     _core.cache_clear()
     assert count([], None, None) == bare
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_mappings_that_are_not_dicts_are_read_by_the_core(provider: str) -> None:
+    """The core is the only reader: a read-only mapping reaches it as the dict it holds and is
+    counted, validated and kept as the caller's own object."""
+    from types import MappingProxyType
+
+    plain, _ = from_canonical(provider, [{"role": "user", "content": "Where is my parcel?"}])
+    wrapped = [MappingProxyType(m) if isinstance(m, dict) else m for m in plain]
+    assert rb.count_tokens(wrapped, provider=provider) == rb.count_tokens(plain, provider=provider)
+    assert rb.validate(wrapped, provider=provider) == []
+    res = rb.Assembler(rb.AssemblyConfig(model_input_limit=10_000), provider=provider).assemble(
+        wrapped
+    )
+    assert all(a is b for a, b in zip(res.messages, wrapped, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("provider", "message"),
+    [
+        (
+            "anthropic",
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": b"\x89PNG"},
+                    }
+                ],
+            },
+        ),
+        ("openai_responses", {"role": "user", "content": [{"type": "input_text", "text": b"hi"}]}),
+    ],
+)
+def test_raw_bytes_are_refused_where_the_sdk_takes_none(provider: str, message: Any) -> None:
+    """Anthropic's and OpenAI's SDKs send no raw bytes: every entry point refuses them the
+    same way, naming the item (Gemini's and Bedrock's SDKs take bytes: sent as base64)."""
+    messages = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]
+    messages.append(message)
+    at = len(messages) - 1
+    for run in (
+        lambda: rb.count_tokens(messages, provider=provider),
+        lambda: rb.validate(messages, provider=provider),
+        lambda: rb.Assembler(
+            rb.AssemblyConfig(model_input_limit=10_000), provider=provider
+        ).assemble(messages),
+    ):
+        with pytest.raises(rb.InvalidMessageError) as info:
+            run()
+        assert info.value.index == at
+        assert "bytes" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("provider", "message"),
+    [
+        (
+            "bedrock_converse",
+            {
+                "role": "user",
+                "content": [{"image": {"format": "png", "source": {"bytes": b"\x89PNG"}}}],
+            },
+        ),
+        (
+            "gemini",
+            {
+                "role": "user",
+                "parts": [{"inlineData": {"mimeType": "image/png", "data": b"\x89PNG"}}],
+            },
+        ),
+    ],
+)
+def test_raw_bytes_are_read_where_the_sdk_takes_them(provider: str, message: Any) -> None:
+    """boto3 and the Gemini SDK send raw bytes: validated, counted and kept like base64 text
+    (``rb.validate`` refused them before, in its size check)."""
+    assert rb.validate([message], provider=provider) == []
+    assert rb.count_tokens([message], provider=provider) > 0

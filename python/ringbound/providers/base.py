@@ -136,6 +136,9 @@ class NativeAdapter:
 
     key: str
     items_field: str
+    #: Whether the provider's SDK takes raw bytes (boto3's image bytes, the Gemini SDK's
+    #: blobs): sent as base64 text in its JSON; elsewhere bytes are refused.
+    raw_bytes = False
 
     def system_texts(self, system: Any) -> list[list[str]]:
         raise NotImplementedError
@@ -148,13 +151,16 @@ class NativeAdapter:
             InvalidMessageError: An item (or the system) is malformed.
         """
         self.system_texts(system)
-        parts = self.native_parts(messages)
+        return self.validate_parts(self.native_parts(messages))
+
+    def validate_parts(self, parts: list[bytes]) -> list[PairingIssue]:
+        """``validate`` of items already written as JSON (``native_parts``)."""
         issues = named_by(self.items_field, lambda: _core.validate(self.key, parts))
         return [PairingIssue(*issue) for issue in issues]
 
     def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
         """The items as JSON arrays for the core's parser of the provider."""
-        return dump_native(messages, self.items_field)
+        return dump_native(messages, self.items_field, raw_bytes=self.raw_bytes)
 
 
 _T = TypeVar("_T")

@@ -149,6 +149,7 @@ class BedrockConverseAdapter(NativeAdapter):
     #: measured figure is the default (see docs/providers/bedrock_converse.md).
     default_token_ratio = 1.3
     items_field = "messages"
+    raw_bytes = True
 
     def system_texts(self, system: Any) -> list[list[str]]:
         """The system as the core counts it: the caller's texts (an empty message when there

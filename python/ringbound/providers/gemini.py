@@ -167,6 +167,7 @@ class GeminiAdapter(NativeAdapter):
     #: Gemini tokens per o200k token; see docs/providers/gemini.md for the measurement.
     default_token_ratio = 1.25
     items_field = "contents"
+    raw_bytes = True
 
     def system_texts(self, system: Any) -> list[list[str]]:
         """The system instruction as the core counts it: the caller's parts (an empty message
