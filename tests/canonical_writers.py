@@ -16,19 +16,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
+from native_readers.anthropic import _invalid as _a_invalid
+from native_readers.anthropic import _is_note as _a_is_note
+from native_readers.bedrock_converse import _invalid as _b_invalid
+from native_readers.bedrock_converse import _list as _b_list
+from native_readers.bedrock_converse import _obj as _b_obj
+from native_readers.bedrock_converse import _str as _b_str
 from native_readers.openai_responses import _CUSTOM as _R_CUSTOM
 from native_readers.openai_responses import _FUNCTION as _R_FUNCTION
 from native_readers.openai_responses import _Family as _RFamily
 from native_readers.openai_responses import _invalid as _r_invalid
 
 from ringbound.errors import InvalidMessageError
-from ringbound.providers.anthropic import _invalid as _a_invalid
-from ringbound.providers.anthropic import _is_note as _a_is_note
 from ringbound.providers.base import is_summary_note, join_system_note
-from ringbound.providers.bedrock_converse import _invalid as _b_invalid
-from ringbound.providers.bedrock_converse import _list as _b_list
-from ringbound.providers.bedrock_converse import _obj as _b_obj
-from ringbound.providers.bedrock_converse import _str as _b_str
 
 __all__ = ["BRIDGE_TEXT", "GEMINI_OPENING_TEXT", "OPENING_TEXT", "from_canonical"]
 

@@ -43,6 +43,19 @@ def join_system_note(base: str, note: str | None = None, summary: str | None = N
     parts left out; InvalidMessageError for a part that is not a string or holds a lone
     surrogate."""
 
+def split_system_note(text: str) -> tuple[str, str | None, str | None]:
+    """A system string taken apart where ``join_system_note`` joined the notes to it:
+    ``(base, note, summary)``."""
+
+def read_system(provider: str, system: bytes) -> tuple[list[list[str]], int]:
+    """The top-level system of ``provider`` (its JSON; ``null`` for none) as the core counts
+    it: the caller's texts and then each note, one group each; and its ``cache_control``
+    markers. InvalidMessageError for a system the provider does not take."""
+
+def tools_as_openai(provider: str, tools: bytes) -> bytes:
+    """``tools``, the JSON of ``provider``'s tool definitions, as the OpenAI Chat tools the
+    core counts (JSON); InvalidMessageError, in the provider's words, for tools it refuses."""
+
 class CoreConfig:
     def __init__(
         self,

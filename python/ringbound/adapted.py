@@ -20,14 +20,14 @@ from .errors import (
     PairingIssue,
 )
 from .list_ops import apply_ops, system_like
-from .payload import dump_messages, dump_tools, native_default
+from .payload import dump_messages, native_default
 from .providers.base import (
     Adapter,
     Canonical,
     Rendered,
     guarded,
     named_by,
-    tools_as_openai,
+    tools_json,
 )
 from .raw_items import RawItems, items_json
 
@@ -254,7 +254,7 @@ class NativeRequest:
         self.messages = messages
         self.system = system
         self._core, self._cache = core, cache
-        self.tools_payload = dump_tools(tools_as_openai(adapter, tools)) if tools else None
+        self.tools_payload = tools_json(adapter, tools) if tools else None
         self.view: Any = None
         self._payload: list[bytes] | None = None
         if hasattr(adapter, "system_texts"):

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
+import orjson
+
 from . import _core, cache_lifetime, cache_markers, flow, low_water, notes, routing
 from . import body as bodies
 from .adapted import Counting, NativePlan, NativeRequest, plan_native
@@ -38,7 +40,7 @@ from .payload import (
 )
 from .plan_report import report_of
 from .providers import adapter, check_provider, check_system
-from .providers.base import tools_as_openai
+from .providers.base import tools_json
 from .providers.chat_adapter import ADAPTER as CHAT_ADAPTER
 from .report import LedgerEntry
 from .state import AssemblyState, fingerprint
@@ -876,7 +878,9 @@ class Assembler:
             )
         names = None
         if tools:
-            as_openai = tools if self._adapter is None else tools_as_openai(self._adapter, tools)
+            as_openai = (
+                tools if self._adapter is None else orjson.loads(tools_json(self._adapter, tools))
+            )
             names = [
                 t["function"]["name"]
                 for t in as_openai

@@ -14,7 +14,7 @@ from .core_config import core_config
 from .errors import ConfigError, InvalidMessageError, PairingIssue
 from .payload import check_tools, dump_messages, dump_tools, nesting_guard, snapshot
 from .providers import adapter, check_provider, check_system
-from .providers.base import tools_as_openai
+from .providers.base import tools_json
 
 __all__ = ["count_text", "count_tokens", "validate"]
 
@@ -78,7 +78,7 @@ def _count(
             1.0 if token_ratio is None else token_ratio,
         )
     native = adapter(provider)
-    tools_payload = dump_tools(tools_as_openai(native, tools)) if tools else None
+    tools_payload = tools_json(native, tools) if tools else None
     ratio = token_ratio if token_ratio is not None else native.default_token_ratio
     core = _counting_core(encoding, tokenizer_backend, native.image_formula, ratio)
     # Read as an assembly with the same counting reads it, so that counting a request and then

@@ -25,8 +25,7 @@ from . import _core
 from .assembly import Assembles
 from .body_result import BodyResult, budget_rule, native_result
 from .observability import tracing
-from .payload import dump_tools
-from .providers.base import tools_as_openai
+from .providers.base import tools_json
 
 #: The providers whose bodies this path writes (OpenAI Chat has a native path of its own).
 PROVIDERS = frozenset({"openai_responses", "anthropic", "gemini", "bedrock_converse"})
@@ -50,7 +49,7 @@ def inputs(provider: str, adapter: Any, tools: Any, system: Any) -> Inputs | Non
         return None
     try:
         texts = adapter.system_texts(system)
-        tools_payload = dump_tools(tools_as_openai(adapter, tools)) if tools else None
+        tools_payload = tools_json(adapter, tools) if tools else None
     except Exception:
         return None  # the items path refuses them in its words
     if any(t.startswith(_NOTES) for group in texts for t in group):

@@ -7,6 +7,7 @@ message."""
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -21,7 +22,9 @@ __all__ = [
     "check_tools",
     "dump_messages",
     "dump_native",
+    "dump_system",
     "dump_tools",
+    "dump_value",
     "native_default",
     "nesting_guard",
     "snapshot",
@@ -90,6 +93,50 @@ def _why(e: Exception) -> str:
     if isinstance(cause, Exception) and not isinstance(cause, orjson.JSONEncodeError):
         return f"{type(cause).__name__}: {cause}"
     return str(e)
+
+
+def dump_system(system: Any) -> bytes:
+    """A top-level system as JSON for the core's reader (``null`` for none): ``dump_value``."""
+    return b"null" if system is None else dump_value(system, "system")
+
+
+def dump_value(value: Any, field: str) -> bytes:
+    """A request field (the system, the tools) as JSON for the core's readers, written as the
+    provider's SDK would read it: through the caller's own methods (a subclass of ``list`` or
+    ``dict`` is iterated as it says, so one that raises is refused), bytes as base64 text, an
+    int too large for orjson through the json module. InvalidMessageError naming ``field`` if
+    impossible."""
+    try:
+        return orjson.dumps(value, default=_system_default, option=_SYSTEM_OPTIONS)
+    except Exception as e:  # not JSON, or the caller's own object raised while read
+        why = _why(e)
+        if "64-bit" in str(e):
+            try:
+                return json.dumps(value, default=_system_default, allow_nan=False).encode()
+            except Exception as again:
+                why = _why(again)
+    reason = f"cannot be serialized as JSON ({why})"
+    raise InvalidMessageError(f"{field}: {reason}", index=None, reason=reason) from None
+
+
+_SYSTEM_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def _system_default(obj: Any) -> Any:
+    """``native_default`` through the caller's own methods for containers, and the text or
+    number a subclass of ``str``, ``int`` or ``float`` holds (read by the base type: the value
+    sent, whatever its overrides say)."""
+    if isinstance(obj, str):
+        return str.__str__(obj)
+    if isinstance(obj, int):
+        return int.__int__(obj)
+    if isinstance(obj, float):
+        return float.__float__(obj)
+    if isinstance(obj, Mapping) and not hasattr(obj, "model_dump"):
+        # Each value through the caller's own ``__getitem__``: ``dict(obj)`` copies a dict
+        # subclass by its storage, past what the class says it holds.
+        return {k: obj[k] for k in obj}
+    return native_default(obj)
 
 
 def snapshot(messages: Any) -> list[Any]:

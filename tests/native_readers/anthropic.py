@@ -4,13 +4,19 @@ oracle's rendering (``tests/providers/anthropic_oracle.py``) reads through it.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ringbound.providers.anthropic import _invalid, _plain, _type_name
+from ringbound._core import LEDGER_MARKER
+from ringbound.errors import InvalidMessageError
 from ringbound.providers.base import (
+    UnreadableObject,
+    as_mapping,
     guarded,
+    is_summary_note,
+    split_system_note,
 )
 
 
@@ -154,3 +160,84 @@ def _read_uncached(messages: Any) -> list[_Msg]:
             None, f"messages must be a list of message objects, got {type(messages).__name__}"
         )
     return [_read_message(i, m) for i, m in enumerate(messages)]
+
+
+def _type_name(v: Any) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+def _is_note(text: Any) -> bool:
+    return isinstance(text, str) and text.startswith(LEDGER_MARKER)
+
+
+def _system_blocks(system: Any) -> list[dict[str, Any]] | None:
+    """The system as text blocks (None for a string or no system); InvalidMessageError if it
+    is neither a string nor a list of text blocks."""
+    if system is None or isinstance(system, str):
+        return None
+    if isinstance(system, (bytes, Mapping)) or not isinstance(system, Sequence):
+        raise _invalid(
+            None, f"system must be a string or a list of text blocks, got {_type_name(system)}"
+        )
+    out = []
+    for k, obj in enumerate(system):
+        block = _plain(obj)
+        if block is None or block.get("type") != "text" or not isinstance(block.get("text"), str):
+            raise _invalid(None, f"system[{k}] must be a text block {{type: text, text: str}}")
+        out.append(block)
+    return out
+
+
+def _is_any_note(text: Any) -> bool:
+    return _is_note(text) or is_summary_note(text)
+
+
+def _system_parts(system: Any) -> tuple[list[str], str | None, str | None]:
+    """The caller's system texts, and the ledger note and the summary note an earlier assembly
+    left in it."""
+    blocks = _system_blocks(system)
+    if blocks is None:
+        if not system:
+            return [], None, None
+        base, note, summary = split_system_note(system)
+        return ([base] if base else []), note, summary
+    texts = [b["text"] for b in blocks if not _is_any_note(b["text"])]
+    notes = [b["text"] for b in blocks if _is_note(b["text"])]
+    summaries = [b["text"] for b in blocks if is_summary_note(b["text"])]
+    return texts, (notes[-1] if notes else None), (summaries[-1] if summaries else None)
+
+
+def _cache_markers(blocks: Sequence[Any]) -> int:
+    return sum(1 for b in blocks if (_plain(b) or {}).get("cache_control") is not None)
+
+
+def _invalid(i: int | None, reason: str) -> InvalidMessageError:
+    prefix = f"messages[{i}]: " if i is not None else ""
+    return InvalidMessageError(prefix + reason, index=i, reason=reason)
+
+
+def _plain(obj: Any) -> dict[str, Any] | None:
+    """A dict view of a message or block (SDK pydantic objects through ``model_dump``)."""
+    try:
+        data = as_mapping(obj)
+    except UnreadableObject:
+        return None
+    if data is None:
+        return None
+    return data if isinstance(data, dict) else dict(data)
+
+
+#: ``json.dumps`` with any option builds a new encoder per call; one made once writes the same.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _compact(value: Any) -> str:
+    try:
+        return _COMPACT.encode(value)
+    except Exception as e:  # not JSON, or the caller's own object raised while read
+        reason = f"a value is not JSON ({type(e).__name__}: {e})"
+        raise InvalidMessageError(reason, index=None, reason=reason) from None
+
+
+def _without_cache_control(block: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in block.items() if k != "cache_control"}

@@ -15,20 +15,10 @@ from ringbound._core import (
     BEDROCK_ASSISTANT_BLOCKS,
     BEDROCK_RESULT_BLOCKS,
     BEDROCK_USER_BLOCKS,
+    LEDGER_MARKER,
 )
 from ringbound.errors import InvalidMessageError
-from ringbound.providers.base import guarded
-from ringbound.providers.bedrock_converse import (
-    _check_image,
-    _check_payload,
-    _guard_text,
-    _invalid,
-    _list,
-    _member,
-    _obj,
-    _str,
-    _type,
-)
+from ringbound.providers.base import guarded, is_summary_note
 
 # Bedrock's ValidationException text, verbatim (sources in docs/providers/bedrock_converse.md).
 EMPTY_CONTENT = "The content field in the Message object at messages.{n} is empty."
@@ -208,3 +198,110 @@ def _turns_uncached(messages: Any) -> list[_Turn]:
             reason=f"must be a list, got {_type(messages)}",
         )
     return [_turn(i, m) for i, m in enumerate(messages)]
+
+
+@dataclass
+class _System:
+    texts: list[str]
+    notes: list[str]
+    summaries: list[str] = field(default_factory=list)
+
+
+def _str(i: int | None, value: Any, where: str, *, empty: bool = True) -> str:
+    if not isinstance(value, str):
+        raise _invalid(i, f"{where} must be a string, got {_type(value)}")
+    if not empty and not value:
+        raise _invalid(i, f"{where} is empty")
+    # A str subclass is read as its characters: its own __str__ or __format__ may raise
+    # where an id is quoted in an issue.
+    return str.__str__(value)
+
+
+def _obj(i: int | None, value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _invalid(i, f"{where} must be an object, got {_type(value)}")
+    return value
+
+
+def _check_payload(i: int | None, source: Mapping[str, Any], where: str) -> None:
+    """The ``bytes`` of a media source: raw bytes (boto3) or base64 text (JSON payloads)."""
+    data = source["bytes"]
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        _str(i, data, f"{where}.source.bytes")
+
+
+def _check_image(i: int | None, image: Any, where: str) -> None:
+    """An image block: a format, and bytes or an S3 location."""
+    image = _obj(i, image, where)
+    _str(i, image.get("format"), f"{where}.format", empty=False)
+    kind, source = _member(i, image.get("source"), f"{where}.source")
+    if kind == "bytes":
+        _check_payload(i, image["source"], where)
+    elif kind == "s3Location":
+        _str(i, _obj(i, source, f"{where}.source.s3Location").get("uri"), f"{where}.uri")
+    else:
+        raise _invalid(i, f"{where}.source must be bytes or s3Location, got {kind}")
+
+
+def _guard_text(i: int | None, value: Any, where: str) -> str | None:
+    """The text of a ``guardContent`` block; None for a guarded image."""
+    kind, inner = _member(i, value, where)
+    if kind == "text":
+        text = _obj(i, inner, f"{where}.text").get("text")
+        return _str(i, text, f"{where}.text.text")
+    if kind == "image":
+        _check_image(i, inner, f"{where}.image")
+        return None
+    raise _invalid(i, f"{where} has unknown type {kind}")
+
+
+def _system(system: Any) -> _System:
+    """The caller's system texts, and the ledger and summary notes an earlier assembly
+    appended as blocks."""
+    out = _System([], [])
+    if system is None:
+        return out
+    for b, block in enumerate(_list(None, system, "system")):
+        kind, value = _member(None, block, f"system[{b}]")
+        if kind == "text":
+            text = _str(None, value, f"system[{b}].text")
+            if text.startswith(LEDGER_MARKER):
+                out.notes.append(text)
+            elif is_summary_note(text):
+                out.summaries.append(text)
+            else:
+                out.texts.append(text)
+        elif kind == "guardContent":
+            text = _guard_text(None, value, f"system[{b}]")
+            if text is None:
+                raise _invalid(None, f"system[{b}] is a guarded image; system takes text")
+            out.texts.append(text)
+        elif kind != "cachePoint":
+            raise _invalid(None, f"system[{b}] has type {kind}; system takes text blocks")
+    return out
+
+
+def _invalid(i: int | None, reason: str) -> InvalidMessageError:
+    """A bad message ``i``, or (None) a bad ``system`` or ``tools``, which ``reason`` names."""
+    text = reason if i is None else f"messages[{i}]: {reason}"
+    return InvalidMessageError(text, index=i, reason=reason)
+
+
+def _type(v: Any) -> str:
+    return type(v).__name__
+
+
+def _member(i: int | None, block: Any, where: str) -> tuple[str, Any]:
+    """The one member a Bedrock union block sets (keys set to None count as absent)."""
+    if not isinstance(block, Mapping):
+        raise _invalid(i, f"{where} must be an object, got {_type(block)}")
+    keys = [k for k, v in block.items() if v is not None]
+    if len(keys) != 1:
+        raise _invalid(i, f"{where} must set exactly one block type, got {sorted(map(str, keys))}")
+    return keys[0], block[keys[0]]
+
+
+def _list(i: int | None, value: Any, where: str) -> Sequence[Any]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise _invalid(i, f"{where} must be a list, got {_type(value)}")
+    return value

@@ -14,11 +14,16 @@ from typing import Any
 from ringbound._core import (
     GEMINI_DATA_FIELDS,
     GEMINI_META_FIELDS,
+    LEDGER_MARKER,
     SYNTHESIZED_RESULT_TEXT,
 )
 from ringbound.errors import InvalidMessageError
 from ringbound.providers.base import (
+    UnreadableObject,
+    as_mapping,
     guarded,
+    is_summary_note,
+    split_system_note,
 )
 from ringbound.providers.gemini import _get, _invalid, _view
 
@@ -297,3 +302,69 @@ def _assign_ids(turns: list[_Turn]) -> None:
             k = seen.get(digest, 0)
             seen[digest] = k + 1
             call.cid = f"gemini_{digest}_{k}"
+
+
+@dataclass(frozen=True)
+class _System:
+    texts: list[str]
+    note: str | None
+    summary: str | None = None
+
+
+def _read_system(system: Any) -> _System:
+    if system is None:
+        return _System([], None)
+    if isinstance(system, str):
+        base, note, summary = split_system_note(system)
+        return _System([base] if base else [], note, summary)
+    obj = _view(system, "the system instruction", None)
+    parts = obj.get("parts")
+    if parts is None and obj.get("text") is not None:
+        # A part alone would be read as a content with no parts: its text neither counted
+        # nor kept beside a note.
+        raise _invalid(
+            None,
+            "the system instruction must be a content ({'parts': [{'text': ...}]}) or a "
+            "string, got a part",
+        )
+    if isinstance(parts, (dict, str)) or parts is None:
+        parts = [parts] if parts is not None else []
+    if not isinstance(parts, (list, tuple)):
+        raise _invalid(None, "parts must be a list")
+    texts: list[str] = []
+    for p, raw in enumerate(parts):
+        if isinstance(raw, str):
+            texts.append(raw)
+            continue
+        part = _view(raw, f"parts[{p}]", None)
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise _invalid(None, f"parts[{p}] must be a text part")
+        texts.append(text)
+    # The notes an earlier assembly left, wherever the caller's parts stand now (one may have
+    # been added after them since): the request the core writes replaces them all.
+    notes = [t for t in texts if t.startswith(LEDGER_MARKER)]
+    summaries = [t for t in texts if is_summary_note(t)]
+    own = [t for t in texts if not t.startswith(LEDGER_MARKER) and not is_summary_note(t)]
+    return _System(own, notes[-1] if notes else None, summaries[-1] if summaries else None)
+
+
+def _tool_view(obj: Any, where: str) -> Mapping[str, Any]:
+    try:
+        data = as_mapping(obj)
+    except UnreadableObject as e:
+        raise _tool_error(f"{where} {e}") from None
+    if data is None:
+        raise _tool_error(f"{where} must be an object, got {type(obj).__name__}")
+    return data
+
+
+def _tool_error(reason: str) -> InvalidMessageError:
+    return InvalidMessageError(reason, index=None, reason=reason)
+
+
+def _function(name: str, description: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": dict(parameters)},
+    }

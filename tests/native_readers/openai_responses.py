@@ -13,7 +13,7 @@ from typing import Any
 from ringbound import _core
 from ringbound.errors import InvalidMessageError
 from ringbound.providers.base import UnreadableObject, as_mapping, guarded
-from ringbound.providers.openai_responses import ITEM_TYPES, _type_name
+from ringbound.providers.openai_responses import ITEM_TYPES
 
 # OpenAI's 400 wordings, as quoted from the API in public issue threads (docs/providers/
 # openai_responses.md lists the sources). Where OpenAI's wording for a case is not on record the
@@ -414,3 +414,40 @@ def _parse_all_uncached(messages: Sequence[Any]) -> list[_Item]:
     if trigger is not None and trigger.item_id is not None:
         raise _invalid(trigger.index, _core.TRIGGER_WITH_ID)
     return items
+
+
+def _instructions(system: Any) -> str | None:
+    if system is None or isinstance(system, str):
+        return system
+    raise InvalidMessageError(
+        f"instructions must be a string, got {_type_name(system)}",
+        index=None,
+        reason=f"instructions must be a string, got {_type_name(system)}",
+    )
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
+
+
+def _tool_dict(i: int, raw: Any) -> dict[str, Any]:
+    try:
+        data = as_mapping(raw)
+    except UnreadableObject:
+        data = None
+    if data is not None:
+        return data if isinstance(data, dict) else dict(data)
+    raise InvalidMessageError(
+        f"tools[{i}]: a tool must be an object, got {_type_name(raw)}",
+        index=None,
+        reason=f"tools[{i}] must be an object",
+    )

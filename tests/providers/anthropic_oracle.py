@@ -11,18 +11,19 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from native_readers.anthropic import _Msg, _read
+from native_readers.anthropic import (
+    _cache_markers,
+    _is_any_note,
+    _is_note,
+    _Msg,
+    _plain,
+    _read,
+    _system_blocks,
+)
 from render_oracle_base import call_message, facts_of, kept_native
 
 from ringbound._core import ANTHROPIC_OMITTED_TURNS_TEXT, SYNTHESIZED_RESULT_TEXT, Insertion
 from ringbound.errors import InvalidMessageError, PairingIssue
-from ringbound.providers.anthropic import (
-    _cache_markers,
-    _is_any_note,
-    _is_note,
-    _plain,
-    _system_blocks,
-)
 from ringbound.providers.base import (
     Canonical,
     PlanItem,

@@ -11,13 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from native_readers.bedrock_converse import _Call, _Result, _Turn, _turns
+from native_readers.bedrock_converse import _Call, _Result, _system, _Turn, _turns
 from render_oracle_base import facts_of, plan_rewrites
 
 from ringbound._core import LEDGER_MARKER, SYNTHESIZED_RESULT_TEXT, Insertion
 from ringbound.errors import PairingError, PairingIssue
 from ringbound.providers.base import Canonical, PlanItem, Rendered, is_summary_note
-from ringbound.providers.bedrock_converse import _system
 
 # Bedrock's ValidationException texts, verbatim (sources in docs/providers/bedrock_converse.md).
 EXPECTED_RESULTS = "Expected toolResult blocks at messages.{n}.content for the following Ids: {ids}"

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from native_readers.gemini import _Call, _read, _read_turn, _Response, _Turn
+from native_readers.gemini import _Call, _read, _read_system, _read_turn, _Response, _Turn
 from render_oracle_base import call_message, facts_of
 
 from ringbound._core import (
@@ -38,7 +38,6 @@ from ringbound.providers.gemini import (
     RESPONSE_TURN_POSITION,
     _get,
     _parts_of,
-    _read_system,
     _view,
     response_position,
 )

@@ -22,6 +22,7 @@ from native_readers.openai_responses import (
     NO_COMPUTER_OUTPUT,
     _as_dict,
     _Family,
+    _instructions,
     _Item,
     _output_key,
     _parse_all,
@@ -30,7 +31,6 @@ from native_readers.openai_responses import (
 from ringbound._core import SYNTHESIZED_RESULT_TEXT, Insertion
 from ringbound.errors import PairingError, PairingIssue
 from ringbound.providers.base import Canonical, PlanItem, Rendered
-from ringbound.providers.openai_responses import _instructions
 
 # OpenAI's 400 wordings (sources in docs/providers/openai_responses.md).
 DUPLICATE_ITEM = (

@@ -2,9 +2,10 @@
 has one home in the core (``_core.join_system_note``, the ``_core`` tables), and what Python
 still holds beside it is checked against it.
 
-``split_system_note`` stays in Python (only the façade takes a system apart); these properties
-hold it to the core's join on arbitrary texts, separators and markers included, and hold the
-join to the plain rule it replaces."""
+``split_system_note`` is in both: the core's system reader takes a system string apart
+(``_core.split_system_note``) and so do the façade's notes (``providers.base``, which takes any
+``str``); these properties hold the two to each other and to the core's join on arbitrary
+texts, separators and markers included, and hold the join to the plain rule it replaces."""
 
 from __future__ import annotations
 
@@ -58,6 +59,13 @@ def test_the_split_inverts_the_cores_join(base: str, ledger: str | None, summary
     assert split_system_note(joined) == (base, note, summary_note)
     # Joining what the split gave is the same text again.
     assert join_system_note(*split_system_note(joined)) == joined
+
+
+@given(_TEXT)
+def test_the_cores_split_is_the_facades(text: str) -> None:
+    """Ambiguous texts included: what the core counts as the caller's is what the façade
+    reads as the caller's."""
+    assert _core.split_system_note(text) == split_system_note(text)
 
 
 @given(_TEXT, _SURROGATE, st.integers(0, 2), st.integers(0, 8))

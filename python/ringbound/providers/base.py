@@ -1,12 +1,13 @@
 """What every provider adapter provides, and the helpers they share.
 
 The core plans OpenAI-Chat-shaped *canonical* messages. For every provider but OpenAI Chat the
-core also reads the native request: it parses the items an adapter writes as JSON
-(``native_parts``), checks the provider's own pairing rules (errors quote that provider's
-wording) and maps the items onto the canonical view, each part at its real cost; and it writes
-the request the plan describes: kept items are the caller's own objects, insertions and merges
-are new objects. The Python rendering those adapters had lives on in the tests
-(``tests/providers/<provider>_oracle.py``) as the oracle for what the core writes.
+core also reads the native request: it parses the items, the system and the tools, written as
+JSON here (``NativeAdapter``), checks the provider's own pairing rules (errors quote that
+provider's wording) and maps the items onto the canonical view, each part at its real cost;
+and it writes the request the plan describes: kept items are the caller's own objects,
+insertions and merges are new objects. The Python reading and rendering those adapters had
+live on in the tests (``tests/native_readers/``, ``tests/providers/<provider>_oracle.py``) as
+the oracles for what the core reads and writes.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+import orjson
+
 from .. import _core
 from .._core import LEDGER_MARKER, NOTE_SEPARATOR, SUMMARY_MARKER, Insertion, join_system_note
 from ..errors import InvalidMessageError, PairingIssue, RingboundError
-from ..payload import dump_native
+from ..payload import check_tools, dump_native, dump_system, dump_tools, dump_value
 
 __all__ = [
     "Adapter",
@@ -33,7 +36,7 @@ __all__ = [
     "join_system_note",
     "named_by",
     "split_system_note",
-    "tools_as_openai",
+    "tools_json",
 ]
 
 #: An item of the core's plan: an ``int`` keeps canonical message k; an ``Insertion`` is a
@@ -93,11 +96,12 @@ class Rendered:
 class Adapter(Protocol):
     """One provider's wire format.
 
-    An adapter of a provider the core reads also has ``native_parts(messages) -> list[bytes]``
-    (the items as JSON for the core's parser) and ``system_texts(system) -> list[list[str]]``
-    (the top-level system as the core counts it). The OpenAI Chat adapter, whose messages are
-    the canonical view itself, has ``to_canonical`` instead, and is the one that renders a
-    plan in Python (``render``): the core writes the other providers' requests.
+    An adapter of a provider the core reads is a ``NativeAdapter``: it also has
+    ``native_parts(messages) -> list[bytes]`` (the items as JSON for the core's parser) and
+    ``system_texts(system) -> list[list[str]]`` (the top-level system as the core counts it).
+    The OpenAI Chat adapter, whose messages are the canonical view itself, has ``to_canonical``
+    instead, and is the one that renders a plan in Python (``render``): the core writes the
+    other providers' requests.
     """
 
     #: Provider key (``anthropic``, ...).
@@ -130,9 +134,10 @@ class Adapter(Protocol):
 
 
 class NativeAdapter:
-    """What the adapters of the providers the core reads share: the items go to the core as
-    JSON, and the core checks the provider's own pairing rules. A subclass names the provider
-    (``key``), its list (``items_field``) and reads its top-level system (``system_texts``)."""
+    """What the adapters of the providers the core reads share: the items, the system and the
+    tools go to the core as JSON, and the core reads them and checks the provider's own
+    pairing rules. A subclass names the provider (``key``), its list (``items_field``) and its
+    figures."""
 
     key: str
     items_field: str
@@ -141,7 +146,18 @@ class NativeAdapter:
     raw_bytes = False
 
     def system_texts(self, system: Any) -> list[list[str]]:
-        raise NotImplementedError
+        """The top-level system as the core counts it (``_core.read_system``): the caller's
+        texts, then each note an earlier assembly left in it, one group each.
+
+        Raises:
+            InvalidMessageError: The system is not one the provider takes.
+        """
+        return _core.read_system(self.key, dump_system(system))[0]
+
+    def system_markers(self, system: Any) -> int:
+        """The ``cache_control`` markers a system sent as it is carries (Anthropic's): they
+        count against the request's four."""
+        return _core.read_system(self.key, dump_system(system))[1]
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         """Pairing issues by the provider's own rules, in item order, each quoting the
@@ -158,6 +174,10 @@ class NativeAdapter:
         issues = named_by(self.items_field, lambda: _core.validate(self.key, parts))
         return [PairingIssue(*issue) for issue in issues]
 
+    def tools_to_openai(self, tools: Sequence[Any]) -> list[dict[str, Any]]:
+        """The provider's tool definitions as the OpenAI tools the core counts (``tools_json``)."""
+        return orjson.loads(tools_json(self, tools))  # type: ignore[no-any-return]
+
     def native_parts(self, messages: Sequence[Any]) -> list[bytes]:
         """The items as JSON arrays for the core's parser of the provider."""
         return dump_native(messages, self.items_field, raw_bytes=self.raw_bytes)
@@ -166,10 +186,17 @@ class NativeAdapter:
 _T = TypeVar("_T")
 
 
-def tools_as_openai(adapter: Adapter, tools: Sequence[Any]) -> list[dict[str, Any]]:
-    """``adapter.tools_to_openai(tools)``; an exception the caller's tool objects raise while
-    they are read becomes InvalidMessageError, as for messages."""
-    return guarded(adapter.tools_to_openai, tools, what="a tool")
+def tools_json(adapter: Adapter, tools: Sequence[Any]) -> bytes:
+    """The provider's ``tools`` as the OpenAI tools the core counts, as JSON, read by the core
+    (``_core.tools_as_openai``; OpenAI Chat's tools are that shape already).
+
+    Raises:
+        InvalidMessageError: ``tools`` is not a list of the provider's tool definitions.
+    """
+    check_tools(tools)
+    if adapter.key == "openai_chat":  # a summary's assembly of Chat messages
+        return dump_tools(tools) or b"[]"
+    return _core.tools_as_openai(adapter.key, dump_value(tools, "tools"))
 
 
 def guarded(read: Callable[[Any], _T], messages: Any, *, what: str = "a message") -> _T:

@@ -4,14 +4,14 @@ turn right after its call turn, one response part per call part); kept contents 
 caller's own objects, and the side-effect ledger note travels in the system instruction.
 
 The core reads the contents, checks those rules and writes the request a plan describes
-(``rust/src/providers/gemini``); this module reads what the core needs from Python. The
-Python canonical view and rendering it had are the tests' oracle for the core's reading and
-writing (``tests/providers/gemini_oracle.py``)."""
+(``rust/src/providers/gemini``), the system instruction and the tools included; this module
+names the provider's wordings and figures and finds a response part for ``summary.recovery``.
+The Python reading, canonical view and rendering it had are the tests' oracles
+(``tests/native_readers/``, ``tests/providers/gemini_oracle.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .._core import (
@@ -19,7 +19,6 @@ from .._core import (
     GEMINI_CALL_TURN_POSITION,
     GEMINI_COUNT_MISMATCH,
     GEMINI_RESPONSE_TURN_POSITION,
-    LEDGER_MARKER,
 )
 from ..errors import InvalidMessageError
 from .base import (
@@ -27,8 +26,6 @@ from .base import (
     NativeAdapter,
     UnreadableObject,
     as_mapping,
-    is_summary_note,
-    split_system_note,
 )
 
 __all__ = [
@@ -77,54 +74,6 @@ def _get(obj: Mapping[str, Any], camel: str, snake: str) -> Any:
     return obj.get(snake) if value is None else value
 
 
-# --- the system instruction ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _System:
-    texts: list[str]
-    note: str | None
-    summary: str | None = None
-
-
-def _read_system(system: Any) -> _System:
-    if system is None:
-        return _System([], None)
-    if isinstance(system, str):
-        base, note, summary = split_system_note(system)
-        return _System([base] if base else [], note, summary)
-    obj = _view(system, "the system instruction", None)
-    parts = obj.get("parts")
-    if parts is None and obj.get("text") is not None:
-        # A part alone would be read as a content with no parts: its text neither counted
-        # nor kept beside a note.
-        raise _invalid(
-            None,
-            "the system instruction must be a content ({'parts': [{'text': ...}]}) or a "
-            "string, got a part",
-        )
-    if isinstance(parts, (dict, str)) or parts is None:
-        parts = [parts] if parts is not None else []
-    if not isinstance(parts, (list, tuple)):
-        raise _invalid(None, "parts must be a list")
-    texts: list[str] = []
-    for p, raw in enumerate(parts):
-        if isinstance(raw, str):
-            texts.append(raw)
-            continue
-        part = _view(raw, f"parts[{p}]", None)
-        text = part.get("text")
-        if not isinstance(text, str):
-            raise _invalid(None, f"parts[{p}] must be a text part")
-        texts.append(text)
-    # The notes an earlier assembly left, wherever the caller's parts stand now (one may have
-    # been added after them since): the request the core writes replaces them all.
-    notes = [t for t in texts if t.startswith(LEDGER_MARKER)]
-    summaries = [t for t in texts if is_summary_note(t)]
-    own = [t for t in texts if not t.startswith(LEDGER_MARKER) and not is_summary_note(t)]
-    return _System(own, notes[-1] if notes else None, summaries[-1] if summaries else None)
-
-
 # --- where a functionResponse stands (``summary.recovery`` reads a result by it) -------------
 
 
@@ -168,73 +117,6 @@ class GeminiAdapter(NativeAdapter):
     default_token_ratio = 1.25
     items_field = "contents"
     raw_bytes = True
-
-    def system_texts(self, system: Any) -> list[list[str]]:
-        """The system instruction as the core counts it: the caller's parts (an empty message
-        when there are none, so the first user turn always has one to hold on to, with notes or
-        without: a note a plan adds then costs what it costs once rendered into the
-        instruction), then the ledger note and the summary note, one system message each."""
-        sys = _read_system(system)
-        return [sys.texts] + [[t] for t in (sys.note, sys.summary) if t is not None]
-
-    def tools_to_openai(self, tools: Sequence[Any]) -> list[dict[str, Any]]:
-        """``tools[].functionDeclarations`` as OpenAI function tools; built-in tools (Google
-        Search, code execution, ...) as a function named after the tool, so they are counted."""
-        if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-            raise InvalidMessageError(
-                f"tools must be a list of Tool objects, got {type(tools).__name__}",
-                index=None,
-                reason=f"tools must be a list, got {type(tools).__name__}",
-            )
-        out: list[dict[str, Any]] = []
-        for t, raw in enumerate(tools):
-            tool = _tool_view(raw, f"tools[{t}]")
-            for key, value in tool.items():
-                if value is None:
-                    continue
-                if key not in ("functionDeclarations", "function_declarations"):
-                    out.append(_function(key, "", value if isinstance(value, Mapping) else {}))
-                    continue
-                if not isinstance(value, (list, tuple)):
-                    raise _tool_error(f"tools[{t}].{key} must be a list")
-                for d, raw_decl in enumerate(value):
-                    decl = _tool_view(raw_decl, f"tools[{t}].{key}[{d}]")
-                    name = decl.get("name")
-                    if not isinstance(name, str) or not name:
-                        raise _tool_error(f"tools[{t}].{key}[{d}].name must be a non-empty string")
-                    params = _get(decl, "parametersJsonSchema", "parameters_json_schema")
-                    if params is None:
-                        params = decl.get("parameters")
-                    description = decl.get("description")
-                    out.append(
-                        _function(
-                            name,
-                            description if isinstance(description, str) else "",
-                            params if isinstance(params, Mapping) else {},
-                        )
-                    )
-        return out
-
-
-def _tool_view(obj: Any, where: str) -> Mapping[str, Any]:
-    try:
-        data = as_mapping(obj)
-    except UnreadableObject as e:
-        raise _tool_error(f"{where} {e}") from None
-    if data is None:
-        raise _tool_error(f"{where} must be an object, got {type(obj).__name__}")
-    return data
-
-
-def _tool_error(reason: str) -> InvalidMessageError:
-    return InvalidMessageError(reason, index=None, reason=reason)
-
-
-def _function(name: str, description: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {"name": name, "description": description, "parameters": dict(parameters)},
-    }
 
 
 #: The adapter ``ringbound.providers.adapter("gemini")`` returns.

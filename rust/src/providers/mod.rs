@@ -10,6 +10,8 @@ pub mod item_cache;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod pynames;
+pub mod system;
+pub mod tools;
 
 use crate::error::CoreError;
 use crate::json_array;
@@ -229,19 +231,10 @@ pub fn is_note(text: &str) -> bool {
     text.starts_with(crate::ledger::MARKER) || text.starts_with(crate::summary::MARKER)
 }
 
-/// The caller's part of a system string an assembly joined its notes to: the inverse of
-/// `system_with_notes`, as the façade's `split_system_note` reads it.
+/// The caller's part of a system string an assembly joined its notes to: what the system
+/// reader counts as the caller's (`system::split_notes`).
 pub(crate) fn base_of(text: &str) -> &str {
-    let mut text = text;
-    for marker in [crate::summary::MARKER, crate::ledger::MARKER] {
-        if text.starts_with(marker) {
-            return "";
-        }
-        if let Some(at) = text.find(&format!("{NOTE_SEPARATOR}{marker}")) {
-            text = &text[..at];
-        }
-    }
-    text
+    system::split_notes(text).0
 }
 
 /// A system given as the JSON string `system`, without the notes joined to it, as a JSON

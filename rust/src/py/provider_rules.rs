@@ -3,10 +3,12 @@
 //! the notes to a system string. One home each, so the two languages cannot drift apart.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyModule, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyModule, PyString, PyTuple};
 
 use super::panic::guard;
 use crate::error::CoreError;
+use crate::providers::system::{self, split_notes};
+use crate::providers::tools;
 use crate::providers::{bedrock_converse, gemini, openai_responses, system_with_notes};
 
 /// Adds the tables (tuples, in the core's order) and `join_system_note` to `m`.
@@ -56,6 +58,9 @@ pub(super) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add("NOTE_SEPARATOR", crate::providers::NOTE_SEPARATOR)?;
     m.add_function(wrap_pyfunction!(join_system_note, m)?)?;
+    m.add_function(wrap_pyfunction!(split_system_note, m)?)?;
+    m.add_function(wrap_pyfunction!(read_system, m)?)?;
+    m.add_function(wrap_pyfunction!(tools_as_openai, m)?)?;
     Ok(())
 }
 
@@ -94,5 +99,40 @@ fn join_system_note(
         let note = part(note, "ledger note")?;
         let summary = part(summary, "summary note")?;
         Ok(system_with_notes(base, note, summary))
+    })
+}
+
+/// A system string taken apart where `join_system_note` joined the notes to it: `(base,
+/// note, summary)`, each note None when absent (`providers::system::split_notes`).
+#[pyfunction]
+fn split_system_note(text: &str) -> (&str, Option<&str>, Option<&str>) {
+    split_notes(text)
+}
+
+/// The top-level system of `provider`, given as JSON (`null` for none), as the core counts
+/// it: its texts, the caller's and then each note an earlier assembly left in it, one group
+/// each; and the `cache_control` markers it carries (`providers::system::read`).
+#[pyfunction]
+fn read_system(
+    py: Python<'_>,
+    provider: &str,
+    system: &[u8],
+) -> PyResult<(Vec<Vec<String>>, usize)> {
+    guard(py, || {
+        let read = system::read(provider, system)?;
+        Ok((read.texts, read.markers))
+    })
+}
+
+/// `tools`, the JSON of a provider's tool definitions, as the OpenAI Chat tools the core
+/// counts, as JSON (`providers::tools::as_openai`).
+#[pyfunction]
+fn tools_as_openai<'py>(
+    py: Python<'py>,
+    provider: &str,
+    tools: &[u8],
+) -> PyResult<Bound<'py, PyBytes>> {
+    guard(py, || {
+        Ok(PyBytes::new(py, &tools::as_openai(provider, tools)?))
     })
 }
