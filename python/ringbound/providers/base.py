@@ -133,6 +133,13 @@ class Adapter(Protocol):
         ...
 
 
+#: The systems read lately, by provider and the text or its JSON: a session sends the same
+#: system every turn, and each assembly reads it three times (the check, the reading, the
+#: cache markers). Bounded: cleared when full. The groups are shared: nobody changes them.
+_SYSTEMS: dict[tuple[str, Any], tuple[list[list[str]], int]] = {}
+_SYSTEMS_KEPT = 16
+
+
 class NativeAdapter:
     """What the adapters of the providers the core reads share: the items, the system and the
     tools go to the core as JSON, and the core reads them and checks the provider's own
@@ -152,12 +159,25 @@ class NativeAdapter:
         Raises:
             InvalidMessageError: The system is not one the provider takes.
         """
-        return _core.read_system(self.key, dump_system(system))[0]
+        return self._system(system)[0]
 
     def system_markers(self, system: Any) -> int:
         """The ``cache_control`` markers a system sent as it is carries (Anthropic's): they
         count against the request's four."""
-        return _core.read_system(self.key, dump_system(system))[1]
+        return self._system(system)[1]
+
+    def _system(self, system: Any) -> tuple[list[list[str]], int]:
+        # A string is its own key (its hash is kept on it); anything else is keyed by its JSON,
+        # which the caller's objects may change between two assemblies.
+        plain = system is None or type(system) is str
+        key = (self.key, system if plain else dump_system(system))
+        read = _SYSTEMS.get(key)
+        if read is None:
+            read = _core.read_system(self.key, dump_system(system) if plain else key[1])
+            if len(_SYSTEMS) >= _SYSTEMS_KEPT:
+                _SYSTEMS.clear()
+            _SYSTEMS[key] = read
+        return read
 
     def validate(self, messages: Sequence[Any], *, system: Any = None) -> list[PairingIssue]:
         """Pairing issues by the provider's own rules, in item order, each quoting the
