@@ -6,6 +6,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::CoreError;
+use crate::json::json_kind as kind;
 use crate::ledger::MARKER as LEDGER;
 use crate::summary::MARKER as SUMMARY;
 
@@ -69,18 +70,6 @@ fn refused(reason: String) -> CoreError {
 
 fn texts(texts: Vec<Vec<String>>) -> System {
     System { texts, markers: 0 }
-}
-
-/// A JSON value's kind, as the errors name what they got.
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The caller's texts and the notes among `all`, the latest of each kind (the writers replace
@@ -281,7 +270,7 @@ fn member<'v>(block: &'v Value, at: &str) -> Result<(&'v str, &'v Value), CoreEr
         _ => {
             let mut keys: Vec<&str> = set.iter().map(|(k, _)| k.as_str()).collect();
             keys.sort_unstable();
-            let keys: Vec<String> = keys.iter().map(|k| format!("'{k}'")).collect();
+            let keys: Vec<String> = keys.iter().map(|k| super::pynames::repr_str(k)).collect();
             Err(refused(format!(
                 "{at} must set exactly one block type, got [{}]",
                 keys.join(", ")

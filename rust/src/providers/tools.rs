@@ -465,63 +465,11 @@ fn py_str(out: &mut Vec<u8>, s: &str) {
 
 /// `repr(keys)` of a Python list of strings: `['a', 'b']`.
 fn py_list_repr(keys: &[&str]) -> String {
-    let quoted: Vec<String> = keys.iter().map(|k| py_repr(k)).collect();
+    let quoted: Vec<String> = keys
+        .iter()
+        .map(|k| crate::providers::pynames::repr_str(k))
+        .collect();
     format!("[{}]", quoted.join(", "))
-}
-
-/// `repr(s)` of a Python string: single quotes unless it holds one and no double quote; the
-/// quote, backslash and what Python does not print escaped.
-fn py_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if py_printable(c) => out.push(c),
-            c => {
-                let n = u32::from(c);
-                let escaped = match n {
-                    0..=0xff => format!("\\x{n:02x}"),
-                    0x100..=0xffff => format!("\\u{n:04x}"),
-                    _ => format!("\\U{n:08x}"),
-                };
-                out.push_str(&escaped);
-            }
-        }
-    }
-    out.push(quote);
-    out
-}
-
-/// Python's `str.isprintable` of one character: not a control, format, separator (but the
-/// space), private-use or surrogate character. Unassigned code points, which Python also
-/// escapes, are printed: telling them needs the Unicode tables.
-fn py_printable(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    // White_Space beyond the space is exactly the separators (Zs, Zl, Zp) and some controls.
-    if c.is_control() || c.is_whitespace() {
-        return false;
-    }
-    !matches!(u32::from(c),
-        0xad | 0x600..=0x605 | 0x61c | 0x6dd | 0x70f | 0x890..=0x891 | 0x8e2 | 0x180e
-        | 0x200b..=0x200f | 0x202a..=0x202e | 0x2060..=0x2064 | 0x2066..=0x206f | 0xfeff
-        | 0xfff9..=0xfffb | 0x110bd | 0x110cd | 0x13430..=0x1343f | 0x1bca0..=0x1bca3
-        | 0x1d173..=0x1d17a | 0xe0001 | 0xe0020..=0xe007f
-        | 0xe000..=0xf8ff | 0xf0000..=0xffffd | 0x100000..=0x10fffd)
 }
 
 #[cfg(test)]
@@ -823,11 +771,11 @@ mod tests {
 
     #[test]
     fn py_repr_quotes_as_python_does() {
-        assert_eq!(py_repr("a"), "'a'");
-        assert_eq!(py_repr("it's"), "\"it's\"");
-        assert_eq!(py_repr("'\""), r#"'\'"'"#);
+        assert_eq!(crate::providers::pynames::repr_str("a"), "'a'");
+        assert_eq!(crate::providers::pynames::repr_str("it's"), "\"it's\"");
+        assert_eq!(crate::providers::pynames::repr_str("'\""), r#"'\'"'"#);
         assert_eq!(
-            py_repr("\\\u{7f}\u{200b}é\u{10fffd}"),
+            crate::providers::pynames::repr_str("\\\u{7f}\u{200b}é\u{10fffd}"),
             r"'\\\x7f\u200bé\U0010fffd'"
         );
     }
