@@ -105,8 +105,11 @@ fn join_system_note(
 /// A system string taken apart where `join_system_note` joined the notes to it: `(base,
 /// note, summary)`, each note None when absent (`providers::system::split_notes`).
 #[pyfunction]
-fn split_system_note(text: &str) -> (&str, Option<&str>, Option<&str>) {
-    split_notes(text)
+fn split_system_note<'a>(
+    py: Python<'_>,
+    text: &'a str,
+) -> PyResult<(&'a str, Option<&'a str>, Option<&'a str>)> {
+    guard(py, || Ok(split_notes(text)))
 }
 
 /// The top-level system of `provider`, given as JSON (`null` for none), as the core counts
