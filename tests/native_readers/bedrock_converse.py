@@ -1,7 +1,8 @@
-"""The Python reader of Bedrock Converse messages, which ``ringbound.providers.bedrock_converse``
-held until the core became the only reader. It stays as the differential oracle for the core's
-reading: the oracle's rendering (``tests/providers/bedrock_converse_oracle.py``) reads through
-it."""
+"""The Python readers of Bedrock Converse messages and the top-level system, which
+``ringbound.providers.bedrock_converse`` held until the core became the only reader. They stay
+as the differential oracles for the core's reading (``tests/providers/test_system_read.py``,
+``test_tools_read.py``), and the oracle's rendering
+(``tests/providers/bedrock_converse_oracle.py``) reads through them."""
 
 from __future__ import annotations
 

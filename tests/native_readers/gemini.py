@@ -1,6 +1,8 @@
-"""The Python reader of Gemini contents, which ``ringbound.providers.gemini`` held until the core
-became the only reader. It stays as the differential oracle for the core's reading: the oracle's
-rendering (``tests/providers/gemini_oracle.py``) reads through it."""
+"""The Python readers of Gemini contents and the system instruction, which
+``ringbound.providers.gemini`` held until the core became the only reader. They stay as the
+differential oracles for the core's reading (``tests/providers/test_system_read.py``,
+``test_tools_read.py``), and the oracle's rendering (``tests/providers/gemini_oracle.py``) reads
+through them."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""The Python reader of OpenAI Responses input items, which
-``ringbound.providers.openai_responses`` held until the core became the only reader. It stays as
-the differential oracle for the core's reading: the oracle's rendering
-(``tests/providers/openai_responses_oracle.py``) reads through it."""
+"""The Python readers of OpenAI Responses input items and instructions, which
+``ringbound.providers.openai_responses`` held until the core became the only reader. They stay
+as the differential oracles for the core's reading (``tests/providers/test_system_read.py``,
+``test_tools_read.py``), and the oracle's rendering
+(``tests/providers/openai_responses_oracle.py``) reads through them."""
 
 from __future__ import annotations
 
