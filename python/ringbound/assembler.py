@@ -167,6 +167,10 @@ class Assembler:
         #: inner assemblers leave that to the gate).
         self._accounts = True
         self._gate = count_gate(self, counter, calibrator, cache)
+        #: Whether a plain call (``_plain_call``) can go straight to ``_assemble_plain``:
+        #: nothing between ``assemble`` and the core (detection, the count gate, notes
+        #: moved by ``routing``) has anything to do.
+        self._lane = self._plain and not self._detect and self._gate is None and not self._placed
         kwargs = dict(summarizer=summarizer, sink=sink, tracer=tracer, cache=cache)
         kwargs.update(store=self.store, counter=counter, calibrator=calibrator)
         self._variants = bodies.Variants(self, kwargs, _model_overrides)
@@ -376,6 +380,18 @@ class Assembler:
             StoreError: With ``session_id``: the store failed and ``on_store_error`` is
                 ``fail_closed``.
         """
+        if (
+            self._lane
+            and target is None
+            and session_id is None
+            and now is None
+            and self._plain_call(pinned, ledger, tighten, state, token_ledger)
+            and not _framework(messages)
+        ):
+            # The call a gateway makes on every request: the inputs' record, the flow and
+            # the clock around it cost a sixth of a warm assembly of a small session.
+            check_system(self.provider, system)
+            return self._assemble_plain(messages, tools, system)
         if target is not None:
             return self._translated(
                 messages,
@@ -460,17 +476,23 @@ class Assembler:
 
     def _takes_plain(self, inputs: AssemblyInputs) -> bool:
         """Whether a call is one ``_assemble_plain`` makes exactly as the general path would."""
-        pinned, tighten = inputs.pinned, inputs.tighten
+        return not inputs.stateful and self._plain_call(
+            inputs.pinned, inputs.ledger, inputs.tighten, inputs.state, inputs.token_ledger
+        )
+
+    def _plain_call(
+        self, pinned: Any, ledger: Any, tighten: Any, state: Any, token_ledger: Any
+    ) -> bool:
+        """Whether ``assemble``'s arguments leave nothing for the general path to do."""
         return (
             self._plain
-            and not inputs.stateful
             # Not ``pinned == ()``: the caller's object's own __eq__ may raise.
             and (pinned is None or (type(pinned) is tuple and not pinned))
-            and inputs.ledger is None
+            and ledger is None
             and type(tighten) is int
             and tighten == 0
-            and inputs.state is None
-            and inputs.token_ledger is None
+            and state is None
+            and token_ledger is None
         )
 
     def _assemble_plain(
