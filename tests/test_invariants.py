@@ -627,9 +627,10 @@ def assembled(case: gen.Case, cfg: rb.AssemblyConfig) -> Any:
 def test_the_plain_path_assembles_what_the_general_one_does(case: gen.Case) -> None:
     """A call with nothing but messages and tools takes the façade's plain path; an empty
     pin list sends the same call through the general one. Same request, same report, same
-    error, cold and warm."""
+    error, cold and warm. The report, made without its dataclass ``__init__``, holds what
+    ``__init__`` would have set."""
     asm = rb.Assembler(case.config())
-    assert asm._plain
+    assert asm._plain and asm._lane
     for _ in range(2):
         results = []
         for pinned in ((), []):
@@ -639,6 +640,9 @@ def test_the_plain_path_assembles_what_the_general_one_does(case: gen.Case) -> N
                 results.append(e)
         plain, general = (fingerprint(case.messages, r) for r in results)
         assert plain == general
+        for r in results:
+            if not isinstance(r, Exception):
+                assert vars(r.report) == vars(dataclasses.replace(r.report))
 
 
 @properties
