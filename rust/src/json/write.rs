@@ -9,6 +9,18 @@ pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
 /// The UTF-8 text `bytes` as a JSON string (the bytes are copied as they are, so text that is
 /// not UTF-8 stays so, and the parser reading it refuses it).
 pub(crate) fn write_utf8(out: &mut Vec<u8>, bytes: &[u8]) {
+    write_escaped(out, bytes, false);
+}
+
+/// `s` as a JSON string as Python's `json` writes it with `ensure_ascii=False`: `\b` and `\f`
+/// by their short escapes where `write_str` spells them `\u0008` and `\u000c` (the tools'
+/// JSON is counted by its text, and must be the text the adapters wrote).
+pub(crate) fn write_str_as_python(out: &mut Vec<u8>, s: &str) {
+    write_escaped(out, s.as_bytes(), true);
+}
+
+#[inline]
+fn write_escaped(out: &mut Vec<u8>, bytes: &[u8], short_controls: bool) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.reserve(bytes.len() + 2);
     out.push(b'"');
@@ -32,6 +44,8 @@ pub(crate) fn write_utf8(out: &mut Vec<u8>, bytes: &[u8]) {
             b'\n' => b"\\n",
             b'\r' => b"\\r",
             b'\t' => b"\\t",
+            0x08 if short_controls => b"\\b",
+            0x0c if short_controls => b"\\f",
             b @ 0..=0x1f => &[
                 b'\\',
                 b'u',

@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 
 use super::edit;
 use crate::error::CoreError;
+use crate::json::write::write_str_as_python;
 
 /// An object's members in order, as `edit::fields` reads them.
 type Members<'a> = Vec<(Cow<'a, str>, &'a RawValue)>;
@@ -340,14 +341,14 @@ impl Object {
         if self.0.len() > 1 {
             self.0.push(b',');
         }
-        py_str(&mut self.0, key);
+        write_str_as_python(&mut self.0, key);
         self.0.push(b':');
     }
 
     /// A string member.
     fn text(&mut self, key: &str, value: &str) {
         self.key(key);
-        py_str(&mut self.0, value);
+        write_str_as_python(&mut self.0, value);
     }
 
     /// A member of the caller's JSON, written compact.
@@ -392,7 +393,7 @@ fn compact(json: &str, out: &mut Vec<u8>) -> Result<(), CoreError> {
                     .ok_or_else(|| not_json("a string is cut"))?;
                 if escaped {
                     let decoded: String = serde_json::from_str(literal).map_err(not_json)?;
-                    py_str(out, &decoded);
+                    write_str_as_python(out, &decoded);
                 } else {
                     // No escape and (being JSON) no control character: Python writes it as is.
                     out.extend_from_slice(literal.as_bytes());
@@ -424,41 +425,6 @@ fn string_end(bytes: &[u8], start: usize) -> (usize, bool) {
         }
     }
     (bytes.len(), escaped)
-}
-
-/// `s` as a JSON string as Python's `json` writes it with `ensure_ascii=False`: `\b` and `\f`
-/// by their short escapes (the core's `write_str` spells them `\u0008`, which would change the
-/// text of a server tool's description), other control characters as `\u00XX`.
-fn py_str(out: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push(b'"');
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0..=0x1f => &[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 0xf)],
-            ],
-            _ => continue,
-        };
-        out.extend_from_slice(bytes.get(start..i).unwrap_or_default());
-        out.extend_from_slice(escape);
-        start = i + 1;
-    }
-    out.extend_from_slice(bytes.get(start..).unwrap_or_default());
-    out.push(b'"');
 }
 
 // --- Python's repr, for Bedrock's refusal that quotes a list of keys ----------------------
