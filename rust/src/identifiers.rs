@@ -57,8 +57,8 @@ static CLASS: [u8; 256] = {
     table
 };
 
-/// A word's bytes and the union of its bytes' classes, plus `CAMEL` when a lowercase letter
-/// is followed by an uppercase one.
+/// In a word's class (the union of its bytes' classes) when a lowercase letter in it is
+/// followed by an uppercase one.
 const CAMEL: u8 = 128;
 const _: () = assert!(LOWER << 1 == UPPER && UPPER << 2 == CAMEL);
 
